@@ -1,0 +1,333 @@
+"""Policy: the admin's word on every tool, as strict models, merged defaults < upstream < tool.
+
+A policy file (``policies/*.yaml``, JSON accepted) has this shape::
+
+    version: 1
+    defaults: {effect: write_unsafe, timeouts: {attempt_s: 60}, ...}      # a ToolRule
+    session: {max_tool_calls: 1000, max_failures: 100, loop_threshold: 3}
+    observations: {level: L2, unknown_tool_as_result: false}
+    deny: ["*delete*"]                                                     # host-visible names, globs
+    upstreams:
+      fs:
+        trust_annotations: true
+        allow: ["read_*", "list_*"]
+        defaults: {...}                                                    # a ToolRule for all its tools
+        tools: {"write_*": {effect: write_unsafe, require_approval: true}} # glob -> ToolRule
+    tools: {"fs__move_file": {effect: destructive}}                        # host-visible names, globs
+
+Every layer is a ``ToolRule``; merging takes, field by field, what a later layer *set* (``model_fields_set``), so an
+upstream that sets only ``timeouts.attempt_s`` keeps every other default. ``resolve`` is pure and runs when the chain
+is compiled, never per call.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from enum import StrEnum
+from typing import Any, Literal, TypeVar
+
+import mcp_types as types
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .faults import EffectClass
+
+B = TypeVar("B", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+# --- one model per chain stage --------------------------------------------------------------------------------------
+
+
+class ValidationRule(Strict):
+    enabled: bool = True
+    """Check arguments against the tool's inputSchema before sending; invalid calls are never forwarded."""
+    max_argument_bytes: int = Field(1_000_000, ge=1)
+    """Largest accepted size of the arguments, as compact JSON in UTF-8."""
+    coerce: bool = False
+    """Apply safe coercions ("5" -> 5 for an integer field, "true" -> true); each one is reported to the model."""
+
+
+class TimeoutRule(Strict):
+    attempt_s: float = Field(60.0, gt=0, le=86_400)
+    """Timeout of one upstream attempt, in seconds; a timed-out attempt is cancelled upstream."""
+    total_s: float = Field(120.0, gt=0, le=86_400)
+    """Deadline of the whole call across attempts and backoff, in seconds."""
+    progress_extends: bool = True
+    """A progress notification from the upstream restarts the attempt timeout (never past total_s)."""
+
+
+class RetryRule(Strict):
+    enabled: bool = True
+    max_attempts: int = Field(3, ge=1, le=10)
+    """Attempts in all for faults that provably did not execute (not_sent, rejected)."""
+    max_attempts_maybe_executed: int = Field(2, ge=1, le=10)
+    """Attempts in all for maybe-executed faults, on tools where repeating is safe."""
+    backoff_base_ms: int = Field(100, ge=0, le=60_000)
+    backoff_cap_ms: int = Field(2_000, ge=0, le=600_000)
+    retry_after_cap_ms: int = Field(10_000, ge=0, le=3_600_000)
+    """Longest server-requested wait (Retry-After) the proxy sleeps; a longer one is reported instead."""
+
+
+class BreakerRule(Strict):
+    enabled: bool = True
+    failure_threshold: int = Field(5, ge=1, le=1000)
+    """Consecutive transport/timeout/5xx-class failures that open the circuit."""
+    open_s: float = Field(30.0, gt=0, le=86_400)
+    """How long the circuit stays open before one half-open probe."""
+
+
+class IdempotencyRule(Strict):
+    enabled: bool | None = None
+    """None: on for write_unsafe and destructive tools, off otherwise."""
+    window_s: float = Field(600.0, gt=0, le=7 * 86_400)
+    """How long a completed write is replayed for an identical call."""
+    key_argument: str | None = None
+    """An argument whose value is the idempotency key (e.g. client_ref), instead of a hash of all arguments."""
+    forward_key_as: str | None = None
+    """The upstream honours idempotency keys: forward the key in this ``_meta`` field; maybe-executed writes may then
+    be retried."""
+    on_in_flight: Literal["wait", "conflict"] = "wait"
+    """An identical write while the first is running: wait and share its result, or refuse with a conflict."""
+
+
+class OutputRule(Strict):
+    max_text_bytes: int = Field(100_000, ge=256)
+    """Largest text of a result passed to the host; the rest is stored and readable in pages."""
+    max_items: int = Field(100, ge=1)
+    max_binary_bytes: int = Field(5_000_000, ge=0)
+    validate_output_schema: bool = True
+    """Check structuredContent against the tool's outputSchema; a mismatch becomes an observation."""
+
+
+class VerifyWith(Strict):
+    tool: str
+    """A read-only tool (host-visible name) that tells whether a write took effect."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Arguments; a string "{name}" is replaced by the call's argument of that name."""
+
+
+class ToolRule(Strict):
+    """Everything the chain needs to know about one tool. Also the shape of every layer of a policy file."""
+
+    effect: EffectClass = EffectClass.WRITE_UNSAFE
+    """read_only | write_idempotent | write_unsafe | destructive. Unnamed, unannotated tools are write_unsafe."""
+    require_approval: bool = False
+    """Ask the human (MCP elicitation) before each call; refused with ask_user when the host cannot ask."""
+    verify_with: VerifyWith | None = None
+    fallback: list[str] = Field(default_factory=list)
+    """Alternative tools (host-visible names), named in observations when this one is failing."""
+    validation: ValidationRule = ValidationRule()
+    timeouts: TimeoutRule = TimeoutRule()
+    retry: RetryRule = RetryRule()
+    breaker: BreakerRule = BreakerRule()
+    idempotency: IdempotencyRule = IdempotencyRule()
+    output: OutputRule = OutputRule()
+
+    @property
+    def idempotency_on(self) -> bool:
+        if self.idempotency.enabled is not None:
+            return self.idempotency.enabled
+        return self.effect in (EffectClass.WRITE_UNSAFE, EffectClass.DESTRUCTIVE)
+
+
+# --- file-level sections --------------------------------------------------------------------------------------------
+
+
+class ObservationLevel(StrEnum):
+    L0 = "L0"  # raw upstream error only
+    L1 = "L1"  # + classification
+    L2 = "L2"  # + repair action, retries, attempts, suggestion
+    L3 = "L3"  # + session context
+
+
+class SessionRule(Strict):
+    max_tool_calls: int | None = Field(1000, ge=1)
+    """Tool calls one host session may make; None for no limit."""
+    max_failures: int | None = Field(100, ge=1)
+    """Failed tool calls one host session may make; None for no limit."""
+    loop_threshold: int = Field(3, ge=2, le=100)
+    """Identical failures after which the repair action becomes abort."""
+
+
+class ObservationRule(Strict):
+    level: ObservationLevel = ObservationLevel.L2
+    unknown_tool_as_result: bool = False
+    """Answer an unknown tool with an isError result instead of the spec's JSON-RPC -32602 (for hosts that hide
+    protocol errors from the model)."""
+    upstream_message_chars: int = Field(500, ge=0, le=100_000)
+
+
+def _check_glob(pattern: str) -> str:
+    if not pattern or pattern.strip() != pattern:
+        raise ValueError(f"glob pattern {pattern!r} must be non-empty with no surrounding spaces")
+    if pattern.count("[") != pattern.count("]"):
+        raise ValueError(f"glob pattern {pattern!r} has an unbalanced '['")
+    try:
+        re.compile(fnmatch.translate(pattern))
+    except re.error as exc:
+        raise ValueError(f"glob pattern {pattern!r} is invalid: {exc}") from None
+    return pattern
+
+
+class UpstreamPolicy(Strict):
+    trust_annotations: bool = False
+    """Use the upstream's MCP tool annotations (readOnlyHint, destructiveHint, idempotentHint) as effect classes."""
+    allow: list[str] | None = None
+    """Only tools matching one of these globs (upstream names) are offered; None offers all."""
+    deny: list[str] = Field(default_factory=list)
+    """Tools matching these globs (upstream names) are hidden and refused."""
+    defaults: ToolRule = ToolRule()
+    tools: dict[str, ToolRule] = Field(default_factory=dict)
+    """Glob on the upstream's tool name -> rule; later, more specific entries win field by field."""
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _globs(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else [_check_glob(p) for p in v]
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_globs(cls, v: dict[str, ToolRule]) -> dict[str, ToolRule]:
+        for p in v:
+            _check_glob(p)
+        return v
+
+
+class PolicyFile(Strict):
+    version: Literal[1] = 1
+    defaults: ToolRule = ToolRule()
+    session: SessionRule = SessionRule()
+    observations: ObservationRule = ObservationRule()
+    deny: list[str] = Field(default_factory=list)
+    """Host-visible tool names (globs) hidden and refused on every upstream."""
+    upstreams: dict[str, UpstreamPolicy] = Field(default_factory=dict)
+    tools: dict[str, ToolRule] = Field(default_factory=dict)
+    """Glob on the host-visible tool name -> rule; applied after upstream rules."""
+
+    @field_validator("deny")
+    @classmethod
+    def _globs(cls, v: list[str]) -> list[str]:
+        return [_check_glob(p) for p in v]
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_globs(cls, v: dict[str, ToolRule]) -> dict[str, ToolRule]:
+        for p in v:
+            _check_glob(p)
+        return v
+
+
+# --- merging and resolution -----------------------------------------------------------------------------------------
+
+
+def merge(base: B, over: B) -> B:
+    """``over`` on top of ``base``: fields ``over`` set win; nested models merge recursively; lists replace."""
+    updates: dict[str, Any] = {}
+    for name in over.model_fields_set:
+        new, old = getattr(over, name), getattr(base, name)
+        if isinstance(new, BaseModel) and isinstance(old, BaseModel) and type(new) is type(old):
+            updates[name] = merge(old, new)
+        else:
+            updates[name] = new
+    if not updates:
+        return base
+    merged = base.model_copy(update=updates)
+    # keep "what was set" accurate so a merged layer can itself be merged again
+    object.__setattr__(merged, "__pydantic_fields_set__", base.model_fields_set | set(updates))
+    return merged
+
+
+def merge_files(files: list[PolicyFile]) -> PolicyFile:
+    """Several policy files, later ones on top: the same field-by-field merge; dicts of rules merge per key."""
+    out = PolicyFile()
+    for f in files:
+        out = _merge_policy(out, f)
+    return out
+
+
+def _merge_policy(base: PolicyFile, over: PolicyFile) -> PolicyFile:
+    merged = merge(base, over)
+    upstreams = dict(base.upstreams)
+    for name, up in over.upstreams.items():
+        upstreams[name] = _merge_upstream(upstreams[name], up) if name in upstreams else up
+    tools = dict(base.tools)
+    for pat, rule in over.tools.items():
+        tools[pat] = merge(tools[pat], rule) if pat in tools else rule
+    return merged.model_copy(update={"upstreams": upstreams, "tools": tools, "deny": [*base.deny, *over.deny]})
+
+
+def _merge_upstream(base: UpstreamPolicy, over: UpstreamPolicy) -> UpstreamPolicy:
+    merged = merge(base, over)
+    tools = dict(base.tools)
+    for pat, rule in over.tools.items():
+        tools[pat] = merge(tools[pat], rule) if pat in tools else rule
+    return merged.model_copy(update={"tools": tools, "deny": [*base.deny, *over.deny]})
+
+
+def effect_from_annotations(annotations: types.ToolAnnotations | None) -> EffectClass | None:
+    """MCP annotations as an effect class, with the spec's pessimistic defaults for missing hints."""
+    if annotations is None:
+        return None
+    if annotations.read_only_hint:
+        return EffectClass.READ_ONLY
+    destructive = annotations.destructive_hint if annotations.destructive_hint is not None else True
+    if destructive:
+        return EffectClass.DESTRUCTIVE
+    if annotations.idempotent_hint:
+        return EffectClass.WRITE_IDEMPOTENT
+    return EffectClass.WRITE_UNSAFE
+
+
+def matches(name: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+class Policy:
+    """The merged policy of all files, with resolution of one tool's rule and visibility."""
+
+    def __init__(self, file: PolicyFile | None = None, sources: list[str] | None = None) -> None:
+        self.file = file or PolicyFile()
+        self.sources = sources or []
+
+    @property
+    def session(self) -> SessionRule:
+        return self.file.session
+
+    @property
+    def observations(self) -> ObservationRule:
+        return self.file.observations
+
+    def upstream(self, upstream: str) -> UpstreamPolicy:
+        return self.file.upstreams.get(upstream) or UpstreamPolicy()
+
+    def is_visible(self, upstream: str, tool: str, public_name: str) -> bool:
+        """False when the policy hides the tool (denied, or not on an allow list)."""
+        up = self.upstream(upstream)
+        if matches(public_name, self.file.deny) or matches(tool, up.deny):
+            return False
+        return up.allow is None or matches(tool, up.allow)
+
+    def resolve(
+        self, upstream: str, tool: str, public_name: str, annotations: types.ToolAnnotations | None = None
+    ) -> ToolRule:
+        """The rule for one tool: defaults < upstream defaults < upstream tool globs < top-level tool globs.
+
+        Among globs of one section, entries later in the file win. The effect class comes from the annotations
+        only when the upstream is trusted and no layer set ``effect``."""
+        up = self.upstream(upstream)
+        rule = merge(self.file.defaults, up.defaults)
+        for pattern, layer in up.tools.items():
+            if fnmatch.fnmatchcase(tool, pattern):
+                rule = merge(rule, layer)
+        for pattern, layer in self.file.tools.items():
+            if fnmatch.fnmatchcase(public_name, pattern):
+                rule = merge(rule, layer)
+        if "effect" not in rule.model_fields_set and up.trust_annotations:
+            hinted = effect_from_annotations(annotations)
+            if hinted is not None:
+                rule = rule.model_copy(update={"effect": hinted})
+        return rule
