@@ -127,6 +127,8 @@ class Fault(Exception):
         self.max_retry = self.default_max_retry if max_retry is None else max_retry
         self.retry_after_ms = retry_after_ms
         self.upstream_code = upstream_code
+        self.upstream_result: Any = None
+        """The upstream's own ``CallToolResult`` when read from an ``isError`` result (shown raw at L0)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, retry_safety={self.retry_safety.value})"

@@ -86,7 +86,8 @@ def parse_text(text: str, path: str) -> Document:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = exc.problem or exc.context or "not valid YAML/JSON"
-        raise SourceError(path, [f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML/JSON ({where}): {problem}"]) from None
+        line = mark.line + 1 if mark else "?"
+        raise SourceError(path, [f"{path}:{line}: not valid YAML/JSON ({where}): {problem}"]) from None
     except yaml.YAMLError as exc:
         raise SourceError(path, [f"{path}: not valid YAML/JSON: {exc}"]) from None
     lines: dict[Loc, int] = {}
