@@ -409,4 +409,5 @@ CATALOG: tuple[type[Fault], ...] = (
     Unauthenticated, PermissionDenied, QuotaExhausted, PromptInjection,
 )  # fmt: skip
 
-BY_TYPE: dict[str, type[Fault]] = {cls.fault_type: cls for cls in (*CATALOG, BudgetExhausted, LoopDetected)}
+_NAMED: tuple[type[Fault], ...] = (*CATALOG, BudgetExhausted, LoopDetected)
+BY_TYPE: dict[str, type[Fault]] = {c.fault_type: c for c in _NAMED}
