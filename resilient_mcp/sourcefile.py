@@ -127,12 +127,25 @@ def format_loc(loc: Loc) -> str:
     return out or "(top level)"
 
 
-def validation_problems(exc: ValidationError, doc: Document, prefix: Loc = ()) -> list[str]:
+def _data_loc(loc: Loc, data: Any) -> Loc:
+    """pydantic puts union tags and validator names into ``loc``; keep only the parts that walk the data."""
+    out: list[str | int] = []
+    for i, part in enumerate(loc):
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if (isinstance(data, dict) and part in data) or in_list:
+            data = data[part]
+        elif i == len(loc) - 1 and isinstance(data, dict):
+            pass  # a missing or unknown key: name it
+        else:
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def validation_problems(exc: ValidationError, doc: Document, prefix: Loc = (), data: Any = None) -> list[str]:
     problems = []
     for err in exc.errors():
-        # pydantic puts union/tag names into loc; keep only keys that exist in the data's shape
-        loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        full = (*prefix, *loc)
+        full = (*prefix, *_data_loc(err["loc"], data))
         line = doc.line_of(full)
         where = f"{doc.path}:{line}" if line else doc.path
         problems.append(f"{where}: {format_loc(full)}: {_describe(err)}")
@@ -147,7 +160,7 @@ def validate_document(model: type[M], doc: Document, *, data: Any = None, prefix
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
-        raise SourceError(doc.path, validation_problems(exc, doc, prefix)) from None
+        raise SourceError(doc.path, validation_problems(exc, doc, prefix, payload)) from None
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -1,0 +1,169 @@
+"""The ``resilient-mcp`` command line. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from . import __version__
+from .config import ProxyConfig, StdioUpstream, load_config
+from .logs import configure_logging
+from .policy import Policy
+from .policyfile import load_policy
+from .sourcefile import SourceError
+
+EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 2
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message.rstrip() + "\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="resilient-mcp",
+        description="An MCP server that wraps MCP servers and makes their tool calls safe to fail.",
+    )
+    p.add_argument("--version", action="version", version=f"resilient-mcp {__version__}")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="default: from config, or info")
+    p.add_argument("--log-format", choices=["auto", "console", "json"], help="auto: console on a TTY, else JSON")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    w = sub.add_parser("wrap", help="wrap one stdio MCP server: resilient-mcp wrap -- CMD ARGS...")
+    w.add_argument("--policy", action="append", default=[], metavar="FILE", help="policy file or directory (repeat)")
+    w.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    w.add_argument("--state-dir", metavar="DIR", help="where idempotency records, outputs and audit are kept")
+    w.add_argument("--name", default="upstream", help="the upstream's name in logs and policy (default: upstream)")
+    w.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set for the server (repeat)")
+    w.add_argument("--faults", metavar="PLAN", help="inject faults from a fault plan file (chaos mode)")
+    w.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command and arguments")
+
+    s = sub.add_parser("serve", help="serve the upstreams of a config file")
+    s.add_argument("--config", required=True, metavar="FILE")
+    s.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+
+    c = sub.add_parser("check", help="validate a config and its policy files without serving")
+    c.add_argument("--config", metavar="FILE")
+    c.add_argument("--policy", action="append", default=[], metavar="FILE")
+    c.add_argument("--connect", action="store_true", help="also start the upstreams and print the catalog")
+
+    e = sub.add_parser("explain", help="print the resolved policy of one tool")
+    e.add_argument("--config", metavar="FILE")
+    e.add_argument("--policy", action="append", default=[], metavar="FILE")
+    e.add_argument("--upstream", help="the upstream (default: found by the tool's prefix, or the only one)")
+    e.add_argument("tool", help="the tool's host-visible name")
+
+    a = sub.add_parser("audit", help="show recent tool calls from the audit trail")
+    a.add_argument("--config", metavar="FILE")
+    a.add_argument("--state-dir", metavar="DIR")
+    a.add_argument("--limit", type=int, default=20)
+    a.add_argument("--session")
+
+    sub.add_parser("demo", help="run the proxy in front of a bundled example server and show what it does")
+    sch = sub.add_parser("schema", help="print the JSON Schema of the policy file or of observations")
+    sch.add_argument("which", choices=["policy", "observation"])
+    return p
+
+
+def _wrap_config(args: argparse.Namespace) -> ProxyConfig:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise SourceError("command line", ["wrap needs the server's command: resilient-mcp wrap -- CMD ARGS..."])
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SourceError("command line", [f"--env {item!r}: use KEY=VALUE"])
+        env[key] = value
+    data: dict[str, object] = {
+        "upstreams": {args.name: StdioUpstream(command=cmd[0], args=cmd[1:], env=env)},
+        "policies": [str(Path(p).resolve()) for p in args.policy],
+    }
+    if args.state_dir:
+        data["state_dir"] = str(Path(args.state_dir).resolve())
+    if args.faults:
+        data["faults"] = {"plan": str(Path(args.faults).resolve())}
+    return ProxyConfig.model_validate(data)
+
+
+def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:
+    config = load_config(args.config) if getattr(args, "config", None) else ProxyConfig()
+    extra = [Path(p).resolve() for p in getattr(args, "policy", []) or []]
+    if extra:
+        config = config.model_copy(update={"policies": [*config.policies, *map(str, extra)]})
+    return config, load_policy(config.policy_paths())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return _dispatch(args)
+    except SourceError as exc:
+        _err(f"resilient-mcp: configuration error\n{exc}")
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from .app import StartupError, run_proxy
+
+    if args.command in ("wrap", "serve"):
+        if args.command == "wrap":
+            config = _wrap_config(args)
+            policy = load_policy(config.policy_paths())
+        else:
+            config, policy = _load(args)
+            if not config.enabled_upstreams():
+                raise SourceError(args.config, [f"{args.config}: no enabled upstreams: add one under upstreams:"])
+        configure_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
+        try:
+            anyio.run(lambda: run_proxy(config, policy, http=args.http))
+        except StartupError as exc:
+            _err(f"resilient-mcp: cannot start: {exc}")
+            return EXIT_CONFIG
+        return EXIT_OK
+    if args.command == "check":
+        from .commands import check
+
+        return check(args, _load)
+    if args.command == "explain":
+        from .commands import explain
+
+        return explain(args, _load)
+    if args.command == "audit":
+        from .commands import audit
+
+        return audit(args)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        configure_logging(args.log_level or "warning", args.log_format or "auto")
+        return anyio.run(run_demo)
+    if args.command == "schema":
+        from .policyfile import policy_schema
+
+        if args.which == "policy":
+            schema = policy_schema()
+        else:
+            from .observations import OBSERVATION_SCHEMA
+
+            schema = OBSERVATION_SCHEMA
+        sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+        return EXIT_OK
+    return EXIT_CONFIG  # pragma: no cover
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""The proxy's configuration file: upstreams, listener, state, policy files, logging.
+
+Accepted shapes (YAML or JSON):
+
+- resilient-mcp's own: ``{upstreams: {name: {...}}, policies: [...], listen: {...}, state_dir: ..., ...}``;
+- a Claude Desktop / IDE config as-is: ``{"mcpServers": {name: {...}}, ...other keys of that app...}``.
+
+An upstream is either stdio (``command``, ``args``, ``env``, ``cwd``) or remote (``url``, ``headers``, ``transport``),
+in the shape people already have in their ``mcpServers``. ``${VAR}`` / ``${VAR:-default}`` in ``env`` values,
+``headers`` values, ``url``, ``args`` and listener tokens are read from the proxy's environment, so secrets stay out of
+files. Errors name the file, line and key (see ``sourcefile.py``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+
+from .sourcefile import Document, SourceError, expand_env, load_document, validate_document
+
+#: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
+SDK_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True)
+
+
+class _UpstreamCommon(_Strict):
+    prefix: str | None = None
+    """Prefix of this upstream's tool and prompt names when several upstreams are served; defaults to its name."""
+    enabled: bool = True
+    connect_timeout_s: float = Field(30.0, gt=0, le=600)
+    """How long starting/connecting and the MCP handshake may take."""
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", v):
+            raise ValueError("prefix may use only letters, digits, '_', '.', '-' (at most 64)")
+        return v
+
+
+class StdioUpstream(_UpstreamCommon):
+    type: Literal["stdio"] = "stdio"
+    command: str = Field(min_length=1)
+    """The program to start (looked up on PATH)."""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables set for the server, over the inherited ones."""
+    inherit_env: Literal["minimal", "all"] | list[str] = "minimal"
+    """Which of the proxy's environment variables the server sees: "minimal" is the MCP SDK's default
+    (HOME LOGNAME PATH SHELL TERM USER), "all" passes everything, a list passes those names plus the minimal set."""
+    cwd: str | None = None
+
+
+class RemoteUpstream(_UpstreamCommon):
+    type: Literal["streamable-http", "http", "sse"] = "streamable-http"
+    url: str = Field(min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _transport_alias(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "transport" in v and "type" not in v:
+            v = {("type" if k == "transport" else k): val for k, val in v.items()}
+        return v
+
+    @property
+    def transport(self) -> Literal["streamable-http", "sse"]:
+        return "sse" if self.type == "sse" else "streamable-http"
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://", v):
+            raise ValueError("url must start with http:// or https://")
+        return v
+
+
+def _upstream_kind(v: Any) -> str | None:
+    """Stdio when ``command`` is there, remote when ``url`` is (or when ``type``/``transport`` says so)."""
+    if isinstance(v, BaseModel):
+        return "stdio" if isinstance(v, StdioUpstream) else "remote"
+    if not isinstance(v, dict):
+        return None
+    kind = v.get("type") or v.get("transport")
+    if kind == "stdio" or ("command" in v and "url" not in v):
+        return "stdio"
+    if kind in ("streamable-http", "http", "sse") or "url" in v:
+        return "remote"
+    return None
+
+
+UpstreamConfig = Annotated[
+    Annotated[StdioUpstream, Tag("stdio")] | Annotated[RemoteUpstream, Tag("remote")],
+    Discriminator(
+        _upstream_kind,
+        custom_error_type="upstream_kind",
+        custom_error_message="an upstream needs either 'command' (a stdio server) or 'url' (a remote server)",
+    ),
+]
+
+
+class ListenConfig(_Strict):
+    http: str | None = None
+    """Serve streamable HTTP on HOST:PORT instead of stdio (``--http`` overrides)."""
+    path: str = "/mcp"
+    auth_tokens: list[str] = Field(default_factory=list)
+    """Static bearer tokens; when set, a request without one of them gets 401. ``${VAR}`` allowed."""
+    allow_unauthenticated_remote: bool = False
+    """Required to bind a non-loopback address without auth_tokens."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Extra Host header values accepted by DNS-rebinding protection (``name:port`` or ``name:*``)."""
+    allowed_origins: list[str] = Field(default_factory=list)
+    stateless: bool = False
+    """Stateless HTTP: no sessions, no cancellation, no out-of-band notifications. Off by default."""
+
+
+class LoggingConfig(_Strict):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "console", "json"] = "auto"
+    """auto: console on a TTY, JSON otherwise. Always to stderr."""
+
+
+class ProxyConfig(_Strict):
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict, alias="mcpServers")
+    policies: list[str] = Field(default_factory=list)
+    """Policy files or directories (every *.yaml, *.yml, *.json inside), relative to this file."""
+    state_dir: str | None = None
+    """SQLite state (idempotency records, stored outputs, audit). Default: $XDG_STATE_HOME/resilient-mcp."""
+    prefix_separator: str = "__"
+    listen: ListenConfig = ListenConfig()
+    logging: LoggingConfig = LoggingConfig()
+    faults: Any = None
+    """Fault injection plan (chaos mode); see the README."""
+
+    base_dir: str = Field(default=".", exclude=True)
+
+    @field_validator("upstreams")
+    @classmethod
+    def _names(cls, v: dict[str, UpstreamConfig]) -> dict[str, UpstreamConfig]:
+        for name in v:
+            if not _NAME.match(name):
+                raise ValueError(f"upstream name {name!r}: use letters, digits, '_', '.', '-' (at most 64)")
+        return v
+
+    @field_validator("prefix_separator")
+    @classmethod
+    def _sep(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,8}", v):
+            raise ValueError("prefix_separator may use only letters, digits, '_', '.', '-' (1 to 8 characters)")
+        return v
+
+    @model_validator(mode="after")
+    def _listen_safe(self) -> ProxyConfig:
+        if self.listen.http:
+            host, _ = split_host_port(self.listen.http)
+            if not is_loopback(host) and not self.listen.auth_tokens and not self.listen.allow_unauthenticated_remote:
+                raise ValueError(
+                    f"listen.http binds {host}, which is not a loopback address, without auth_tokens: "
+                    "set listen.auth_tokens or listen.allow_unauthenticated_remote: true"
+                )
+        return self
+
+    def enabled_upstreams(self) -> dict[str, StdioUpstream | RemoteUpstream]:
+        return {name: up for name, up in self.upstreams.items() if up.enabled}
+
+    def resolve_path(self, p: str) -> Path:
+        path = Path(os.path.expanduser(p))
+        return path if path.is_absolute() else Path(self.base_dir) / path
+
+    def policy_paths(self) -> list[Path]:
+        out: list[Path] = []
+        for entry in self.policies:
+            p = self.resolve_path(entry)
+            if p.is_dir():
+                out.extend(sorted(q for q in p.iterdir() if q.suffix in (".yaml", ".yml", ".json")))
+            else:
+                out.append(p)
+        return out
+
+    def state_path(self) -> Path:
+        if self.state_dir:
+            return self.resolve_path(self.state_dir)
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        return Path(base) / "resilient-mcp"
+
+
+def split_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not (0 <= int(port) <= 65535):
+        raise ValueError(f"{value!r} is not HOST:PORT (for example 127.0.0.1:8080)")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _expand(doc: Document, cfg: ProxyConfig, environ: dict[str, str] | None) -> ProxyConfig:
+    problems: list[str] = []
+
+    def ex(value: str, loc: tuple[str | int, ...]) -> str:
+        try:
+            return expand_env(value, environ)
+        except KeyError as exc:
+            line = doc.line_of(loc)
+            problems.append(f"{doc.path}:{line or '?'}: {'.'.join(map(str, loc))}: {exc.args[0]}")
+            return value
+
+    top = "mcpServers" if isinstance(doc.data, dict) and "mcpServers" in doc.data else "upstreams"
+    ups: dict[str, StdioUpstream | RemoteUpstream] = {}
+    for name, up in cfg.upstreams.items():
+        base = (top, name)
+        if isinstance(up, StdioUpstream):
+            ups[name] = up.model_copy(
+                update={
+                    "env": {k: ex(v, (*base, "env", k)) for k, v in up.env.items()},
+                    "args": [ex(a, (*base, "args", i)) for i, a in enumerate(up.args)],
+                }
+            )
+        else:
+            ups[name] = up.model_copy(
+                update={
+                    "url": ex(up.url, (*base, "url")),
+                    "headers": {k: ex(v, (*base, "headers", k)) for k, v in up.headers.items()},
+                }
+            )
+    tokens = [ex(t, ("listen", "auth_tokens", i)) for i, t in enumerate(cfg.listen.auth_tokens)]
+    if problems:
+        raise SourceError(doc.path, problems)
+    return cfg.model_copy(update={"upstreams": ups, "listen": cfg.listen.model_copy(update={"auth_tokens": tokens})})
+
+
+def parse_config(doc: Document, environ: dict[str, str] | None = None) -> ProxyConfig:
+    data = doc.data
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SourceError(doc.path, [f"{doc.path}:1: the file must hold a mapping (upstreams: ... or mcpServers: ...)"])
+    if "mcpServers" in data and "upstreams" not in data:
+        # A Claude Desktop / IDE file: take its servers and ignore that app's other settings.
+        keep = {"mcpServers", *(k for k in ProxyConfig.model_fields if k not in ("upstreams", "base_dir"))}
+        data = {k: v for k, v in data.items() if k in keep}
+    cfg = validate_document(ProxyConfig, doc, data=data)
+    cfg = cfg.model_copy(update={"base_dir": str(Path(doc.path).resolve().parent)})
+    return _expand(doc, cfg, environ)
+
+
+def load_config(path: str | os.PathLike[str], environ: dict[str, str] | None = None) -> ProxyConfig:
+    return parse_config(load_document(path), environ)
+
+
+def stdio_environment(up: StdioUpstream, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The complete environment a stdio upstream is started with (passed to the SDK as ``env``)."""
+    env = os.environ if environ is None else environ
+    if up.inherit_env == "all":
+        base = dict(env)
+    else:
+        names = set(SDK_INHERITED_ENV) | (set(up.inherit_env) if isinstance(up.inherit_env, list) else set())
+        base = {k: v for k, v in env.items() if k in names}
+    base.update(up.env)
+    return base

@@ -1,0 +1,104 @@
+"""The streamable HTTP listener: sessions, DNS-rebinding protection, static bearer tokens.
+
+DNS-rebinding protection is on for loopback binds (Host and Origin must name the loopback address, plus whatever
+``listen.allowed_hosts``/``allowed_origins`` add). With ``listen.auth_tokens`` set, every request must carry
+``Authorization: Bearer <one of them>`` (compared in constant time) or gets 401. Binding a non-loopback address
+without tokens needs ``allow_unauthenticated_remote`` and is logged as a warning. ``/healthz`` reports upstreams.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+import uvicorn
+from mcp.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .config import ListenConfig, is_loopback
+from .proxy import Proxy
+
+log = structlog.get_logger(__name__)
+
+
+class BearerAuth:
+    """ASGI middleware: 401 unless the request carries one of the configured bearer tokens."""
+
+    def __init__(self, app: ASGIApp, tokens: list[str], exempt: tuple[str, ...] = ("/healthz",)) -> None:
+        self.app = app
+        self.tokens = [t.encode() for t in tokens]
+        self.exempt = exempt
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, token = header.partition(b" ")
+        if scheme.lower() == b"bearer" and any(hmac.compare_digest(token.strip(), t) for t in self.tokens):
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            {"error": "unauthorized", "error_description": "send Authorization: Bearer <token> (listen.auth_tokens)"},
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="resilient-mcp"'},
+        )
+        await response(scope, receive, send)
+
+
+def security_settings(host: str, listen: ListenConfig) -> TransportSecuritySettings:
+    hosts = list(listen.allowed_hosts)
+    origins = list(listen.allowed_origins)
+    if is_loopback(host) or host in ("0.0.0.0", "::"):
+        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    else:
+        hosts += [host, f"{host}:*"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig) -> ASGIApp:
+    manager = StreamableHTTPSessionManager(
+        app=server, stateless=listen.stateless, security_settings=security_settings(host, listen)
+    )
+
+    async def health(request: Request) -> JSONResponse:
+        ups = {name: {"state": up.state, "tools": len(up.catalog.tools)} for name, up in proxy.upstreams.items()}
+        ok = all(u["state"] == "ready" for u in ups.values())
+        return JSONResponse({"ok": ok, "upstreams": ups}, status_code=200 if ok else 503)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    app: ASGIApp = Starlette(
+        routes=[
+            Route(listen.path, endpoint=StreamableHTTPASGIApp(manager), methods=["GET", "POST", "DELETE"]),
+            Route("/healthz", endpoint=health),
+        ],
+        lifespan=lifespan,
+    )
+    if listen.auth_tokens:
+        app = BearerAuth(app, listen.auth_tokens)
+    return app
+
+
+async def serve_http(proxy: Proxy, server: Server[Any], host: str, port: int, listen: ListenConfig) -> None:
+    if not is_loopback(host) and not listen.auth_tokens:
+        log.warning("http_unauthenticated_remote_bind", host=host, port=port)
+    app = build_app(proxy, server, host, listen)
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    userver = uvicorn.Server(config)
+    userver.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the CLI owns signals
+    log.info("http_listening", url=f"http://{host}:{port}{listen.path}", auth=bool(listen.auth_tokens))
+    await userver.serve()

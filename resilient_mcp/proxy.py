@@ -1,0 +1,261 @@
+"""The proxy's core: upstream lifecycle, the routing snapshot, and everything that flows from upstreams to hosts.
+
+``Proxy`` owns the supervised upstreams, rebuilds the ``Routing`` (catalog + one compiled chain per tool) whenever
+an upstream's catalog or the policy changes, and swaps it atomically: a call runs on the routing it started with.
+It implements ``UpstreamHooks``: upstream log messages, resource updates, list changes and server→client requests
+(sampling, elicitation, roots) are relayed to the host whose call caused them, or to every connected host.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+import structlog
+from anyio.abc import TaskGroup
+from mcp.server import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
+from pydantic import BaseModel
+
+from .catalog import Catalog, CatalogConflict, build_catalog, prefixes_for
+from .chain import CallNext
+from .config import ProxyConfig
+from .pipeline import Pipeline
+from .policy import Policy
+from .upstream import Upstream
+
+log = structlog.get_logger(__name__)
+
+Ctx = ServerRequestContext[Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """One consistent view for calls: the catalog and the chain compiled for each of its tools."""
+
+    catalog: Catalog
+    chains: dict[str, CallNext] = field(default_factory=dict)
+    visible_tools: list[types.Tool] = field(default_factory=list)
+
+
+class Sessions:
+    """The hosts connected to the proxy: who to tell about list changes and upstream logs. Bounded (LRU)."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._sessions: OrderedDict[str, ServerSession] = OrderedDict()
+        self._limit = limit
+
+    def touch(self, key: str, session: ServerSession) -> None:
+        self._sessions[key] = session
+        self._sessions.move_to_end(key)
+        while len(self._sessions) > self._limit:
+            self._sessions.popitem(last=False)
+
+    def all(self) -> list[ServerSession]:
+        return list(self._sessions.values())
+
+
+def session_key(ctx: Ctx) -> str:
+    """A stable id for the host connection of a request: the HTTP session id, or "stdio"."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is not None:
+        sid = headers.get("mcp-session-id")
+        if sid:
+            return str(sid)
+        client = getattr(request, "client", None)
+        return f"http:{client.host}:{client.port}" if client else "http"
+    return "stdio"
+
+
+class Proxy:
+    def __init__(self, config: ProxyConfig, policy: Policy, pipeline_factory: Callable[[Proxy], Pipeline]) -> None:
+        self.config = config
+        self.policy = policy
+        self.upstreams: dict[str, Upstream] = {
+            name: Upstream(name, up, self) for name, up in config.enabled_upstreams().items()
+        }
+        self.prefixes = prefixes_for(
+            {name: up.prefix for name, up in config.enabled_upstreams().items()}, config.prefix_separator
+        )
+        self.sessions = Sessions()
+        self.bus = InMemorySubscriptionBus()
+        self._active: dict[str, list[Ctx]] = {name: [] for name in self.upstreams}
+        self._last_ctx: Ctx | None = None
+        self.pipeline = pipeline_factory(self)
+        self.routing = Routing(catalog=Catalog(prefixes=dict(self.prefixes)))
+        self._strict_names = True
+        self._started = False
+
+    # --- lifecycle --------------------------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self, *, startup_timeout_s: float | None = None) -> AsyncIterator[Proxy]:
+        """Start every upstream, wait until each is ready or has failed, build the routing; stop all on exit."""
+        async with anyio.create_task_group() as tg:
+            for up in self.upstreams.values():
+                tg.start_soon(up.run, name=f"upstream:{up.name}")
+            await self._wait_started(startup_timeout_s)
+            self.rebuild(strict=True)
+            self._strict_names = False
+            self._started = True
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _wait_started(self, timeout_s: float | None) -> None:
+        limit = timeout_s or max((u.config.connect_timeout_s for u in self.upstreams.values()), default=1.0)
+        with anyio.move_on_after(limit):
+            for up in self.upstreams.values():
+                while up.state == "starting" or (up.state == "down" and up.start_failures < 2):
+                    await up._changed.wait()
+        for up in self.upstreams.values():
+            if up.state != "ready":
+                log.error(
+                    "upstream_unavailable_at_startup",
+                    upstream=up.name, state=up.state, error=up.last_error,
+                    hint="its tools answer with an 'upstream unavailable' observation; the others are served",
+                )  # fmt: skip
+
+    def start_background(self, tg: TaskGroup) -> None:
+        for up in self.upstreams.values():
+            tg.start_soon(up.run, name=f"upstream:{up.name}")
+
+    # --- routing ----------------------------------------------------------------------------------------------------
+
+    def rebuild(self, *, strict: bool = False) -> None:
+        """Recompute the catalog and compile one chain per visible tool; swap the routing in one assignment."""
+        catalog = build_catalog(self.upstreams, self.prefixes, strict=strict)
+        chains: dict[str, CallNext] = {}
+        visible: list[types.Tool] = []
+        for name, entry in catalog.tools.items():
+            if not self.policy.is_visible(entry.upstream, entry.name, name):
+                continue
+            assert entry.tool is not None
+            chains[name] = self.pipeline.compile(entry)
+            visible.append(entry.tool.model_copy(update={"name": name}))
+        visible.extend(self.pipeline.proxy_tools())
+        self.routing = Routing(catalog=catalog, chains=chains, visible_tools=visible)
+
+    def set_policy(self, policy: Policy) -> None:
+        self.policy = policy
+        self.pipeline.set_policy(policy)
+        self.rebuild()
+
+    # --- calls in flight --------------------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def in_flight(self, upstream: str, ctx: Ctx) -> AsyncIterator[None]:
+        """Mark ``ctx`` as a call running on ``upstream``: where its server→client requests and logs are sent."""
+        active = self._active.setdefault(upstream, [])
+        active.append(ctx)
+        try:
+            yield
+        finally:
+            active.remove(ctx)
+
+    def seen(self, ctx: Ctx) -> None:
+        self._last_ctx = ctx
+        self.sessions.touch(session_key(ctx), ctx.session)
+
+    def _ctx_for(self, upstream: str) -> Ctx | None:
+        active = self._active.get(upstream)
+        if active:
+            return active[-1]
+        return self._last_ctx
+
+    # --- UpstreamHooks ----------------------------------------------------------------------------------------------
+
+    async def catalog_changed(self, upstream: Upstream) -> None:
+        if not self._started:
+            return
+        before = self.routing
+        try:
+            self.rebuild(strict=self._strict_names)
+        except CatalogConflict as exc:  # pragma: no cover - strict only at startup
+            log.error("name_conflict", detail=str(exc))
+            return
+        changed = [
+            kind
+            for kind, old, new in (
+                ("tools", before.visible_tools, self.routing.visible_tools),
+                ("prompts", before.catalog.prompt_list(), self.routing.catalog.prompt_list()),
+                ("resources", list(before.catalog.resources), list(self.routing.catalog.resources)),
+            )
+            if old != new
+        ]
+        for kind in changed:
+            await self._notify_list_changed(kind)
+
+    async def _notify_list_changed(self, kind: str) -> None:
+        log.info("list_changed_sent", what=kind, hosts=len(self.sessions.all()))
+        for session in self.sessions.all():
+            try:
+                if kind == "tools":
+                    await session.send_tool_list_changed()
+                elif kind == "prompts":
+                    await session.send_prompt_list_changed()
+                else:
+                    await session.send_resource_list_changed()
+            except Exception as exc:  # a gone host must not stop the others
+                log.debug("notify_failed", error=str(exc))
+        event = {"tools": ToolsListChanged, "prompts": PromptsListChanged, "resources": ResourcesListChanged}[kind]
+        await self.bus.publish(event())
+
+    async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None:
+        ctx = self._active.get(upstream.name)
+        targets: list[tuple[ServerSession, Any]] = (
+            [(ctx[-1].session, ctx[-1].request_id)] if ctx else [(s, None) for s in self.sessions.all()]
+        )
+        logger = params.logger or upstream.name
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            for session, request_id in targets:
+                try:
+                    await session.send_log_message(params.level, params.data, logger, related_request_id=request_id)
+                except Exception as exc:
+                    log.debug("log_forward_failed", error=str(exc))
+
+    async def resource_updated(self, upstream: Upstream, uri: str) -> None:
+        for session in self.sessions.all():
+            try:
+                await session.send_resource_updated(uri)
+            except Exception as exc:
+                log.debug("notify_failed", error=str(exc))
+
+    async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
+        ctx = self._ctx_for(upstream.name)
+        if ctx is None or not ctx.session.can_send_request:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"resilient-mcp: no connected host can answer {request.method} for upstream {upstream.name!r}",
+            )
+        result_type: type[BaseModel]
+        if isinstance(request, types.CreateMessageRequest):
+            result_type = types.CreateMessageResultWithTools if request.params.tools else types.CreateMessageResult
+        elif isinstance(request, types.ElicitRequest):
+            result_type = types.ElicitResult
+        else:
+            result_type = types.ListRootsResult
+        related = ctx.request_id if ctx in self._active.get(upstream.name, []) else None
+        try:
+            return await ctx.session.send_request(
+                request,  # type: ignore[arg-type]
+                result_type,
+                metadata=ServerMessageMetadata(related_request_id=related) if related is not None else None,
+            )
+        except MCPError as exc:
+            return exc.error
+        except Exception as exc:
+            log.warning("server_request_relay_failed", method=request.method, error=str(exc))
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"resilient-mcp: relay failed: {exc}")

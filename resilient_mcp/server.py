@@ -1,0 +1,230 @@
+"""The MCP server the host talks to: lists the aggregated catalog, routes every request to its upstream.
+
+Built on the SDK's low-level ``Server``, which does not validate tool arguments (the chain does) and passes results
+through. Tool calls go through the compiled chain; resources, prompts, completion, logging and subscriptions are
+forwarded as they are, errors included. Capabilities mirror what the upstreams offered at startup.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from typing import Any
+
+import mcp_types as types
+import structlog
+from mcp.server import Server
+from mcp.server.lowlevel import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+
+from . import __version__
+from .chain import ToolCall
+from .proxy import Ctx, Proxy, session_key
+
+log = structlog.get_logger(__name__)
+
+PROGRESS_TOKEN = "progressToken"
+
+
+class _Host:
+    """``HostLink`` over the request context of one tools/call."""
+
+    def __init__(self, ctx: Ctx) -> None:
+        self._ctx = ctx
+
+    @property
+    def supports_elicitation(self) -> bool:
+        caps = self._ctx.session.client_capabilities
+        return caps is not None and caps.elicitation is not None and self._ctx.session.can_send_request
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await self._ctx.session.report_progress(progress, total, message)
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> types.ElicitResult:
+        return await self._ctx.session.elicit(message, requested_schema, related_request_id=self._ctx.request_id)
+
+
+def _meta_dict(params: types.RequestParams) -> dict[str, Any] | None:
+    meta = params.meta
+    if meta is None:
+        return None
+    data = meta.model_dump(by_alias=True, exclude_none=True) if hasattr(meta, "model_dump") else dict(meta)
+    data.pop(PROGRESS_TOKEN, None)  # the proxy owns the token toward the upstream
+    return data or None
+
+
+def _not_found(kind: str, name: str) -> MCPError:
+    return MCPError(types.INVALID_PARAMS, f"Unknown {kind}: {name}", {"name": name})
+
+
+def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any]:
+    """The low-level server for ``proxy``. Only handlers some upstream supports are registered."""
+
+    async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListToolsResult:
+        proxy.seen(ctx)
+        return types.ListToolsResult(tools=proxy.routing.visible_tools)
+
+    async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        proxy.seen(ctx)
+        routing = proxy.routing
+        compiled = routing.chains.get(params.name)
+        call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex[:12]
+        if compiled is None:
+            return await proxy.pipeline.call_unlisted(
+                params.name, params.arguments, routing, session=session_key(ctx), call_id=call_id, host=_Host(ctx)
+            )
+        entry = compiled.entry
+        call = ToolCall(
+            name=params.name,
+            arguments=params.arguments,
+            upstream=entry.upstream,
+            upstream_tool=entry.name,
+            rule=compiled.rule,
+            tool=entry.tool,
+            meta=_meta_dict(params),
+            session_id=session_key(ctx),
+            call_id=call_id,
+            host=_Host(ctx),
+        )
+        async with proxy.in_flight(entry.upstream, ctx):
+            return await compiled.chain(call)
+
+    async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
+        proxy.seen(ctx)
+        cat = proxy.routing.catalog
+        return types.ListResourcesResult(resources=[r for _, r in cat.resources.values()])
+
+    async def list_templates(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourceTemplatesResult:
+        proxy.seen(ctx)
+        return types.ListResourceTemplatesResult(resource_templates=[t for _, t in proxy.routing.catalog.templates])
+
+    def _owner(uri: str) -> str:
+        upstream = proxy.routing.catalog.upstream_for_uri(uri)
+        if upstream is None:
+            if len(proxy.upstreams) == 1:
+                return next(iter(proxy.upstreams))
+            raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        return upstream
+
+    async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        proxy.seen(ctx)
+        uri = str(params.uri)
+        local = await proxy.pipeline.read_proxy_resource(uri)
+        if local is not None:
+            return local
+        up = proxy.upstreams[_owner(uri)]
+        async with proxy.in_flight(up.name, ctx):
+            return await up.request(types.ReadResourceRequest(params=params), types.ReadResourceResult)
+
+    async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        proxy.seen(ctx)
+        await proxy.upstreams[_owner(str(params.uri))].subscribe(str(params.uri), True)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        proxy.seen(ctx)
+        await proxy.upstreams[_owner(str(params.uri))].subscribe(str(params.uri), False)
+        return types.EmptyResult()
+
+    async def list_prompts(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListPromptsResult:
+        proxy.seen(ctx)
+        return types.ListPromptsResult(prompts=proxy.routing.catalog.prompt_list())
+
+    async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        proxy.seen(ctx)
+        entry = proxy.routing.catalog.prompts.get(params.name)
+        if entry is None:
+            raise _not_found("prompt", params.name)
+        up = proxy.upstreams[entry.upstream]
+        forwarded = params.model_copy(update={"name": entry.name})
+        async with proxy.in_flight(up.name, ctx):
+            return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
+
+    async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        proxy.seen(ctx)
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            entry = proxy.routing.catalog.prompts.get(ref.name)
+            if entry is None:
+                raise _not_found("prompt", ref.name)
+            upstream, forwarded = (
+                entry.upstream,
+                params.model_copy(update={"ref": ref.model_copy(update={"name": entry.name})}),
+            )
+        else:
+            upstream, forwarded = _owner(ref.uri), params
+        up = proxy.upstreams[upstream]
+        if not up.supports("completions"):
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        return await up.request(types.CompleteRequest(params=forwarded), types.CompleteResult)
+
+    async def set_level(ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        proxy.seen(ctx)
+        for up in proxy.upstreams.values():
+            try:
+                await up.set_log_level(params.level)
+            except Exception as exc:
+                log.warning("set_level_failed", upstream=up.name, error=str(exc))
+        return types.EmptyResult()
+
+    async def on_initialized(ctx: Ctx, params: Any) -> None:
+        proxy.seen(ctx)
+
+    def any_supports(capability: str) -> bool:
+        return any(up.supports(capability) for up in proxy.upstreams.values()) or not any(
+            up.state == "ready" for up in proxy.upstreams.values()
+        )
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        compiled = proxy.routing.chains.get(name)
+        return compiled.entry.tool.input_schema if compiled is not None and compiled.entry.tool else None
+
+    handlers: dict[str, Any] = {"on_list_tools": list_tools, "on_call_tool": call_tool}
+    if any_supports("resources") or proxy.pipeline.has_proxy_resources():
+        handlers |= {
+            "on_list_resources": list_resources,
+            "on_list_resource_templates": list_templates,
+            "on_read_resource": read_resource,
+        }
+        if any(_subscribable(up.catalog.capabilities) for up in proxy.upstreams.values()):
+            handlers |= {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
+    if any_supports("prompts"):
+        handlers |= {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
+    if any_supports("completions"):
+        handlers["on_completion"] = complete
+    if any_supports("logging"):
+        handlers["on_set_logging_level"] = set_level
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        server: Server[Any] = Server(
+            "resilient-mcp",
+            version=__version__,
+            title=_title(proxy),
+            instructions=instructions,
+            get_tool_input_schema=input_schema,
+            on_subscriptions_listen=ListenHandler(proxy.bus),
+            **handlers,
+        )
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, on_initialized)
+    return server
+
+
+def _subscribable(caps: types.ServerCapabilities | None) -> bool:
+    return caps is not None and caps.resources is not None and bool(caps.resources.subscribe)
+
+
+def _title(proxy: Proxy) -> str:
+    names = [
+        (up.catalog.server_info.title or up.catalog.server_info.name) if up.catalog.server_info else name
+        for name, up in proxy.upstreams.items()
+    ]
+    return "resilient-mcp: " + (", ".join(names) if names else "no upstreams")
+
+
+def init_options(server: Server[Any]) -> InitializationOptions:
+    return server.create_initialization_options(
+        NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
+    )
