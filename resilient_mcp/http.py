@@ -8,8 +8,9 @@ without tokens needs ``allow_unauthenticated_remote`` and is logged as a warning
 
 from __future__ import annotations
 
+import contextlib
 import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -55,6 +56,14 @@ class BearerAuth:
         await response(scope, receive, send)
 
 
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handlers: the CLI owns SIGTERM/SIGINT and stops everything in order."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 def security_settings(host: str, listen: ListenConfig) -> TransportSecuritySettings:
     hosts = list(listen.allowed_hosts)
     origins = list(listen.allowed_origins)
@@ -98,7 +107,9 @@ async def serve_http(proxy: Proxy, server: Server[Any], host: str, port: int, li
         log.warning("http_unauthenticated_remote_bind", host=host, port=port)
     app = build_app(proxy, server, host, listen)
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
-    userver = uvicorn.Server(config)
-    userver.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the CLI owns signals
+    userver = _Uvicorn(config)
     log.info("http_listening", url=f"http://{host}:{port}{listen.path}", auth=bool(listen.auth_tokens))
-    await userver.serve()
+    try:
+        await userver.serve()
+    finally:
+        userver.should_exit = True

@@ -5,23 +5,33 @@
 Retry is never outside access; idempotency is outside retry so every attempt shares one key; retry is outside the
 breaker so each attempt is counted and an open breaker ends the retries; observe is outermost so every exception
 becomes one observation. The order is code, not configuration. Expensive work (validators, policy resolution) is
-done here, once per tool and policy version, never per call.
+done here, once per tool and policy version, never per call. State shared by all chains (failure counts, session
+budgets, retry tokens, breakers, the state store) lives in ``Services`` and survives recompilation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from .chain import CallNext, ToolCall, compose
+from .chain import CallNext, HostLink, Stage, ToolCall, compose
 from .classify import classify_result
+from .faults import EffectClass, Fault, UnknownTool
+from .fingerprint import FailureStats
 from .policy import Policy, ToolRule
+from .stages.access import Access, denied_fault
+from .stages.breaker import Breaker, BreakerBoard
+from .stages.guard import Guard, SessionGuards
+from .stages.observe import AuditSink, Observe
+from .stages.retry import Retry, RetryBudgets
+from .stages.validate import Validate, suggest_tools
 
 if TYPE_CHECKING:
     from .catalog import Entry
-    from .proxy import Proxy
+    from .proxy import Proxy, Routing
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,21 +41,52 @@ class CompiledTool:
     entry: Entry
 
 
+@dataclass
+class Services:
+    """Shared state of every chain; outlives policy reloads."""
+
+    stats: FailureStats = field(default_factory=FailureStats)
+    guards: SessionGuards = field(default_factory=SessionGuards)
+    budgets: RetryBudgets = field(default_factory=RetryBudgets)
+    board: BreakerBoard = field(default_factory=BreakerBoard)
+    audit: AuditSink | None = None
+
+
 class Pipeline:
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, services: Services | None = None) -> None:
         self.proxy = proxy
         self.policy = proxy.policy
+        self.services = services or Services(board=BreakerBoard(probe=self._probe))
+        self._compile_shared()
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
+        self._compile_shared()
 
-    def proxy_tools(self) -> list[types.Tool]:
-        return []
+    def _compile_shared(self) -> None:
+        obs = self.policy.observations
+        self._observe = Observe(
+            level_for=obs,
+            stats=self.services.stats,
+            audit=self.services.audit,
+            session_context=self._session_context,
+        )
+        self._guard = Guard(self.policy.session, self.services.guards)
+
+    # --- compiled chains --------------------------------------------------------------------------------------------
 
     def compile(self, entry: Entry) -> CompiledTool:
         assert entry.tool is not None
         rule = self.policy.resolve(entry.upstream, entry.name, entry.public_name, entry.tool.annotations)
-        return CompiledTool(rule=rule, chain=compose([], self._terminal), entry=entry)
+        stages: list[Stage] = [self._observe, self._guard]
+        stages.append(Validate(entry.tool.input_schema, rule.validation, tool_name=entry.public_name))
+        if rule.require_approval:
+            stages.append(Access(rule))
+        if rule.retry.enabled:
+            stages.append(Retry(rule, self.services.budgets))
+        if rule.breaker.enabled:
+            stages.append(Breaker(rule, self.services.board))
+        return CompiledTool(rule=rule, chain=compose(stages, self._terminal), entry=entry)
 
     async def _terminal(self, call: ToolCall) -> types.CallToolResult:
         upstream = self.proxy.upstreams[call.upstream]
@@ -63,3 +104,78 @@ class Pipeline:
         if fault is not None:
             raise fault
         return result
+
+    async def _probe(self, upstream: str) -> None:
+        """The breaker's half-open probe: a listing, never a write."""
+        up = self.proxy.upstreams[upstream]
+        session = await up.wait_ready(5.0)
+        await session.send_request(types.ListToolsRequest(), types.ListToolsResult)
+
+    def _session_context(self, call: ToolCall) -> dict[str, Any]:
+        context = self._guard.snapshot(call.session_id)
+        if call.rule.fallback:
+            context["alternatives"] = list(call.rule.fallback)
+        return context
+
+    # --- calls to names the routing has no chain for ---------------------------------------------------------------
+
+    async def call_unlisted(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        routing: Routing,
+        *,
+        session: str,
+        call_id: str,
+        host: HostLink | None,
+    ) -> types.CallToolResult:
+        """Hidden, unavailable or unknown tools: still observed, guarded and audited, never forwarded."""
+        proxy_tool = self._proxy_tool_handlers().get(name)
+        entry = routing.catalog.tools.get(name)
+        upstream = entry.upstream if entry else (routing.catalog.upstream_for_name(name) or "")
+        rule = self.policy.resolve(upstream, entry.name if entry else name, name)
+        call = ToolCall(
+            name=name,
+            arguments=arguments,
+            upstream=upstream,
+            upstream_tool=entry.name if entry else name,
+            rule=rule.model_copy(update={"effect": EffectClass.READ_ONLY}) if proxy_tool else rule,
+            tool=entry.tool if entry else None,
+            session_id=session,
+            call_id=call_id,
+            host=host,
+        )
+
+        async def refuse(call: ToolCall) -> types.CallToolResult:
+            if proxy_tool is not None:
+                return await proxy_tool(call.arguments or {})
+            if entry is not None:
+                raise denied_fault(name)
+            up = self.proxy.upstreams.get(upstream)
+            if up is not None and up.state != "ready":
+                await up.wait_ready(0)  # raises the upstream-unavailable fault
+            raise _unknown(name, [t.name for t in routing.visible_tools])
+
+        return await compose([self._observe, self._guard], refuse)(call)
+
+    # --- the proxy's own tools and resources (filled by the output stage) --------------------------------------------
+
+    def _proxy_tool_handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]]:
+        return {}
+
+    def proxy_tools(self) -> list[types.Tool]:
+        return []
+
+    def has_proxy_resources(self) -> bool:
+        return False
+
+    async def read_proxy_resource(self, uri: str) -> types.ReadResourceResult | None:
+        return None
+
+
+def _unknown(name: str, known: list[str]) -> Fault:
+    candidates = suggest_tools(name, known)
+    return UnknownTool(
+        f"there is no tool named {name!r}",
+        details={"requested_name": name, "candidates": candidates},
+    )

@@ -27,11 +27,10 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
 from .catalog import Catalog, CatalogConflict, build_catalog, prefixes_for
-from .chain import CallNext
 from .config import ProxyConfig
-from .pipeline import Pipeline
+from .pipeline import CompiledTool, Pipeline
 from .policy import Policy
-from .upstream import Upstream
+from .upstream import TransportFactory, Upstream
 
 log = structlog.get_logger(__name__)
 
@@ -43,7 +42,7 @@ class Routing:
     """One consistent view for calls: the catalog and the chain compiled for each of its tools."""
 
     catalog: Catalog
-    chains: dict[str, CallNext] = field(default_factory=dict)
+    chains: dict[str, CompiledTool] = field(default_factory=dict)
     visible_tools: list[types.Tool] = field(default_factory=list)
 
 
@@ -78,11 +77,20 @@ def session_key(ctx: Ctx) -> str:
 
 
 class Proxy:
-    def __init__(self, config: ProxyConfig, policy: Policy, pipeline_factory: Callable[[Proxy], Pipeline]) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        policy: Policy,
+        pipeline_factory: Callable[[Proxy], Pipeline],
+        *,
+        transports: dict[str, TransportFactory] | None = None,
+    ) -> None:
         self.config = config
         self.policy = policy
+        transports = transports or {}
         self.upstreams: dict[str, Upstream] = {
-            name: Upstream(name, up, self) for name, up in config.enabled_upstreams().items()
+            name: Upstream(name, up, self, transport=transports.get(name))
+            for name, up in config.enabled_upstreams().items()
         }
         self.prefixes = prefixes_for(
             {name: up.prefix for name, up in config.enabled_upstreams().items()}, config.prefix_separator
@@ -136,7 +144,7 @@ class Proxy:
     def rebuild(self, *, strict: bool = False) -> None:
         """Recompute the catalog and compile one chain per visible tool; swap the routing in one assignment."""
         catalog = build_catalog(self.upstreams, self.prefixes, strict=strict)
-        chains: dict[str, CallNext] = {}
+        chains: dict[str, CompiledTool] = {}
         visible: list[types.Tool] = []
         for name, entry in catalog.tools.items():
             if not self.policy.is_visible(entry.upstream, entry.name, name):
@@ -209,8 +217,14 @@ class Proxy:
                     await session.send_resource_list_changed()
             except Exception as exc:  # a gone host must not stop the others
                 log.debug("notify_failed", error=str(exc))
-        event = {"tools": ToolsListChanged, "prompts": PromptsListChanged, "resources": ResourcesListChanged}[kind]
-        await self.bus.publish(event())
+        event: ToolsListChanged | PromptsListChanged | ResourcesListChanged = (
+            ToolsListChanged()
+            if kind == "tools"
+            else PromptsListChanged()
+            if kind == "prompts"
+            else ResourcesListChanged()
+        )
+        await self.bus.publish(event)
 
     async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None:
         ctx = self._active.get(upstream.name)
@@ -250,7 +264,7 @@ class Proxy:
         related = ctx.request_id if ctx in self._active.get(upstream.name, []) else None
         try:
             return await ctx.session.send_request(
-                request,  # type: ignore[arg-type]
+                request,
                 result_type,
                 metadata=ServerMessageMetadata(related_request_id=related) if related is not None else None,
             )

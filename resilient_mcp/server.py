@@ -50,7 +50,7 @@ def _meta_dict(params: types.RequestParams) -> dict[str, Any] | None:
     meta = params.meta
     if meta is None:
         return None
-    data = meta.model_dump(by_alias=True, exclude_none=True) if hasattr(meta, "model_dump") else dict(meta)
+    data: dict[str, Any] = dict(meta)
     data.pop(PROGRESS_TOKEN, None)  # the proxy owns the token toward the upstream
     return data or None
 

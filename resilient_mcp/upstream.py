@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -41,6 +41,8 @@ log = structlog.get_logger(__name__)
 
 R = TypeVar("R", bound=BaseModel)
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+TransportFactory = Callable[[], AbstractAsyncContextManager[Any]]
+"""Opens a connection and yields ``(read, write)``: how tests put an in-process server behind an upstream."""
 State = Literal["starting", "ready", "down", "failed", "stopped"]
 
 CLIENT_INFO = types.Implementation(name="resilient-mcp", version=__version__)
@@ -124,8 +126,10 @@ class Upstream:
         *,
         backoff_initial_s: float = 0.25,
         backoff_max_s: float = 30.0,
+        transport: TransportFactory | None = None,
     ) -> None:
         self.name = name
+        self._transport_override = transport
         self.config = config
         self.hooks = hooks
         self.catalog = UpstreamCatalog()
@@ -225,7 +229,10 @@ class Upstream:
     @asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
         cfg = self.config
-        if isinstance(cfg, StdioUpstream):
+        if self._transport_override is not None:
+            async with self._transport_override() as streams:
+                yield streams[0], streams[1]
+        elif isinstance(cfg, StdioUpstream):
             params = StdioServerParameters(
                 command=cfg.command, args=list(cfg.args), env=stdio_environment(cfg), cwd=cfg.cwd
             )
@@ -327,11 +334,11 @@ class Upstream:
 
         with anyio.CancelScope(deadline=limit) as scope:
 
-            async def progress(p: float, total: float | None, message: str | None) -> None:
+            async def progress(progress: float, total: float | None, message: str | None) -> None:
                 if progress_extends and timeout_s:
                     scope.deadline = max(scope.deadline, min(anyio.current_time() + timeout_s, deadline))
                 if on_progress is not None:
-                    await on_progress(p, total, message)
+                    await on_progress(progress, total, message)
 
             try:
                 return await session.send_request(request, types.CallToolResult, progress_callback=progress)
@@ -361,8 +368,11 @@ class Upstream:
 
     async def subscribe(self, uri: str, on: bool) -> None:
         (self._subscriptions.add if on else self._subscriptions.discard)(uri)
-        params = types.SubscribeRequestParams(uri=uri)
-        req: Any = types.SubscribeRequest(params=params) if on else types.UnsubscribeRequest(params=params)
+        req: types.SubscribeRequest | types.UnsubscribeRequest = (
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+            if on
+            else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+        )
         await self.request(req, types.EmptyResult)
 
     def supports(self, capability: str) -> bool:
@@ -407,7 +417,7 @@ class Upstream:
         await self.hooks.upstream_log(self, params)
 
     async def _on_sampling(
-        self, ctx: ClientRequestContext, params: types.CreateMessageRequestParams
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
         result = await self.hooks.server_request(self, types.CreateMessageRequest(params=params))
         if isinstance(result, types.ErrorData | types.CreateMessageResult | types.CreateMessageResultWithTools):
@@ -415,14 +425,14 @@ class Upstream:
         return types.ErrorData(code=types.INTERNAL_ERROR, message="unexpected sampling result")
 
     async def _on_elicitation(
-        self, ctx: ClientRequestContext, params: types.ElicitRequestParams
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         result = await self.hooks.server_request(self, types.ElicitRequest(params=params))
         if isinstance(result, types.ErrorData | types.ElicitResult):
             return result
         return types.ErrorData(code=types.INTERNAL_ERROR, message="unexpected elicitation result")
 
-    async def _on_list_roots(self, ctx: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+    async def _on_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
         result = await self.hooks.server_request(self, types.ListRootsRequest())
         if isinstance(result, types.ErrorData | types.ListRootsResult):
             return result

@@ -251,7 +251,9 @@ def _tool_result_is(text: str, *, is_error: bool) -> Callable[[Check], str | Non
             return "no tool result recorded in checks.json"
         content = result.get("content") or []
         texts = [item.get("text") for item in content if isinstance(item, Mapping) and item.get("type") == "text"]
-        if bool(result.get("isError")) != is_error or texts != [text]:
+        # A proxy may append its own observation to an error result; the upstream's text must come first, intact.
+        matches = texts[:1] == [text] if is_error else texts == [text]
+        if bool(result.get("isError")) != is_error or not matches:
             return f"expected isError={is_error} and text {text!r}, got isError={result.get('isError')} texts={texts}"
         return None
 

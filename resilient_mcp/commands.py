@@ -1,0 +1,110 @@
+"""The CLI's offline commands: ``check`` (validate config and policy, optionally connect), ``explain`` (one tool's
+resolved policy) and ``audit`` (recent calls from the state store). Output goes to stdout; diagnostics to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from .catalog import CatalogConflict
+from .config import ProxyConfig
+from .pipeline import Pipeline
+from .policy import Policy
+from .proxy import Proxy
+
+Loader = Callable[[argparse.Namespace], tuple[ProxyConfig, Policy]]
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text.rstrip() + "\n")
+
+
+def _catalog(config: ProxyConfig, policy: Policy) -> tuple[dict[str, Any], int]:
+    """Start the upstreams, read their catalogs, stop them. Returns a report and an exit code."""
+    report: dict[str, Any] = {}
+
+    async def run() -> int:
+        proxy = Proxy(config, policy, Pipeline)
+        async with proxy.running():
+            code = 0
+            for name, up in proxy.upstreams.items():
+                report[name] = {"state": up.state, "error": up.last_error, "tools": []}
+                if up.state != "ready":
+                    code = 1
+            for public, compiled in proxy.routing.chains.items():
+                report[compiled.entry.upstream]["tools"].append(
+                    {"name": public, "effect": compiled.rule.effect.value, "upstream_name": compiled.entry.name}
+                )
+            for public, entry in proxy.routing.catalog.tools.items():
+                if public not in proxy.routing.chains:
+                    report[entry.upstream]["tools"].append({"name": public, "hidden_by_policy": True})
+            return code
+
+    return report, anyio.run(run)
+
+
+def check(args: argparse.Namespace, load: Loader) -> int:
+    config, policy = load(args)
+    ups = config.enabled_upstreams()
+    sys.stderr.write(
+        f"config ok: {len(ups)} upstream(s) ({', '.join(ups) or 'none'}); "
+        f"{len(policy.sources)} policy file(s) valid\n"
+    )
+    if not args.connect:
+        return 0
+    try:
+        report, code = _catalog(config, policy)
+    except CatalogConflict as exc:
+        sys.stderr.write(f"resilient-mcp: name conflict: {exc}\n")
+        return 2
+    _out(json.dumps(report, indent=2))
+    if code:
+        failed = [n for n, r in report.items() if r["state"] != "ready"]
+        sys.stderr.write(f"upstream(s) not available: {', '.join(failed)}\n")
+    return code
+
+
+def explain(args: argparse.Namespace, load: Loader) -> int:
+    config, policy = load(args)
+    ups = config.enabled_upstreams()
+    prefixes = {
+        name: (f"{up.prefix if up.prefix is not None else name}{config.prefix_separator}" if len(ups) > 1 else "")
+        for name, up in ups.items()
+    }
+    upstream = args.upstream
+    if upstream is None:
+        matches = [n for n, p in prefixes.items() if p and args.tool.startswith(p)]
+        upstream = matches[0] if matches else (next(iter(ups)) if len(ups) == 1 else "")
+    tool = args.tool[len(prefixes.get(upstream, "")) :] if upstream else args.tool
+    rule = policy.resolve(upstream, tool, args.tool)
+    report = {
+        "tool": args.tool,
+        "upstream": upstream or None,
+        "upstream_tool_name": tool,
+        "visible": policy.is_visible(upstream, tool, args.tool),
+        "policy_files": policy.sources,
+        "note": "annotations are used only for upstreams with trust_annotations: true (not consulted here)",
+        "rule": json.loads(rule.model_dump_json()),
+        "idempotency_on": rule.idempotency_on,
+    }
+    _out(json.dumps(report, indent=2))
+    return 0
+
+
+def audit(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .state import recent_audit
+
+    config = load_config(args.config) if args.config else ProxyConfig()
+    state_dir = args.state_dir or str(config.state_path())
+    rows = recent_audit(state_dir, limit=args.limit, session=args.session)
+    for row in rows:
+        _out(json.dumps(row, ensure_ascii=False))
+    if not rows:
+        sys.stderr.write(f"no audit records in {state_dir}\n")
+    return 0

@@ -1,0 +1,232 @@
+"""Guard stage: per-session budgets and the loop guard (catalog §5.2, cross-cutting guards).
+
+``SessionGuards`` is the shared state, one ``SessionState`` per host session (LRU-bounded): calls made, calls that
+succeeded and failed, and a bounded, most-recent-last map of failed call fingerprints. ``Guard`` is built per tool
+from the ``SessionRule`` and that shared state, and per call:
+
+1. refuses with ``BudgetExhausted`` once the session spent its tool-call or failure budget;
+2. answers an identical call (same upstream, tool and canonical arguments) that already failed for a reason that
+   repeating cannot fix with a copy of that fault, without calling next: ``details.repeat_count`` says how often the
+   call was repeated, ``details.short_circuited`` is true, and from ``loop_threshold`` identical failures on the
+   repair action is ``abort``. Transient faults are let through (once their ``retry_after`` elapsed, if they had
+   one); so are faults that time or a person can change: an open breaker with no reopen time, and an approval the
+   user declined or cancelled (asking again is the user's decision);
+3. counts the outcome: a success forgets the fingerprint, a failure is recorded. Cancellation is not a failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from ..chain import CallNext, ToolCall
+from ..faults import (
+    BudgetExhausted,
+    Fault,
+    PermissionDenied,
+    PersistentOutage,
+    RepairAction,
+    RetrySafety,
+    SideEffectStatus,
+)
+from ..fingerprint import fingerprint
+from ..policy import SessionRule
+
+Fingerprint = str
+"""``fingerprint.fingerprint(call)``: identical calls (upstream, tool, canonical arguments) have equal ones."""
+RECENT_FAILURES_SHOWN = 5
+_PERSON_DECIDES = frozenset({"declined", "cancelled", "unavailable"})
+
+
+@dataclass(slots=True)
+class FailureRecord:
+    fault: Fault
+    """The last fault this identical call ended with."""
+    count: int
+    """Identical calls that failed, the short-circuited ones included."""
+    last_failed_at: float
+    retry_after_ms: int | None
+    tool: str
+    """The host-visible tool name, for observations."""
+
+
+@dataclass(slots=True)
+class SessionState:
+    calls: int = 0
+    calls_ok: int = 0
+    calls_failed: int = 0
+    failures: OrderedDict[Fingerprint, FailureRecord] = field(default_factory=OrderedDict)
+
+
+class SessionGuards:
+    """Per-session guard state shared by every tool's ``Guard``: at most ``max_sessions`` sessions (least recently
+    used evicted) and ``max_fingerprints`` failed fingerprints per session (oldest evicted)."""
+
+    def __init__(self, max_sessions: int = 1000, max_fingerprints: int = 100) -> None:
+        self.max_sessions = max_sessions
+        self.max_fingerprints = max_fingerprints
+        self._sessions: OrderedDict[str, SessionState] = OrderedDict()
+
+    def session(self, session_id: str) -> SessionState:
+        state = self._sessions.get(session_id)
+        if state is None:
+            state = self._sessions[session_id] = SessionState()
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        else:
+            self._sessions.move_to_end(session_id)
+        return state
+
+    def peek(self, session_id: str) -> SessionState | None:
+        return self._sessions.get(session_id)
+
+    def forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def remember(self, state: SessionState, key: Fingerprint, record: FailureRecord) -> None:
+        state.failures[key] = record
+        state.failures.move_to_end(key)
+        while len(state.failures) > self.max_fingerprints:
+            state.failures.popitem(last=False)
+
+
+class Guard:
+    """Budgets and loop guard for one tool; see the module docstring."""
+
+    def __init__(
+        self, rule: SessionRule, guards: SessionGuards, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._rule = rule
+        self._guards = guards
+        self._clock = clock
+
+    async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
+        state = self._guards.session(call.session_id)
+        self._check_budgets(call, state)
+        key = fingerprint(call)
+        record = state.failures.get(key)
+        state.calls += 1
+        if record is not None and self._blocks(record):
+            state.calls_failed += 1
+            raise self._short_circuit(call, state, key, record)
+        try:
+            result = await call_next(call)
+        except Fault as fault:
+            state.calls_failed += 1
+            self._record_failure(call, state, key, fault)
+            raise
+        except Exception:
+            state.calls_failed += 1
+            raise
+        if result.is_error:
+            state.calls_failed += 1
+        else:
+            state.calls_ok += 1
+            state.failures.pop(key, None)
+        return result
+
+    def _check_budgets(self, call: ToolCall, state: SessionState) -> None:
+        calls_limit, failures_limit = self._rule.max_tool_calls, self._rule.max_failures
+        if calls_limit is not None and state.calls >= calls_limit:
+            raise self._exhausted(call, state, "tool_calls", calls_limit, state.calls)
+        if failures_limit is not None and state.calls_failed >= failures_limit:
+            raise self._exhausted(call, state, "failures", failures_limit, state.calls_failed)
+
+    def _exhausted(self, call: ToolCall, state: SessionState, budget: str, limit: int, used: int) -> BudgetExhausted:
+        call.record.decided_by = "guard"
+        made = f"You made {state.calls} calls ({state.calls_ok} succeeded"
+        made += f", {state.calls_failed} failed)" if budget == "failures" else ")"
+        close = (
+            "summarize what you achieved and what is missing, and stop."
+            if state.calls_ok
+            else "tell the user what blocked you, and stop."
+        )
+        what = "tool calls" if budget == "tool_calls" else "failed tool calls"
+        return BudgetExhausted(
+            f"This session has used its budget of {limit} {what}; '{call.name}' was not called.",
+            details={
+                "budget": budget,
+                "limit": limit,
+                "used": used,
+                "calls_ok": state.calls_ok,
+                "calls_failed": state.calls_failed,
+            },
+            suggestion=f"{made}; the budget is spent: {close}",
+        )
+
+    def _blocks(self, record: FailureRecord) -> bool:
+        if record.retry_after_ms is not None:
+            return (self._clock() - record.last_failed_at) * 1000 < record.retry_after_ms
+        fault = record.fault
+        if fault.is_transient or isinstance(fault, PersistentOutage):
+            return False
+        return not (isinstance(fault, PermissionDenied) and fault.details.get("approval") in _PERSON_DECIDES)
+
+    def _short_circuit(self, call: ToolCall, state: SessionState, key: Fingerprint, record: FailureRecord) -> Fault:
+        call.record.decided_by = "guard"
+        record.count += 1
+        state.failures.move_to_end(key)
+        clone = _copy_fault(record.fault)
+        clone.details.update(repeat_count=record.count - 1, short_circuited=True)
+        clone.retry_safety, clone.side_effect_status, clone.max_retry = RetrySafety.NOT_SENT, SideEffectStatus.NONE, 0
+        if record.retry_after_ms is not None:
+            elapsed_ms = int((self._clock() - record.last_failed_at) * 1000)
+            clone.retry_after_ms = max(record.retry_after_ms - elapsed_ms, 1)
+            wait = f" Wait at least {clone.retry_after_ms} ms before trying it again."
+        else:
+            wait = " Repeating it unchanged will fail the same way."
+        clone.suggestion = (
+            f"This identical call already failed ({record.fault.fault_type}) and was not sent again.{wait} "
+            + (record.fault.suggestion or "Change the arguments or take a different approach.")
+        )
+        self._escalate(clone, record.count)
+        return clone
+
+    def _record_failure(self, call: ToolCall, state: SessionState, key: Fingerprint, fault: Fault) -> None:
+        previous = state.failures.get(key)
+        count = previous.count + 1 if previous is not None else 1
+        if previous is not None:
+            fault.details.setdefault("repeat_count", count - 1)
+            self._escalate(fault, count)
+        record = FailureRecord(fault, count, self._clock(), fault.retry_after_ms, call.name)
+        self._guards.remember(state, key, record)
+
+    def _escalate(self, fault: Fault, count: int) -> None:
+        if count >= self._rule.loop_threshold:
+            fault.repair_action = RepairAction.ABORT
+            fault.suggestion = (
+                f"This identical call has now failed {count} times: stop repeating it. Take a different approach, "
+                "or tell the user what is blocking you."
+            )
+
+    def snapshot(self, session_id: str) -> dict[str, Any]:
+        """Session context for L3 observations: remaining budgets and the most recent failed calls."""
+        state = self._guards.peek(session_id) or SessionState()
+        recent = list(state.failures.values())[-RECENT_FAILURES_SHOWN:]
+        return {
+            "tool_calls": _budget(self._rule.max_tool_calls, state.calls),
+            "failures": _budget(self._rule.max_failures, state.calls_failed),
+            "calls_ok": state.calls_ok,
+            "recent_failures": [
+                {"tool": r.tool, "fault_type": r.fault.fault_type, "repeat_count": r.count - 1}
+                for r in reversed(recent)
+            ],
+        }
+
+
+def _budget(limit: int | None, used: int) -> dict[str, int | None]:
+    return {"limit": limit, "used": used, "remaining": None if limit is None else max(limit - used, 0)}
+
+
+def _copy_fault(fault: Fault) -> Fault:
+    """A fresh instance of the same class with the same facts, built without calling a subclass's ``__init__``."""
+    clone = type(fault).__new__(type(fault))
+    clone.__dict__.update(fault.__dict__)
+    clone.args = fault.args
+    clone.details = dict(fault.details)
+    return clone

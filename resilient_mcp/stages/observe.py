@@ -1,0 +1,217 @@
+"""Observe stage, outermost: log context, failure counts, the observation the model reads, one audit record per call.
+
+Per call it binds ``session``, ``upstream``, ``tool`` and ``call_id`` into structlog's contextvars (every log line of
+the inner stages carries them), then calls next and:
+
+- on success: resets the consecutive-failure counts and returns the result untouched;
+- on a ``Fault`` (or an ``isError`` result nobody classified): counts the failure and returns the observation
+  (``observations.build_observation``); an ``UnknownTool`` is raised as the JSON-RPC ``-32602`` error unless the
+  policy says ``unknown_tool_as_result``;
+- on any other exception (a bug in the proxy): logs it with its traceback and returns an ``INTERNAL_ERROR``
+  observation that carries no exception text;
+- on cancellation: nothing. It is re-raised untouched and is not a failure (it is a ``BaseException``, so none of
+  the handlers above see it).
+
+Every completed call writes one ``AuditEntry`` to the ``AuditSink`` (if any) and one ``tool_call`` log event with the
+same fields: at debug level for successes, info for failures, so the hot path renders nothing by default.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol
+
+import mcp_types as types
+import structlog
+from structlog.contextvars import bind_contextvars, reset_contextvars
+
+from ..chain import CallNext, ToolCall
+from ..classify import FAULT_META_KEY, classify_result
+from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
+from ..fingerprint import FailureStats, arguments_hash
+from ..observations import build_observation, unknown_tool_error
+from ..policy import ObservationLevel, ObservationRule
+
+log = structlog.get_logger(__name__)
+
+Outcome = Literal["ok", "error", "refused"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One tool call in the audit trail. Arguments are never stored: only their keys and a hash."""
+
+    ts: float
+    """Wall-clock end of the call, seconds since the epoch."""
+    session: str
+    upstream: str
+    tool: str
+    argument_keys: tuple[str, ...]
+    arguments_hash: str
+    """SHA-256 of the canonical JSON of the arguments."""
+    outcome: Outcome
+    """ok | error | refused (the proxy decided not to send it: validation, policy, guard, open breaker)."""
+    fault_type: str | None
+    attempts: int
+    latency_ms: int
+    decided_by: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class AuditSink(Protocol):
+    """Where audit entries go. ``record`` must not block (queue the write); it is called on the event loop."""
+
+    def record(self, entry: AuditEntry) -> None: ...
+
+
+class ProxyInternalError(GatewayError):
+    """A bug in resilient-mcp surfaced as an observation (C4-like: the call may have executed)."""
+
+    code = "INTERNAL_ERROR"
+
+
+def _internal_error() -> Fault:
+    return ProxyInternalError(
+        "resilient-mcp internal error.",
+        transient=False,
+        repair_action=RepairAction.DEGRADE,
+        details={"internal_error": True},
+        suggestion="This is a fault in the proxy, not in your call: tell the user and do not repeat the call "
+        "unchanged. If the call changes state, check whether it took effect before re-issuing it.",
+    )
+
+
+def _refused(fault: Fault) -> bool:
+    return fault.retry_safety is RetrySafety.NOT_SENT and not isinstance(fault, ConnectFailure)
+
+
+def _group_fault(exc: Exception) -> Fault | None:
+    """The fault inside an exception group of exactly one leaf (a task group re-raising an inner fault)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        inner = exc.exceptions[0]
+        if isinstance(inner, Fault):
+            return inner
+        if not isinstance(inner, Exception):
+            return None
+        exc = inner
+    return None
+
+
+class Observe:
+    """The outermost stage; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        level_for: Callable[[], ObservationLevel] | ObservationRule,
+        stats: FailureStats,
+        audit: AuditSink | None = None,
+        upstream_message_chars: int | None = None,
+        session_context: Callable[[ToolCall], dict[str, Any]] | None = None,
+        unknown_tool_as_result: bool | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if isinstance(level_for, ObservationRule):
+            rule = level_for
+            self._level: Callable[[], ObservationLevel] = lambda: rule.level
+            chars, as_result = rule.upstream_message_chars, rule.unknown_tool_as_result
+        else:
+            self._level, chars, as_result = level_for, 500, False
+        self._chars = chars if upstream_message_chars is None else upstream_message_chars
+        self._unknown_as_result = as_result if unknown_tool_as_result is None else unknown_tool_as_result
+        self._stats = stats
+        self._audit = audit
+        self._session_context = session_context
+        self._wall = wall_clock
+
+    async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
+        tokens = bind_contextvars(session=call.session_id, upstream=call.upstream, tool=call.name, call_id=call.call_id)
+        try:
+            return await self._run(call, call_next)
+        finally:
+            reset_contextvars(**tokens)
+
+    async def _run(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        try:
+            result = await call_next(call)
+        except Fault as fault:
+            return self._failed(call, fault)
+        except Exception as exc:
+            inner = _group_fault(exc)
+            if inner is None:
+                log.exception("proxy_internal_error", error_type=type(exc).__name__)
+                inner = _internal_error()
+            return self._failed(call, inner)
+        if result.is_error:
+            return self._error_result(call, result)
+        self._stats.record_success(call)
+        self._finish(call, "ok", None)
+        return result
+
+    def _error_result(self, call: ToolCall, result: types.CallToolResult) -> types.CallToolResult:
+        """An ``isError`` result that reached the top: already an observation, or an upstream error to classify."""
+        described = (result.meta or {}).get(FAULT_META_KEY)
+        if isinstance(described, dict):
+            self._stats.record_failure(call, upstream_health=False)
+            self._finish(call, "error", str(described.get("fault_type")))
+            return result
+        fault = classify_result(result, tool=call.tool)
+        assert fault is not None  # is_error results always classify
+        return self._failed(call, fault)
+
+    def _failed(self, call: ToolCall, fault: Fault) -> types.CallToolResult:
+        consecutive = self._stats.record_failure(call, upstream_health=fault.counts_against_upstream)
+        self._finish(call, "refused" if _refused(fault) else "error", fault.fault_type)
+        level = self._level()
+        repeat = fault.details.get("repeat_count")
+        repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0 else None
+        if isinstance(fault, UnknownTool) and not self._unknown_as_result:
+            raise unknown_tool_error(
+                fault, call, level=level, consecutive=consecutive, repeat_count=repeat,
+                upstream_message_chars=self._chars,
+            )  # fmt: skip
+        try:
+            context = self._context(call) if level is ObservationLevel.L3 else None
+            return build_observation(
+                fault, call, level=level, consecutive=consecutive, repeat_count=repeat, session_context=context,
+                upstream_message_chars=self._chars,
+            )  # fmt: skip
+        except Exception:
+            log.exception("observation_failed", fault_type=fault.fault_type)
+            text = f"{fault.code}: the call failed ({fault.fault_type}); resilient-mcp could not describe it further."
+            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+    def _context(self, call: ToolCall) -> dict[str, Any] | None:
+        if self._session_context is None:
+            return None
+        try:
+            return self._session_context(call)
+        except Exception:
+            log.exception("session_context_failed")
+            return None
+
+    def _finish(self, call: ToolCall, outcome: Outcome, fault_type: str | None) -> None:
+        level = logging.DEBUG if outcome == "ok" else logging.INFO
+        logged = log.is_enabled_for(level)
+        if self._audit is None and not logged:
+            return
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        entry = AuditEntry(
+            ts=self._wall(), session=call.session_id, upstream=call.upstream, tool=call.name,
+            argument_keys=tuple(sorted(args)), arguments_hash=arguments_hash(call.arguments), outcome=outcome,
+            fault_type=fault_type, attempts=len(call.record.attempts), latency_ms=call.record.elapsed_ms(),
+            decided_by=call.record.decided_by,
+        )  # fmt: skip
+        if self._audit is not None:
+            try:
+                self._audit.record(entry)
+            except Exception:
+                log.exception("audit_record_failed")
+        if logged:
+            fields = entry.as_dict()
+            (log.debug if outcome == "ok" else log.info)("tool_call", **fields)

@@ -1,0 +1,282 @@
+"""The output stage: results a host can hold, and structured results that keep their promise.
+
+A host that receives 5 MB of text loses its context, so every successful result is capped (``isError`` results pass
+through untouched). Defaults (``OutputRule``), per result, settable per upstream and per tool:
+
+==================  ========  ===============================================================================
+``max_text_bytes``  100 000   UTF-8 bytes of text: text items, embedded text resources and structuredContent
+``max_items``       100       content items
+``max_binary_bytes`` 5 000 000 decoded bytes of images, audio and embedded blobs
+==================  ========  ===============================================================================
+
+An oversized result is cut, never silently: text is cut at a UTF-8 character boundary; a text that is JSON is cut
+after its last complete value with its open arrays and objects closed (valid JSON, never cut inside a token); items
+past the caps are dropped. The full result is stored (``OutputStore``: bounded, expiring) under a handle, and the
+capped result carries a note ``[resilient-mcp: output truncated: kept X of Y bytes ...; read the rest with
+read_stored_output(handle=..., offset=..., length=...)]`` and ``_meta["io.github.resilient-mcp/truncated"] =
+{handle, original_bytes, kept_bytes, items_dropped, resume_offset, uri}``. The proxy's notes are not counted in the
+caps. The stored text reads in pages through the proxy tool ``read_stored_output`` and whole as the resource
+``resilient-mcp://outputs/{handle}`` (``stored_outputs.StoredOutputs``).
+
+Tools with an ``outputSchema`` (the documented default): structuredContent counts first and is kept whole when it
+fits the cap; text items are cut around it. When it does not fit it cannot be kept (cutting it would break the
+schema, and dropping it from a successful result makes the host's SDK raise), so the call becomes an
+``OversizedResult`` observation (an ``isError`` result, which SDKs do not validate) carrying the handle, the shape
+of the structuredContent (top-level type, keys, array lengths) and the kept text. A tool without an outputSchema
+simply loses the oversized structuredContent, replaced by a note with its shape.
+
+With ``validate_output_schema`` (default on), the structuredContent of a tool with an outputSchema is validated
+(validator compiled once, the schema's own ``$schema`` dialect, default 2020-12); a violation, or a missing
+structuredContent, becomes ``OutputSchemaViolation`` with ``validation_errors`` (JSON paths) and the text content as
+``degraded_text``, instead of an exception in the host's SDK. The side effect is committed either way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+import mcp_types as types
+import structlog
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+
+from ..chain import CallNext, ToolCall
+from ..faults import OutputSchemaViolation, OversizedResult
+from ..policy import OutputRule
+from ..state import OutputStore, utf8_len
+from ..stored_outputs import (
+    OUTPUT_URI_PREFIX,
+    READ_STORED_OUTPUT_TOOL,
+    STORED_OUTPUT_TEMPLATE,
+    Page,
+    StoredOutputMissing,
+    StoredOutputs,
+    build_manifest,
+)
+from ..textcut import SEPARATOR, cut_text, item_text, json_shape, utf8_head
+
+__all__ = ["OUTPUT_URI_PREFIX", "READ_STORED_OUTPUT_TOOL", "STORED_OUTPUT_TEMPLATE", "TRUNCATED_META", "OutputCap",
+           "Page", "StoredOutputMissing", "StoredOutputs"]  # fmt: skip
+
+log = structlog.get_logger(__name__)
+
+TRUNCATED_META = "io.github.resilient-mcp/truncated"
+_MAX_SCHEMA_ERRORS = 20
+_BINARY = (types.ImageContent, types.AudioContent)
+
+
+@dataclass(slots=True)
+class _Capped:
+    """The capped content of one result, as it is assembled (local to one call)."""
+
+    text_left: int
+    binary_left: int
+    kept: list[Any] = field(default_factory=list)
+    kept_bytes: int = 0
+    dropped: int = 0
+    resume: int | None = None
+    """First offset of the stored text that the host did not get whole."""
+    json_closed: bool = False
+    """A JSON text was cut after a complete value and its open brackets closed by the proxy."""
+
+
+class OutputCap:
+    """The output stage; see the module docstring."""
+
+    def __init__(self, rule: OutputRule, output_schema: dict[str, Any] | None, store: OutputStore | None) -> None:
+        self._rule, self._store = rule, store
+        self._schema = output_schema
+        self._validator = _compile(output_schema) if rule.validate_output_schema else None
+
+    async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
+        result = await call_next(call)
+        if result.is_error:
+            return result
+        if self._validator is not None:
+            self._validate(self._validator, result)
+        texts = [item_text(item) for item in result.content]
+        sizes = [
+            _binary_size(item) if t is None else utf8_len(t) for t, item in zip(texts, result.content, strict=True)
+        ]
+        structured = None
+        if result.structured_content is not None:
+            structured = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+        sc_bytes = utf8_len(structured) if structured is not None else 0
+        text_bytes = sc_bytes + sum(n for t, n in zip(texts, sizes, strict=True) if t is not None)
+        binary_bytes = sum(n for t, n in zip(texts, sizes, strict=True) if t is None)
+        rule = self._rule
+        fits = text_bytes <= rule.max_text_bytes and binary_bytes <= rule.max_binary_bytes
+        if fits and len(result.content) <= rule.max_items:
+            return result
+        return await self._cap(call, result, texts, sizes, structured, text_bytes)
+
+    async def _cap(
+        self,
+        call: ToolCall,
+        result: types.CallToolResult,
+        texts: list[str | None],
+        sizes: list[int],
+        structured: str | None,
+        total: int,
+    ) -> types.CallToolResult:
+        rule = self._rule
+        sc_bytes = utf8_len(structured) if structured is not None else 0
+        keep_sc = structured is not None and sc_bytes <= rule.max_text_bytes
+        capped = _Capped(rule.max_text_bytes - (sc_bytes if keep_sc else 0), rule.max_binary_bytes)
+        capped.kept_bytes = sc_bytes if keep_sc else 0
+        parts, spans, end = self._fill(result.content, texts, sizes, capped)
+        sc_span = None
+        if structured is not None and not keep_sc:
+            start = end + (len(SEPARATOR) if parts else 0)
+            parts = [*parts, structured] if not parts else [*parts, SEPARATOR, structured]
+            sc_span = (start, start + sc_bytes)
+            capped.resume = start if capped.resume is None else capped.resume
+        handle = None
+        if self._store is not None:
+            manifest = build_manifest(result, spans, sc_span)
+            handle = await self._store.put_output(call.name, parts, manifest)
+        facts = {"handle": handle, "original_bytes": total, "kept_bytes": capped.kept_bytes,
+                 "items_dropped": capped.dropped, "resume_offset": capped.resume,
+                 "uri": f"{OUTPUT_URI_PREFIX}{handle}" if handle else None}  # fmt: skip
+        shape = json_shape(result.structured_content) if sc_span else None
+        if shape is not None and self._schema is not None:
+            raise self._oversized(capped, facts, shape, sc_bytes)
+        notes = [types.TextContent(text=self._note(facts, shape, capped.json_closed))]
+        meta = {**(result.meta or {}), TRUNCATED_META: facts}
+        log.info("output_truncated", tool=call.name, **facts)
+        return result.model_copy(
+            update={"content": [*capped.kept, *notes], "meta": meta,
+                    "structured_content": result.structured_content if keep_sc else None}
+        )  # fmt: skip
+
+    def _fill(
+        self, content: list[Any], texts: list[str | None], sizes: list[int], capped: _Capped
+    ) -> tuple[list[str], dict[int, tuple[int, int]], int]:
+        """Keep what fits, in order. Returns the parts of the stored text, each text item's span in it, its size."""
+        parts: list[str] = []
+        spans: dict[int, tuple[int, int]] = {}
+        offset = 0
+        for i, (item, text, size) in enumerate(zip(content, texts, sizes, strict=True)):
+            if text is not None:
+                if parts:
+                    parts.append(SEPARATOR)
+                    offset += len(SEPARATOR)
+                parts.append(text)
+                spans[i] = (offset, offset + size)
+            full = len(capped.kept) >= self._rule.max_items
+            if text is None:
+                if full or size > capped.binary_left:
+                    capped.dropped += 1
+                else:
+                    capped.binary_left -= size
+                    capped.kept.append(item)
+            elif not full and size <= capped.text_left:
+                capped.text_left -= size
+                capped.kept_bytes += size
+                capped.kept.append(item)
+            elif not full and capped.text_left >= 16 and capped.resume is None:
+                head, shown = cut_text(text, capped.text_left)
+                capped.kept.append(_with_text(item, head))
+                capped.kept_bytes += utf8_len(head)
+                capped.text_left, capped.resume = 0, offset + shown
+                capped.json_closed = utf8_len(head) != shown
+            else:
+                capped.dropped += 1
+                capped.resume = offset if capped.resume is None else capped.resume
+            if text is not None:
+                offset += size
+        return parts, spans, offset
+
+    def _note(self, facts: dict[str, Any], shape: Any, json_closed: bool) -> str:
+        kept, total, handle = facts["kept_bytes"], facts["original_bytes"], facts["handle"]
+        text = f"[resilient-mcp: output truncated: kept {kept} of {total} bytes of text"
+        if json_closed:
+            text += " (the JSON was cut after a complete value and its open brackets closed by the proxy)"
+        if facts["items_dropped"]:
+            text += f"; {facts['items_dropped']} content item(s) dropped"
+        if shape is not None:
+            text += f"; structuredContent dropped, its shape: {json.dumps(shape, ensure_ascii=False)}"
+        if handle is None:
+            return text + "; the full output could not be stored]"
+        if facts["resume_offset"] is not None:
+            length = min(self._rule.max_text_bytes, total - kept)
+            return text + (f"; read the rest with read_stored_output(handle=\"{handle}\", "
+                           f"offset={facts['resume_offset']}, length={length})]")  # fmt: skip
+        return text + f"; the full result is the resource {facts['uri']}]"
+
+    def _oversized(self, capped: _Capped, facts: dict[str, Any], shape: Any, sc_bytes: int) -> OversizedResult:
+        read = None
+        if facts["handle"]:
+            read = {"tool": READ_STORED_OUTPUT_TOOL.name, "args": {"handle": facts["handle"], "offset": 0}}
+        return OversizedResult(
+            f"The structured result ({sc_bytes} bytes) is larger than the output cap ({self._rule.max_text_bytes} "
+            "bytes); it is stored, not returned.",
+            details={**facts, "structured_content_shape": shape, "read_with": read,
+                     "degraded_text": _joined_text(capped.kept, self._rule.max_text_bytes)},
+            suggestion="Narrow the request (filters, limits, a smaller range), or read the stored result in pages "
+            "with read_stored_output.",
+        )  # fmt: skip
+
+    def _validate(self, validator: Any, result: types.CallToolResult) -> None:
+        if result.structured_content is None:
+            errors = [{"path": "$", "message": "structuredContent is missing; the tool declares an outputSchema"}]
+        else:
+            try:
+                found = islice(validator.iter_errors(result.structured_content), _MAX_SCHEMA_ERRORS)
+                errors = [{"path": e.json_path, "message": _clip(e.message, 200)} for e in found]
+            except (
+                Exception
+            ) as exc:  # an outputSchema that cannot be applied (unresolvable $ref): not the result's fault
+                log.warning("output_schema_unusable", error=repr(exc))
+                return
+        if errors:
+            raise OutputSchemaViolation(
+                "The tool's structured result does not match its outputSchema; its text content is given instead.",
+                details={"validation_errors": errors,
+                         "degraded_text": _joined_text(result.content, self._rule.max_text_bytes)},
+                suggestion="Use the degraded text if it is enough, or another tool; repeating the call will not help.",
+            )  # fmt: skip
+
+
+def _compile(schema: dict[str, Any] | None) -> Any:
+    if schema is None:
+        return None
+    try:
+        cls = validator_for(schema, default=Draft202012Validator)
+        cls.check_schema(schema)
+        return cls(schema)
+    except SchemaError as exc:
+        log.warning("output_schema_invalid", error=_clip(str(exc.message), 300))
+        return None
+
+
+def _binary_size(item: Any) -> int:
+    data = item.data if isinstance(item, _BINARY) else getattr(getattr(item, "resource", None), "blob", None)
+    return len(data) * 3 // 4 if isinstance(data, str) else 0
+
+
+def _with_text(item: Any, text: str) -> Any:
+    if isinstance(item, types.TextContent):
+        return item.model_copy(update={"text": text})
+    return item.model_copy(update={"resource": item.resource.model_copy(update={"text": text})})
+
+
+def _joined_text(content: list[Any], budget: int) -> str:
+    """The text of ``content`` joined, at most ``budget`` UTF-8 bytes (never a full copy of a huge text)."""
+    out: list[str] = []
+    for item in content:
+        text = item_text(item)
+        if text is None or budget <= 0:
+            continue
+        head = utf8_head(text, budget)
+        out.append(head)
+        budget -= utf8_len(head) + len(SEPARATOR)
+    return SEPARATOR.join(out)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"

@@ -1,0 +1,315 @@
+"""The retry stage: classified retries of one tool call inside one overall deadline, and the per-upstream retry budget.
+
+Rule R of the fault catalog (§5.2) decides whether a failed attempt is repeated::
+
+    transient ∧ (not_sent or rejected or (maybe_executed ∧ (effect.repeatable or idempotency key honoured)))
+              ∧ deadline left ∧ retry token available              (executed_failed: never)
+
+Attempts in all: ``retry.max_attempts`` (3) for faults that provably did not execute, ``max_attempts_maybe_executed``
+(2) once any attempt may have executed. Waits are full-jitter exponential (base 100 ms, cap 2 s); a ``Retry-After``
+(``fault.retry_after_ms``) up to ``retry_after_cap_ms`` (10 s) is slept, a longer one (or one past the deadline) is
+surfaced with ``details.retry_at`` instead. Each attempt gets ``call.attempt_timeout_s`` = min(attempt_s, time left),
+which the terminal enforces (extended by upstream progress); the stage itself cuts the call at ``timeouts.total_s``.
+A maybe-executed fault of a write that cannot be repeated safely is never retried and leaves as outcome unknown,
+repair ``verify_state``. Every attempt is listed in ``call.record.attempts``. Cancellation is never a failure.
+
+The loop is tenacity's ``AsyncRetrying``; its strategies are built once per stage and read the per-call state from
+the ``_Run`` passed as the wrapped function's argument, so the stage keeps no per-call state on ``self``.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+import anyio
+import mcp_types as types
+import structlog
+from tenacity import RetryCallState
+from tenacity.asyncio import AsyncRetrying
+from tenacity.stop import stop_base
+from tenacity.wait import wait_exponential
+
+from ..chain import Attempt, CallNext, ToolCall
+from ..faults import (
+    ArgumentFault,
+    AttemptTimeout,
+    Fault,
+    GuardFault,
+    PermissionFault,
+    RepairAction,
+    RetrySafety,
+    SideEffectStatus,
+    UnknownTool,
+)
+from ..policy import ToolRule
+
+log = structlog.get_logger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+_NEVER_RETRIED = (ArgumentFault, PermissionFault, GuardFault, UnknownTool)
+
+
+class RetryBudgets:
+    """Per-upstream retry token buckets (gRPC retry throttling): a failing upstream is not hammered with retries.
+
+    Every bucket starts full at ``max_tokens``; a failed attempt that says something about the upstream's health costs
+    one token, a success refunds ``token_ratio``; retries are allowed only while tokens > ``threshold``."""
+
+    def __init__(self, max_tokens: float = 10.0, token_ratio: float = 0.1, threshold: float | None = None) -> None:
+        self.max_tokens = max_tokens
+        self.token_ratio = token_ratio
+        self.threshold = max_tokens / 2 if threshold is None else threshold
+        self._tokens: dict[str, float] = {}
+
+    def tokens(self, upstream: str) -> float:
+        return self._tokens.get(upstream, self.max_tokens)
+
+    def allow_retry(self, upstream: str) -> bool:
+        return self.tokens(upstream) > self.threshold
+
+    def on_failure(self, upstream: str) -> None:
+        self._tokens[upstream] = max(0.0, self.tokens(upstream) - 1.0)
+
+    def on_success(self, upstream: str) -> None:
+        if upstream in self._tokens:
+            self._tokens[upstream] = min(self.max_tokens, self._tokens[upstream] + self.token_ratio)
+
+
+@dataclass(slots=True)
+class _Run:
+    """Per-call state of one retried call, handed to tenacity as the wrapped function's argument."""
+
+    call: ToolCall
+    call_next: CallNext
+    deadline: float
+    scope: anyio.CancelScope
+    maybe_executed: bool = False
+    delay_ms: int | None = None
+    cut_in_attempt: bool = False
+    last_fault: Fault | None = None
+
+
+class _FullJitter(wait_exponential):
+    """tenacity's ``wait_random_exponential`` (AWS "full jitter": uniform in [0, min(cap, base·2ⁿ)]), seedable."""
+
+    def __init__(self, base_s: float, cap_s: float, rng: _random.Random) -> None:
+        super().__init__(multiplier=base_s, max=cap_s)
+        self._rng = rng
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        return self._rng.uniform(0.0, super().__call__(retry_state))
+
+
+class _StopAfterAttempts(stop_base):
+    def __init__(self, not_executed: int, maybe_executed: int) -> None:
+        self.not_executed, self.maybe_executed = not_executed, maybe_executed
+
+    def limit(self, run: _Run) -> int:
+        return self.maybe_executed if run.maybe_executed else self.not_executed
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        stop = retry_state.attempt_number >= self.limit(_run_of(retry_state))
+        return _note_stop(retry_state, "max_attempts") if stop else False
+
+
+class _StopBeforeDeadline(stop_base):
+    """tenacity's ``stop_before_delay`` against the call's own deadline and the stage's (injectable) clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        stop = self.clock() + retry_state.upcoming_sleep >= _run_of(retry_state).deadline
+        return _note_stop(retry_state, "deadline") if stop else False
+
+
+def _run_of(retry_state: RetryCallState) -> _Run:
+    run: _Run = retry_state.args[0]
+    return run
+
+
+def _fault_of(retry_state: RetryCallState) -> BaseException | None:
+    return retry_state.outcome.exception() if retry_state.outcome is not None else None
+
+
+def _note_stop(retry_state: RetryCallState, reason: str) -> bool:
+    fault = _fault_of(retry_state)
+    if isinstance(fault, Fault):
+        fault.details.setdefault("retry_stopped", reason)
+    return True
+
+
+class Retry:
+    """Retries one tool call by rule R inside ``timeouts.total_s``; sits outside the breaker, so each attempt is seen
+    (and can be refused) by it."""
+
+    def __init__(
+        self,
+        rule: ToolRule,
+        budgets: RetryBudgets,
+        *,
+        sleep: Sleep = anyio.sleep,
+        clock: Clock = time.monotonic,
+        random: _random.Random | None = None,
+    ) -> None:
+        self._rule = rule.retry
+        self._timeouts = rule.timeouts
+        self._repeatable = rule.effect.repeatable or rule.idempotency.forward_key_as is not None
+        self._budgets = budgets
+        self._clock = clock
+        self._attempts = _StopAfterAttempts(rule.retry.max_attempts, rule.retry.max_attempts_maybe_executed)
+        self._jitter = _FullJitter(rule.retry.backoff_base_ms / 1000, rule.retry.backoff_cap_ms / 1000,
+                                   random or _random.Random())  # fmt: skip
+        self._retrying = AsyncRetrying(
+            sleep=sleep,
+            stop=self._attempts | _StopBeforeDeadline(clock),
+            wait=self._wait,
+            retry=self._should_retry,
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+
+    async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
+        total_s = self._timeouts.total_s
+        with anyio.move_on_after(total_s) as scope:
+            run = _Run(call, call_next, deadline=self._clock() + total_s, scope=scope)
+            try:
+                result: types.CallToolResult = await self._retrying.copy()(self._attempt, run)
+                return result
+            except Fault as failed:
+                self._surface(failed)
+                raise
+        # the total deadline passed: during an attempt (a timeout of that attempt) or while waiting to retry
+        if not run.cut_in_attempt and run.last_fault is not None:
+            fault: Fault = run.last_fault
+        else:
+            fault = self._deadline_fault(total_s, sent=run.cut_in_attempt)
+            self._classify(run, fault)
+        self._surface(fault)
+        raise fault
+
+    # --- one attempt ----------------------------------------------------------------------------------------------
+
+    async def _attempt(self, run: _Run) -> types.CallToolResult:
+        n = len(run.call.record.attempts) + 1
+        started = self._clock()
+        remaining = run.deadline - started
+        if remaining <= 0:  # a wait overshot the deadline: nothing more was sent
+            raise run.last_fault or self._deadline_fault(self._timeouts.total_s, sent=False)
+        attempt = replace(run.call, attempt_timeout_s=min(self._timeouts.attempt_s, remaining))
+        try:
+            result = await run.call_next(attempt)
+        except Fault as fault:
+            self._record(run, n, started, fault.fault_type)
+            self._classify(run, fault)
+            raise
+        except anyio.get_cancelled_exc_class():
+            run.cut_in_attempt = run.scope.cancel_called  # our own overall deadline, not the host's cancellation
+            if run.cut_in_attempt:
+                self._record(run, n, started, AttemptTimeout.fault_type)
+            else:
+                self._record(run, n, started, None, "cancelled")
+            raise
+        except Exception:
+            self._record(run, n, started, None, "internal_error")
+            raise
+        self._record(run, n, started, None, "ok")
+        self._budgets.on_success(run.call.upstream)
+        return result
+
+    def _record(self, run: _Run, n: int, started: float, fault_type: str | None, outcome: str | None = None) -> None:
+        elapsed_ms = round((self._clock() - started) * 1000)
+        outcome = outcome or fault_type or "ok"
+        run.call.record.attempts.append(Attempt(n, outcome, elapsed_ms, fault_type, run.delay_ms))
+
+    def _classify(self, run: _Run, fault: Fault) -> None:
+        """Budget accounting and the outcome-unknown verdict for a failed attempt."""
+        run.last_fault = fault
+        if fault.counts_against_upstream:
+            self._budgets.on_failure(run.call.upstream)
+        if fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
+            run.maybe_executed = True
+            if not self._repeatable:
+                fault.side_effect_status = SideEffectStatus.UNKNOWN
+                fault.repair_action = RepairAction.VERIFY_STATE
+                fault.max_retry = 0
+
+    # --- tenacity strategies --------------------------------------------------------------------------------------
+
+    def _should_retry(self, retry_state: RetryCallState) -> bool:
+        fault = _fault_of(retry_state)
+        if not isinstance(fault, Fault) or isinstance(fault, _NEVER_RETRIED) or not fault.is_transient:
+            return False  # cancellation, bugs, caller mistakes, policy refusals, permanent faults
+        if not self._rule.enabled:
+            return False
+        run = _run_of(retry_state)
+        reason = self._refusal(run, fault)
+        if reason is not None:
+            fault.details.setdefault("retry_stopped", reason)
+            return False
+        return True
+
+    def _refusal(self, run: _Run, fault: Fault) -> str | None:
+        """Why rule R does not allow repeating this transient fault, or None when it does."""
+        safety = fault.retry_safety
+        if safety is RetrySafety.MAYBE_EXECUTED and not self._repeatable:
+            return "may_have_executed"
+        if safety not in (RetrySafety.NOT_SENT, RetrySafety.REJECTED, RetrySafety.MAYBE_EXECUTED):
+            return "executed"
+        now = self._clock()
+        if now >= run.deadline:
+            return "deadline"
+        if fault.retry_after_ms is not None:
+            if fault.retry_after_ms > self._rule.retry_after_cap_ms:
+                return "retry_after_over_cap"
+            if now + fault.retry_after_ms / 1000 >= run.deadline:
+                return "retry_after_past_deadline"
+        if not self._budgets.allow_retry(run.call.upstream):
+            return "retry_budget"
+        return None
+
+    def _wait(self, retry_state: RetryCallState) -> float:
+        """Full jitter, or the server's Retry-After when it is longer (``_should_retry`` already capped it)."""
+        jitter = self._jitter(retry_state)
+        fault = _fault_of(retry_state)
+        after_ms = fault.retry_after_ms if isinstance(fault, Fault) else None
+        return jitter if after_ms is None else max(jitter, after_ms / 1000)
+
+    async def _before_sleep(self, retry_state: RetryCallState) -> None:
+        run = _run_of(retry_state)
+        delay = retry_state.upcoming_sleep
+        run.delay_ms = round(delay * 1000)
+        fault = _fault_of(retry_state)
+        fault_type = fault.fault_type if isinstance(fault, Fault) else "error"
+        n, limit = retry_state.attempt_number + 1, self._attempts.limit(run)
+        log.info("retry_scheduled", tool=run.call.name, upstream=run.call.upstream, attempt=n, of=limit,
+                 delay_ms=run.delay_ms, fault_type=fault_type)  # fmt: skip
+        if run.call.host is None:
+            return
+        message = f"retrying {run.call.name} in {run.delay_ms} ms (attempt {n} of {limit}): {fault_type}"
+        try:
+            await run.call.host.report_progress(float(n - 1), float(limit), message)
+        except Exception as exc:  # a host that cannot take progress must not fail the call
+            log.warning("retry_progress_failed", tool=run.call.name, error=repr(exc))
+
+    # --- leaving ----------------------------------------------------------------------------------------------------
+
+    def _deadline_fault(self, total_s: float, *, sent: bool = True) -> AttemptTimeout:
+        timeout_ms = round(total_s * 1000)
+        return AttemptTimeout(
+            f"the call did not finish within its overall deadline of {timeout_ms} ms",
+            details={"timeout_ms": timeout_ms, "deadline": "total"},
+            retry_safety=RetrySafety.MAYBE_EXECUTED if sent else RetrySafety.NOT_SENT,
+        )
+
+    @staticmethod
+    def _surface(fault: Fault) -> None:
+        if fault.retry_after_ms is not None and "retry_at" not in fault.details:
+            at = datetime.fromtimestamp(time.time() + fault.retry_after_ms / 1000, UTC)
+            fault.details["retry_at"] = at.isoformat(timespec="seconds")

@@ -1,0 +1,356 @@
+"""The embedded state store: idempotency records, stored large outputs and the audit trail, in SQLite (WAL).
+
+One SQLite file (``state.sqlite3``) in the state directory: ``$XDG_STATE_HOME/resilient-mcp``, else
+``~/.local/state/resilient-mcp``; ``":memory:"`` gives a private in-memory database for tests. The schema is
+versioned in a ``meta`` table; a newer schema than this code knows is refused rather than damaged.
+
+Nothing here blocks the event loop: one dedicated thread owns the connection and runs every query, one at a time,
+in the order asked (``state_sqlite.Worker``; that module also holds the schema and the queries). Audit entries are
+fire-and-forget: ``record`` appends to a bounded in-memory queue (entries beyond it are dropped and counted) and the
+worker writes them in batches. Between jobs the worker deletes expired rows and trims each table to its row and
+byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an output also trims the outputs table
+(that path is rare, never the hot path).
+
+Stored outputs are UTF-8 text written and read in chunks through SQLite's incremental blob I/O, so a 50 MB result
+is never copied whole in memory. Writes survive a crash of the proxy (WAL, ``synchronous=NORMAL``); several proxy
+processes may share one directory (``BEGIN IMMEDIATE`` and a busy timeout).
+
+The stages see only the narrow protocols ``IdempotencyStore``, ``OutputStore`` and ``AuditStore``, so a shared
+backend (Redis) can serve several replicas later.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import secrets
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Protocol, TypeVar
+
+import anyio
+import mcp_types as types
+import structlog
+
+from . import state_sqlite as sql
+from .state_sqlite import StateError, StateLimits
+
+__all__ = ["AuditFields", "AuditStore", "IdempotencyRecord", "IdempotencyStore", "OutputStore", "StateError",
+           "StateLimits", "StateStore", "default_state_dir", "iter_utf8", "read_recent_audit", "utf8_len"]  # fmt: skip
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+Clock = Callable[[], float]
+IdempotencyStatus = Literal["in_flight", "completed", "unknown"]
+_CHUNK_CHARS = 256 * 1024
+
+
+# --- text as stored ------------------------------------------------------------------------------------------------
+
+
+def iter_utf8(parts: Iterable[str], chunk_chars: int = _CHUNK_CHARS) -> Iterator[bytes]:
+    """``parts`` encoded as UTF-8, chunk by chunk (never a whole copy). Lone surrogates become ``?``."""
+    for part in parts:
+        for i in range(0, len(part), chunk_chars):
+            yield part[i : i + chunk_chars].encode("utf-8", "replace")
+
+
+def utf8_len(text: str) -> int:
+    """Length of ``text`` in UTF-8 bytes, as ``iter_utf8`` encodes it, without encoding it whole."""
+    if text.isascii():
+        return len(text)
+    return sum(len(chunk) for chunk in iter_utf8((text,)))
+
+
+# --- records and protocols -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyRecord:
+    """A write call holding an idempotency key."""
+
+    key: str
+    args_hash: str
+    tool: str
+    status: IdempotencyStatus
+    """in_flight: running (or its proxy stopped mid-call) · completed: has a result · unknown: may have executed."""
+    created_at: float
+    expires_at: float
+    result: types.CallToolResult | None = None
+    """The stored result of a completed call; None when it was larger than ``idempotency_max_result_bytes``."""
+
+
+class AuditFields(Protocol):
+    """What the audit trail keeps of one call (``stages.observe.AuditEntry`` has this shape)."""
+
+    @property
+    def ts(self) -> float: ...
+    @property
+    def session(self) -> str: ...
+    @property
+    def upstream(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def argument_keys(self) -> Sequence[str]: ...
+    @property
+    def arguments_hash(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def fault_type(self) -> str | None: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def latency_ms(self) -> int: ...
+    @property
+    def decided_by(self) -> str | None: ...
+
+
+class IdempotencyStore(Protocol):
+    """Idempotency records. Times are wall-clock seconds given by the caller, so one clock decides expiry."""
+
+    async def begin(
+        self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
+    ) -> IdempotencyRecord | None:
+        """Claim ``key`` as in flight, atomically: None when claimed, else the unexpired record that holds it."""
+        ...
+
+    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None: ...
+    async def mark_unknown(self, key: str, *, expires_at: float) -> None: ...
+    async def release(self, key: str) -> None: ...
+    async def get(self, key: str, *, now: float) -> IdempotencyRecord | None: ...
+
+
+class OutputStore(Protocol):
+    """Full copies of capped results: paged UTF-8 text plus a JSON manifest of everything else."""
+
+    async def put_output(self, tool: str, parts: Sequence[str], manifest: str) -> str | None:
+        """Store the text ``parts`` back to back and the manifest; the new handle, or None if it is too large."""
+        ...
+
+    async def read_output(self, handle: str, offset: int, length: int) -> tuple[bytes, int] | None:
+        """Bytes ``[offset, offset + length)`` of the stored text and its total size; None if unknown or expired."""
+        ...
+
+    async def output_manifest(self, handle: str) -> str | None: ...
+
+
+class AuditStore(Protocol):
+    def record(self, entry: AuditFields) -> None:
+        """Queue one entry; never blocks, never raises for a full queue (the entry is dropped and counted)."""
+        ...
+
+    async def flush(self) -> None: ...
+    def recent_audit(self, limit: int = 50, session: str | None = None) -> list[dict[str, Any]]: ...
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/resilient-mcp`` (when set and absolute), else ``~/.local/state/resilient-mcp``."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "state"
+    return root / "resilient-mcp"
+
+
+def _locate(state_dir: str | Path | None) -> tuple[str, str, Path | None]:
+    """(read-write URI, read-only URI, database file) of a state directory; ``":memory:"`` has no file."""
+    if str(state_dir) == ":memory:":
+        uri = f"file:resilient-mcp-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        return uri, uri, None
+    path = (Path(state_dir) if state_dir is not None else default_state_dir()).absolute() / "state.sqlite3"
+    uri = path.as_uri()
+    return uri, f"{uri}?mode=ro", path
+
+
+def read_recent_audit(
+    state_dir: str | Path | None = None, limit: int = 50, session: str | None = None
+) -> list[dict[str, Any]]:
+    """The newest audit rows of a state directory, read beside a running proxy (for ``resilient-mcp audit``)."""
+    _, read_uri, path = _locate(state_dir)
+    if path is None or not path.exists():
+        return []
+    return sql.read_audit(read_uri, limit, session)
+
+
+class StateStore:
+    """The SQLite implementation of ``IdempotencyStore``, ``OutputStore`` and ``AuditStore`` (and of the observe
+    stage's ``AuditSink``). Open with ``await StateStore.open(state_dir)``, close with ``aclose()``."""
+
+    def __init__(self, state_dir: str | Path | None, *, clock: Clock, limits: StateLimits) -> None:
+        self._uri, self._read_uri, self.path = _locate(state_dir)
+        self.limits = limits
+        self.journal_mode = ""
+        """``wal`` for a file database (``memory`` for ``":memory:"``)."""
+        self.audit_dropped = 0
+        self._clock = clock
+        self._conn: sqlite3.Connection | None = None
+        self._worker: sql.Worker | None = None
+        self._audit: collections.deque[AuditFields] = collections.deque()
+        self._next_flush = self._next_prune = 0.0
+
+    @classmethod
+    async def open(
+        cls, state_dir: str | Path | None = None, *, clock: Clock = time.time, limits: StateLimits | None = None
+    ) -> StateStore:
+        """Open (creating if needed) the store of ``state_dir`` (default ``default_state_dir()``; ``":memory:"``)."""
+        store = cls(state_dir, clock=clock, limits=limits or StateLimits())
+        worker = sql.Worker(store._maintain, store.limits.flush_interval_s)
+        try:
+            await worker.call(store._connect)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await worker.stop()
+            raise
+        store._worker = worker
+        return store
+
+    async def aclose(self) -> None:
+        """Write queued audit entries, close the database and stop the worker. Idempotent."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await worker.call(self._shutdown)
+            finally:
+                await worker.stop()
+
+    async def __aenter__(self) -> StateStore:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # --- worker-side helpers (these run in the worker thread) ----------------------------------------------------
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StateError("the state store is closed")
+        return self._conn
+
+    def _connect(self) -> None:
+        self._conn, self.journal_mode = sql.connect(self._uri, self.path)
+        sql.prune(self._conn, self.limits, self._clock())
+        self._next_prune = time.monotonic() + self.limits.prune_interval_s
+
+    def _shutdown(self) -> None:
+        try:
+            self._write_audit()
+        finally:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+    def _maintain(self) -> None:
+        if self._conn is None:
+            return
+        now = time.monotonic()
+        if self._audit and (len(self._audit) >= self.limits.audit_batch or now >= self._next_flush):
+            self._write_audit()
+            self._next_flush = now + self.limits.flush_interval_s
+        if now >= self._next_prune:
+            self._next_prune = now + self.limits.prune_interval_s
+            sql.prune(self._conn, self.limits, self._clock())
+
+    def _write_audit(self) -> None:
+        entries = [self._audit.popleft() for _ in range(len(self._audit))]
+        if entries:
+            sql.audit_write(self._db(), entries)
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        if self._worker is None:
+            raise StateError("the state store is closed")
+        return await self._worker.call(fn)
+
+    # --- IdempotencyStore ----------------------------------------------------------------------------------------
+
+    async def begin(
+        self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
+    ) -> IdempotencyRecord | None:
+        return await self._run(lambda: _record(sql.idem_begin(self._db(), key, args_hash, tool, now, expires_at)))
+
+    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+        def job() -> None:
+            text: str | None = result.model_dump_json(by_alias=True, exclude_none=True)
+            if text is not None and len(text) > self.limits.idempotency_max_result_bytes:
+                log.info("idempotency_result_not_kept", key=key, bytes=len(text))
+                text = None
+            sql.idem_update(self._db(), key, "completed", text, expires_at)
+
+        await self._run(job)
+
+    async def mark_unknown(self, key: str, *, expires_at: float) -> None:
+        await self._run(lambda: sql.idem_update(self._db(), key, "unknown", None, expires_at))
+
+    async def release(self, key: str) -> None:
+        await self._run(lambda: sql.idem_delete(self._db(), key))
+
+    async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
+        return await self._run(lambda: _record(sql.idem_get(self._db(), key, now)))
+
+    # --- OutputStore ---------------------------------------------------------------------------------------------
+
+    async def put_output(self, tool: str, parts: Sequence[str], manifest: str) -> str | None:
+        handle = secrets.token_hex(16)
+
+        def job() -> str | None:
+            size = sum(utf8_len(p) for p in parts)
+            if size + len(manifest) > self.limits.outputs_max_bytes:
+                log.warning("output_not_stored", tool=tool, bytes=size, limit=self.limits.outputs_max_bytes)
+                return None
+            now = self._clock()
+            row = (handle, tool, now, now + self.limits.output_ttl_s, size, manifest)
+            sql.output_put(self._db(), row, iter_utf8(parts))
+            sql.prune_outputs(self._db(), self.limits, now)
+            return handle
+
+        return await self._run(job)
+
+    async def read_output(self, handle: str, offset: int, length: int) -> tuple[bytes, int] | None:
+        return await self._run(lambda: sql.output_read(self._db(), handle, offset, length, self._clock()))
+
+    async def output_manifest(self, handle: str) -> str | None:
+        return await self._run(lambda: sql.output_manifest(self._db(), handle, self._clock()))
+
+    # --- AuditStore ----------------------------------------------------------------------------------------------
+
+    def record(self, entry: AuditFields) -> None:
+        if len(self._audit) >= self.limits.audit_queue:
+            self.audit_dropped += 1
+            if self.audit_dropped & (self.audit_dropped - 1) == 0:  # 1, 2, 4, 8, ...: log, but not every drop
+                log.warning("audit_queue_full", dropped=self.audit_dropped, queue=self.limits.audit_queue)
+            return
+        self._audit.append(entry)
+        if len(self._audit) == self.limits.audit_batch and self._worker is not None:
+            self._worker.wake()
+
+    async def flush(self) -> None:
+        """Write every queued audit entry now."""
+        await self._run(self._write_audit)
+
+    def recent_audit(self, limit: int = 50, session: str | None = None) -> list[dict[str, Any]]:
+        """Newest audit rows first (what is still queued is not seen: ``await flush()`` first)."""
+        return sql.read_audit(self._read_uri, limit, session)
+
+    async def prune(self) -> dict[str, int]:
+        """Expire and trim now (the worker also does it every ``prune_interval_s``). Rows deleted per table."""
+        return await self._run(lambda: sql.prune(self._db(), self.limits, self._clock()))
+
+
+def _record(row: sqlite3.Row | None) -> IdempotencyRecord | None:
+    if row is None:
+        return None
+    text = row["result_json"]
+    result = types.CallToolResult.model_validate_json(text) if text is not None else None
+    return IdempotencyRecord(
+        key=row["key"], args_hash=row["args_hash"], tool=row["tool"], status=row["status"],
+        created_at=row["created_at"], expires_at=row["expires_at"], result=result,
+    )  # fmt: skip

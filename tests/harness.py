@@ -1,0 +1,46 @@
+"""Test harness: the real client → proxy → upstream path, in memory, through JSON-RPC framing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.server import Server
+
+from resilient_mcp.config import ProxyConfig
+from resilient_mcp.pipeline import Pipeline
+from resilient_mcp.policy import Policy, PolicyFile
+from resilient_mcp.proxy import Proxy
+from resilient_mcp.server import build_server
+
+
+@dataclass
+class Harness:
+    client: Client
+    proxy: Proxy
+
+
+@asynccontextmanager
+async def proxied(
+    upstreams: dict[str, Server[Any]],
+    policy: dict[str, Any] | Policy | None = None,
+    *,
+    config: dict[str, Any] | None = None,
+    client_kwargs: dict[str, Any] | None = None,
+    pipeline: Callable[[Proxy], Pipeline] = Pipeline,
+) -> AsyncIterator[Harness]:
+    """A proxy in front of in-process upstream servers, and a legacy-mode client connected to it."""
+    data: dict[str, Any] = {"upstreams": {name: {"command": "in-memory"} for name in upstreams}}
+    data.update(config or {})
+    cfg = ProxyConfig.model_validate(data)
+    pol = policy if isinstance(policy, Policy) else Policy(PolicyFile.model_validate(policy or {}))
+    transports = {name: (lambda s=server: InMemoryTransport(s)) for name, server in upstreams.items()}
+    proxy = Proxy(cfg, pol, pipeline, transports=transports)
+    async with proxy.running(startup_timeout_s=5):
+        server = build_server(proxy)
+        async with Client(server, mode="legacy", cache=None, **(client_kwargs or {})) as client:
+            yield Harness(client=client, proxy=proxy)

@@ -1,0 +1,307 @@
+"""Shared helpers for tests that run resilient-mcp and MCP servers as real processes.
+
+Everything binds 127.0.0.1 and every wait is bounded: helpers poll a condition until a deadline and fail with a
+message that includes the process's stderr, so a hung or crashed child never hangs the suite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import anyio
+import pytest
+
+T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS_DIR = REPO / "tests"
+FIXTURES = TESTS_DIR / "fixtures"
+PROBE_SERVER = FIXTURES / "probe_server.py"
+VENV_BIN = Path(sys.executable).parent
+
+SERVER_EVERYTHING = REPO / ".tools/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+MCP_SERVER_TIME = VENV_BIN / "mcp-server-time"
+
+POLL_INTERVAL_S = 0.02
+
+
+# --- commands and environment ---------------------------------------------------------------------------------------
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The full environment for a child process, with the venv's bin first on PATH (and ``extra`` set)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(VENV_BIN), env.get("PATH", "/usr/local/bin:/usr/bin:/bin")])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def proxy_argv(*args: str) -> list[str]:
+    """``resilient-mcp ARGS`` run from this interpreter."""
+    return [sys.executable, "-m", "resilient_mcp.cli", *args]
+
+
+def probe_argv(pid_file: Path | None = None, events: Path | None = None) -> list[str]:
+    """The probe fixture server (tests/fixtures/probe_server.py) as a command line."""
+    argv = [sys.executable, str(PROBE_SERVER)]
+    if pid_file is not None:
+        argv += ["--pid-file", str(pid_file)]
+    if events is not None:
+        argv += ["--events", str(events)]
+    return argv
+
+
+def node_binary() -> str | None:
+    """The ``node`` on PATH (server-everything runs on Node 20)."""
+    from shutil import which
+
+    return which("node", path=child_env()["PATH"])
+
+
+def server_everything_missing() -> str | None:
+    """Why server-everything cannot run here, or None when it can."""
+    if node_binary() is None:
+        return "node is not on PATH (server-everything needs Node 20+)"
+    if not SERVER_EVERYTHING.is_file():
+        return (
+            f"@modelcontextprotocol/server-everything@2026.8.31 is not installed at {SERVER_EVERYTHING} "
+            "(npm install --prefix .tools/npm @modelcontextprotocol/server-everything@2026.8.31)"
+        )
+    return None
+
+
+def server_time_missing() -> str | None:
+    """Why mcp-server-time cannot run here, or None when it can."""
+    if not MCP_SERVER_TIME.exists():
+        return f"mcp-server-time==2026.10.19 is not installed in the venv ({MCP_SERVER_TIME} missing)"
+    return None
+
+
+def write_yaml(path: Path, data: Mapping[str, Any]) -> Path:
+    """Write ``data`` as a config file (JSON is valid YAML, so no YAML writer is needed)."""
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+# --- waiting --------------------------------------------------------------------------------------------------------
+
+
+def stderr_tail(path: Path | None, limit: int = 4000) -> str:
+    if path is None or not path.exists():
+        return "(no stderr captured)"
+    text = path.read_text(errors="replace")
+    return text[-limit:] or "(stderr empty)"
+
+
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    *,
+    process: subprocess.Popen[Any] | None = None,
+    stderr: Path | None = None,
+) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s or if ``process`` exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"{what}: process exited with {process.returncode} first\n{stderr_tail(stderr)}")
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what}: not within {timeout} s\n{stderr_tail(stderr)}")
+        time.sleep(POLL_INTERVAL_S)
+
+
+async def await_until(predicate: Callable[[], T | None], limit_s: float, what: str) -> T:
+    """The async twin of ``wait_until``: polls without blocking the event loop, for at most ``limit_s``."""
+    try:
+        with anyio.fail_after(limit_s):
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                await anyio.sleep(POLL_INTERVAL_S)
+    except TimeoutError:
+        pytest.fail(f"{what}: not within {limit_s} s")
+
+
+def read_pid_file(path: Path) -> int | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def read_events(path: Path) -> list[str]:
+    """The probe server's events, one per line (empty when the file does not exist yet)."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def pid_running(pid: int) -> bool:
+    """True while ``pid`` is a live process; a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - exists, owned by someone else
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: trust kill(0)
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    return state not in ("Z", "X")
+
+
+def wait_pid_gone(pid: int, timeout: float, what: str = "process") -> None:
+    deadline = time.monotonic() + timeout
+    while pid_running(pid):
+        if time.monotonic() >= deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # do not leak it past the test
+            pytest.fail(f"{what} (pid {pid}) still running {timeout} s after the proxy ended")
+        time.sleep(POLL_INTERVAL_S)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def http_get_status(url: str, timeout: float = 1.0) -> int | None:
+    """The HTTP status of GET ``url``, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            status: int = response.status
+            return status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+# --- processes ------------------------------------------------------------------------------------------------------
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` s; always reaps. Safe on an already-exited process."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+@contextlib.contextmanager
+def running(
+    argv: Sequence[str],
+    stderr_path: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    stdin: int | IO[Any] | None = subprocess.DEVNULL,
+    stdout: int | IO[Any] | None = subprocess.DEVNULL,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``argv`` with stderr to ``stderr_path``; stop and reap it on exit, also when the test fails."""
+    with stderr_path.open("wb") as err:
+        process = subprocess.Popen(
+            list(argv), stdin=stdin, stdout=stdout, stderr=err, env=dict(env or child_env()), cwd=REPO
+        )
+    try:
+        yield process
+    finally:
+        stop_process(process)
+
+
+class JsonRpcPipe:
+    """Newline-delimited JSON-RPC over a child's raw stdin/stdout, for driving a stdio server by hand."""
+
+    def __init__(self, process: subprocess.Popen[bytes], stderr: Path | None = None) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.process = process
+        self.stderr = stderr
+        self._buffer = b""
+        self._next_id = 0
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        """The next message from the child, within ``timeout`` s."""
+        import select
+
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no JSON-RPC message within {timeout} s\n{stderr_tail(self.stderr)}")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    pytest.fail(f"the child closed stdout (exit {self.process.poll()})\n{stderr_tail(self.stderr)}")
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def request(self, method: str, params: Mapping[str, Any] | None = None, timeout: float = 20.0) -> dict[str, Any]:
+        """Send a request and return its response, skipping notifications and other traffic in between."""
+        self._next_id += 1
+        request_id = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        self.send(message)
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self.receive(max(0.01, deadline - time.monotonic()))
+            if reply.get("id") == request_id and "method" not in reply:
+                return reply
+
+    def initialize(self, timeout: float = 30.0) -> dict[str, Any]:
+        """The MCP handshake: initialize, then notifications/initialized. Returns the initialize result."""
+        reply = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "resilient-mcp-tests", "version": "0"},
+            },
+            timeout=timeout,
+        )
+        assert "result" in reply, reply
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        result: dict[str, Any] = reply["result"]
+        return result

@@ -1,0 +1,246 @@
+"""The embedded SQLite state store: WAL, persistence across reopen, expiry, bounds, batched audit."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+
+from resilient_mcp.state import (
+    StateError,
+    StateLimits,
+    StateStore,
+    default_state_dir,
+    read_recent_audit,
+    utf8_len,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(frozen=True)
+class Entry:
+    ts: float
+    session: str
+    upstream: str = "up"
+    tool: str = "up__write"
+    argument_keys: tuple[str, ...] = ("path",)
+    arguments_hash: str = "abc"
+    outcome: str = "ok"
+    fault_type: str | None = None
+    attempts: int = 1
+    latency_ms: int = 3
+    decided_by: str | None = None
+
+
+def result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content={"n": 1})
+
+
+async def test_file_database_is_in_wal_mode_with_a_schema_version(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path) as store:
+        assert store.journal_mode == "wal"
+    conn = sqlite3.connect(tmp_path / "state.sqlite3")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "1"
+    conn.close()
+
+
+async def test_a_database_from_a_newer_version_is_refused_not_damaged(tmp_path: Path) -> None:
+    await (await StateStore.open(tmp_path)).aclose()
+    conn = sqlite3.connect(tmp_path / "state.sqlite3")
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StateError, match="schema version 99"):
+        await StateStore.open(tmp_path)
+
+
+async def test_completed_idempotency_record_survives_close_and_reopen(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = await StateStore.open(tmp_path, clock=clock)
+    now = clock()
+    assert await store.begin("k", args_hash="h", tool="up/write", now=now, expires_at=now + 60) is None
+    await store.complete("k", result("done"), expires_at=now + 60)
+    await store.aclose()
+
+    async with await StateStore.open(tmp_path, clock=clock) as reopened:
+        record = await reopened.get("k", now=now + 1)
+        assert record is not None and record.status == "completed" and record.args_hash == "h"
+        assert record.result == result("done")
+
+
+async def test_begin_claims_a_key_once_and_then_returns_the_holder(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path) as store:
+        assert await store.begin("k", args_hash="h1", tool="t", now=10.0, expires_at=70.0) is None
+        holder = await store.begin("k", args_hash="h2", tool="t", now=11.0, expires_at=71.0)
+        assert holder is not None and holder.status == "in_flight" and holder.args_hash == "h1"
+        await store.mark_unknown("k", expires_at=80.0)
+        holder = await store.get("k", now=12.0)
+        assert holder is not None and holder.status == "unknown"
+        await store.release("k")
+        assert await store.get("k", now=12.0) is None
+
+
+async def test_expired_records_are_ignored_and_pruned(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with await StateStore.open(tmp_path, clock=clock) as store:
+        now = clock()
+        await store.begin("old", args_hash="h", tool="t", now=now, expires_at=now + 5)
+        clock.now += 10
+        assert await store.get("old", now=clock()) is None
+        assert await store.begin("old", args_hash="h2", tool="t", now=clock(), expires_at=clock() + 5) is None
+        clock.now += 10
+        assert (await store.prune())["idempotency"] == 1
+
+
+async def test_a_result_too_large_to_keep_is_recorded_as_completed_without_it(tmp_path: Path) -> None:
+    limits = StateLimits(idempotency_max_result_bytes=1000)
+    async with await StateStore.open(tmp_path, limits=limits) as store:
+        await store.begin("k", args_hash="h", tool="t", now=1.0, expires_at=9e9)
+        await store.complete("k", result("x" * 5000), expires_at=9e9)
+        record = await store.get("k", now=2.0)
+        assert record is not None and record.status == "completed" and record.result is None
+
+
+async def test_idempotency_rows_are_trimmed_to_the_bound_completed_first(tmp_path: Path) -> None:
+    limits = StateLimits(idempotency_max_rows=2)
+    async with await StateStore.open(tmp_path, limits=limits) as store:
+        for i, key in enumerate(["unknown", "done", "running"]):
+            await store.begin(key, args_hash="h", tool="t", now=float(i), expires_at=9e9)
+        await store.mark_unknown("unknown", expires_at=9e9)
+        await store.complete("done", result("r"), expires_at=9e9)
+        assert (await store.prune())["idempotency"] == 1
+        assert await store.get("done", now=5.0) is None
+        assert await store.get("unknown", now=5.0) is not None
+
+
+async def test_stored_output_reads_back_by_byte_range_and_expires(tmp_path: Path) -> None:
+    clock = FakeClock()
+    text = "héllo wörld ✓ " * 1000
+    async with await StateStore.open(tmp_path, clock=clock, limits=StateLimits(output_ttl_s=60)) as store:
+        handle = await store.put_output("up__read", [text, "\n\n", "tail"], '{"content": []}')
+        assert handle is not None
+        whole = text.encode() + b"\n\ntail"
+        got = await store.read_output(handle, 5, 100)
+        assert got == (whole[5:105], len(whole))
+        assert await store.read_output(handle, len(whole) + 10, 5) == (b"", len(whole))
+        assert await store.output_manifest(handle) == '{"content": []}'
+        clock.now += 61
+        assert await store.read_output(handle, 0, 10) is None
+        assert await store.output_manifest(handle) is None
+
+
+async def test_outputs_are_bounded_by_rows_and_bytes_oldest_first(tmp_path: Path) -> None:
+    clock = FakeClock()
+    limits = StateLimits(outputs_max_rows=2, outputs_max_bytes=2500)
+    async with await StateStore.open(tmp_path, clock=clock, limits=limits) as store:
+        handles = []
+        for _ in range(3):
+            clock.now += 1
+            handles.append(await store.put_output("t", ["a" * 1000], "{}"))
+        assert await store.read_output(str(handles[0]), 0, 1) is None
+        assert await store.read_output(str(handles[2]), 0, 1) == (b"a", 1000)
+        clock.now += 1
+        assert await store.put_output("t", ["b" * 3000], "{}") is None  # larger than the whole table may hold
+        clock.now += 1
+        await store.put_output("t", ["c" * 2000], "{}")
+        assert await store.read_output(str(handles[1]), 0, 1) is None  # 1000 + 2000 bytes > 2500
+
+
+async def test_audit_entries_are_written_in_batches_and_read_newest_first(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path) as store:
+        for i in range(3):
+            store.record(Entry(ts=1000.0 + i, session="s1" if i < 2 else "s2"))
+        await store.flush()
+        rows = store.recent_audit(limit=10)
+        assert [r["ts"] for r in rows] == [1002.0, 1001.0, 1000.0]
+        assert rows[0]["argument_keys"] == ["path"] and rows[0]["session"] == "s2"
+        assert [r["session"] for r in store.recent_audit(limit=10, session="s1")] == ["s1", "s1"]
+    assert len(read_recent_audit(tmp_path, limit=2)) == 2  # the CLI path: a separate read-only connection
+
+
+async def test_a_full_audit_batch_is_written_without_an_explicit_flush(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path, limits=StateLimits(audit_batch=2, flush_interval_s=3600)) as store:
+        store.record(Entry(ts=time.time(), session="s"))
+        store.record(Entry(ts=time.time(), session="s"))  # fills the batch: the worker is woken
+        await store.prune()  # a later job: the worker handled the wake-up (and wrote the batch) before it
+        assert len(store.recent_audit()) == 2
+
+
+async def test_the_audit_queue_is_bounded_and_counts_what_it_drops(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path, limits=StateLimits(audit_queue=2, audit_batch=100)) as store:
+        for i in range(5):
+            store.record(Entry(ts=float(i), session="s"))
+        assert store.audit_dropped == 3
+        await store.flush()
+        assert len(store.recent_audit()) == 2
+
+
+async def test_audit_rows_expire_and_are_trimmed_to_the_bound(tmp_path: Path) -> None:
+    clock = FakeClock(now=100_000.0)
+    limits = StateLimits(audit_max_rows=3, audit_ttl_s=1000)
+    async with await StateStore.open(tmp_path, clock=clock, limits=limits) as store:
+        for ts in [10.0, 99_500.0, 99_600.0, 99_700.0, 99_800.0]:
+            store.record(Entry(ts=ts, session="s"))
+        await store.flush()
+        assert (await store.prune())["audit"] == 2
+        assert [r["ts"] for r in store.recent_audit()] == [99_800.0, 99_700.0, 99_600.0]
+
+
+async def test_queries_run_in_one_dedicated_thread_not_the_event_loop(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path) as store:
+        seen: set[int] = set()
+        for _ in range(5):
+            seen.add(await store._run(threading.get_ident))
+        assert len(seen) == 1 and threading.get_ident() not in seen
+
+
+async def test_memory_store_serves_every_protocol_without_a_file() -> None:
+    async with await StateStore.open(":memory:") as store:
+        assert store.path is None
+        await store.begin("k", args_hash="h", tool="t", now=1.0, expires_at=9e9)
+        handle = await store.put_output("t", ["abc"], "{}")
+        assert handle is not None and await store.read_output(handle, 1, 5) == (b"bc", 3)
+        store.record(Entry(ts=1.0, session="s"))
+        await store.flush()
+        assert len(store.recent_audit()) == 1
+
+
+async def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
+    store = await StateStore.open(tmp_path)
+    await store.aclose()
+    await store.aclose()  # idempotent
+    with pytest.raises(StateError):
+        await store.get("k", now=0.0)
+
+
+def test_default_state_dir_follows_xdg_state_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert default_state_dir() == tmp_path / "resilient-mcp"
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
+    assert default_state_dir() == Path.home() / ".local" / "state" / "resilient-mcp"
+
+
+def test_utf8_len_counts_encoded_bytes_without_encoding_whole() -> None:
+    assert utf8_len("abc") == 3
+    assert utf8_len("é✓😀" * 300_000) == (2 + 3 + 4) * 300_000
+    assert utf8_len("\ud800") == 1  # a lone surrogate is stored as "?"
