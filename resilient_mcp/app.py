@@ -16,7 +16,7 @@ from mcp.server.stdio import stdio_server
 from .catalog import CatalogConflict
 from .config import ProxyConfig, split_host_port
 from .pipeline import Pipeline
-from .policy import Policy
+from .policy import Policy, PolicyFile
 from .policyfile import PolicyWatcher
 from .proxy import Proxy
 from .server import build_server, init_options
@@ -44,7 +44,9 @@ def _instructions() -> str | None:
     return INSTRUCTIONS
 
 
-async def run_proxy(config: ProxyConfig, policy: Policy, *, http: str | None = None) -> None:
+async def run_proxy(
+    config: ProxyConfig, policy: Policy, *, http: str | None = None, base_policy: PolicyFile | None = None
+) -> None:
     proxy = Proxy(config, policy, Pipeline)
     listen_at = http or config.listen.http
     try:
@@ -52,7 +54,7 @@ async def run_proxy(config: ProxyConfig, policy: Policy, *, http: str | None = N
             tg.start_soon(_signals, tg.cancel_scope)
             paths = config.policy_paths()
             if paths:
-                watcher = PolicyWatcher(config.policy_paths, p.set_policy)
+                watcher = PolicyWatcher(config.policy_paths, p.set_policy, base=base_policy)
                 tg.start_soon(watcher.run)
             server = build_server(p, instructions=_instructions())
             if listen_at:

@@ -13,7 +13,7 @@ import anyio
 from . import __version__
 from .config import ProxyConfig, StdioUpstream, load_config
 from .logs import configure_logging
-from .policy import Policy
+from .policy import Policy, PolicyFile
 from .policyfile import load_policy
 from .sourcefile import SourceError
 
@@ -40,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--state-dir", metavar="DIR", help="where idempotency records, outputs and audit are kept")
     w.add_argument("--name", default="upstream", help="the upstream's name in logs and policy (default: upstream)")
     w.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set for the server (repeat)")
+    w.add_argument(
+        "--trust-annotations",
+        action="store_true",
+        help="take the server's tool annotations (readOnlyHint, ...) as effect classes; default: every tool unnamed "
+        "by a policy is write_unsafe",
+    )
     w.add_argument("--faults", metavar="PLAN", help="inject faults from a fault plan file (chaos mode)")
     w.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command and arguments")
 
@@ -120,16 +126,19 @@ def _dispatch(args: argparse.Namespace) -> int:
     from .app import StartupError, run_proxy
 
     if args.command in ("wrap", "serve"):
+        base: PolicyFile | None = None
         if args.command == "wrap":
             config = _wrap_config(args)
-            policy = load_policy(config.policy_paths())
+            if args.trust_annotations:
+                base = PolicyFile.model_validate({"upstreams": {args.name: {"trust_annotations": True}}})
+            policy = load_policy(config.policy_paths(), base)
         else:
             config, policy = _load(args)
             if not config.enabled_upstreams():
                 raise SourceError(args.config, [f"{args.config}: no enabled upstreams: add one under upstreams:"])
         configure_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
         try:
-            anyio.run(lambda: run_proxy(config, policy, http=args.http))
+            anyio.run(lambda: run_proxy(config, policy, http=args.http, base_policy=base))
         except StartupError as exc:
             _err(f"resilient-mcp: cannot start: {exc}")
             return EXIT_CONFIG

@@ -52,8 +52,7 @@ def check(args: argparse.Namespace, load: Loader) -> int:
     config, policy = load(args)
     ups = config.enabled_upstreams()
     sys.stderr.write(
-        f"config ok: {len(ups)} upstream(s) ({', '.join(ups) or 'none'}); "
-        f"{len(policy.sources)} policy file(s) valid\n"
+        f"config ok: {len(ups)} upstream(s) ({', '.join(ups) or 'none'}); {len(policy.sources)} policy file(s) valid\n"
     )
     if not args.connect:
         return 0

@@ -37,6 +37,7 @@ class _UpstreamCommon(_Strict):
     prefix: str | None = None
     """Prefix of this upstream's tool and prompt names when several upstreams are served; defaults to its name."""
     enabled: bool = True
+    """false keeps the entry in the file but does not start it."""
     connect_timeout_s: float = Field(30.0, gt=0, le=600)
     """How long starting/connecting and the MCP handshake may take."""
 
@@ -50,21 +51,27 @@ class _UpstreamCommon(_Strict):
 
 class StdioUpstream(_UpstreamCommon):
     type: Literal["stdio"] = "stdio"
+    """Optional; an entry with `command` is a stdio server."""
     command: str = Field(min_length=1)
     """The program to start (looked up on PATH)."""
     args: list[str] = Field(default_factory=list)
+    """Arguments; `${VAR}` is read from the proxy's environment."""
     env: dict[str, str] = Field(default_factory=dict)
     """Variables set for the server, over the inherited ones."""
     inherit_env: Literal["minimal", "all"] | list[str] = "minimal"
     """Which of the proxy's environment variables the server sees: "minimal" is the MCP SDK's default
     (HOME LOGNAME PATH SHELL TERM USER), "all" passes everything, a list passes those names plus the minimal set."""
     cwd: str | None = None
+    """Working directory of the server."""
 
 
 class RemoteUpstream(_UpstreamCommon):
     type: Literal["streamable-http", "http", "sse"] = "streamable-http"
+    """Transport (`transport:` is accepted too): streamable-http (alias http) or sse."""
     url: str = Field(min_length=1)
+    """The server's endpoint, e.g. http://127.0.0.1:8000/mcp."""
     headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers sent with every request, e.g. Authorization: "Bearer ${TOKEN}"."""
 
     @model_validator(mode="before")
     @classmethod
@@ -113,6 +120,7 @@ class ListenConfig(_Strict):
     http: str | None = None
     """Serve streamable HTTP on HOST:PORT instead of stdio (``--http`` overrides)."""
     path: str = "/mcp"
+    """The MCP endpoint's path."""
     auth_tokens: list[str] = Field(default_factory=list)
     """Static bearer tokens; when set, a request without one of them gets 401. ``${VAR}`` allowed."""
     allow_unauthenticated_remote: bool = False
@@ -120,25 +128,31 @@ class ListenConfig(_Strict):
     allowed_hosts: list[str] = Field(default_factory=list)
     """Extra Host header values accepted by DNS-rebinding protection (``name:port`` or ``name:*``)."""
     allowed_origins: list[str] = Field(default_factory=list)
+    """Extra Origin header values accepted by DNS-rebinding protection (e.g. https://app.example.com)."""
     stateless: bool = False
     """Stateless HTTP: no sessions, no cancellation, no out-of-band notifications. Off by default."""
 
 
 class LoggingConfig(_Strict):
     level: Literal["debug", "info", "warning", "error"] = "info"
+    """Least severe level logged."""
     format: Literal["auto", "console", "json"] = "auto"
     """auto: console on a TTY, JSON otherwise. Always to stderr."""
 
 
 class ProxyConfig(_Strict):
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict, alias="mcpServers")
+    """The servers to wrap, by name (`mcpServers` is accepted too, as in Claude Desktop's file)."""
     policies: list[str] = Field(default_factory=list)
     """Policy files or directories (every *.yaml, *.yml, *.json inside), relative to this file."""
     state_dir: str | None = None
     """SQLite state (idempotency records, stored outputs, audit). Default: $XDG_STATE_HOME/resilient-mcp."""
     prefix_separator: str = "__"
+    """Between an upstream's prefix and its tool names when several upstreams are served."""
     listen: ListenConfig = ListenConfig()
+    """The HTTP listener (stdio is used when `listen.http` is not set and `--http` is not given)."""
     logging: LoggingConfig = LoggingConfig()
+    """Log level and format (always to stderr)."""
     faults: Any = None
     """Fault injection plan (chaos mode); see the README."""
 

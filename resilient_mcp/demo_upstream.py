@@ -107,7 +107,7 @@ def _text(text: str, structured: dict[str, Any] | None = None, error: bool = Fal
 def build_server(ledger: Ledger) -> Server[Any]:
     flaky_seen: set[str] = set()
 
-    async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListToolsResult:
+    async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
 
     async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:

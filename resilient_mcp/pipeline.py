@@ -16,18 +16,29 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
 from .chain import CallNext, HostLink, Stage, ToolCall, compose
 from .classify import classify_result
-from .faults import EffectClass, Fault, UnknownTool
+from .faults import EffectClass, Fault, OversizedResult, UnknownTool
 from .fingerprint import FailureStats
 from .policy import Policy, ToolRule
 from .stages.access import Access, denied_fault
 from .stages.breaker import Breaker, BreakerBoard
 from .stages.guard import Guard, SessionGuards
+from .stages.idempotency import Idempotency, InFlight
 from .stages.observe import AuditSink, Observe
+from .stages.output import TRUNCATED_META, OutputCap
 from .stages.retry import Retry, RetryBudgets
 from .stages.validate import Validate, suggest_tools
+from .state import StateStore
+from .stored_outputs import (
+    OUTPUT_URI_PREFIX,
+    READ_STORED_OUTPUT_TOOL,
+    STORED_OUTPUT_TEMPLATE,
+    StoredOutputMissing,
+    StoredOutputs,
+)
 
 if TYPE_CHECKING:
     from .catalog import Entry
@@ -49,7 +60,13 @@ class Services:
     guards: SessionGuards = field(default_factory=SessionGuards)
     budgets: RetryBudgets = field(default_factory=RetryBudgets)
     board: BreakerBoard = field(default_factory=BreakerBoard)
-    audit: AuditSink | None = None
+    in_flight: InFlight = field(default_factory=InFlight)
+    store: StateStore | None = None
+    """The embedded state (idempotency records, stored outputs, audit); opened by ``Pipeline.open``."""
+
+    @property
+    def audit(self) -> AuditSink | None:
+        return self.store
 
 
 class Pipeline:
@@ -57,11 +74,26 @@ class Pipeline:
         self.proxy = proxy
         self.policy = proxy.policy
         self.services = services or Services(board=BreakerBoard(probe=self._probe))
+        self._outputs: StoredOutputs | None = None
+        self.outputs_announced = False
+        """``read_stored_output`` is advertised from the first capped result on (tools/list stays the upstreams'
+        own until then); calling it works either way."""
         self._compile_shared()
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
         self._compile_shared()
+
+    async def open(self, state_dir: str) -> None:
+        """Open the state store (before the first chain is compiled: stages hold it)."""
+        self.services.store = await StateStore.open(state_dir)
+        self._outputs = StoredOutputs(self.services.store)
+        self._compile_shared()
+
+    async def aclose(self) -> None:
+        if self.services.store is not None:
+            await self.services.store.aclose()
+            self.services.store = None
 
     def _compile_shared(self) -> None:
         obs = self.policy.observations
@@ -72,16 +104,21 @@ class Pipeline:
             session_context=self._session_context,
         )
         self._guard = Guard(self.policy.session, self.services.guards)
+        self._announce = _AnnounceStoredOutputs(self)
 
     # --- compiled chains --------------------------------------------------------------------------------------------
 
     def compile(self, entry: Entry) -> CompiledTool:
         assert entry.tool is not None
         rule = self.policy.resolve(entry.upstream, entry.name, entry.public_name, entry.tool.annotations)
-        stages: list[Stage] = [self._observe, self._guard]
+        stages: list[Stage] = [self._observe, self._announce, self._guard]
         stages.append(Validate(entry.tool.input_schema, rule.validation, tool_name=entry.public_name))
         if rule.require_approval:
             stages.append(Access(rule))
+        store = self.services.store
+        stages.append(OutputCap(rule.output, entry.tool.output_schema, store))
+        if store is not None and rule.idempotency_on:
+            stages.append(Idempotency(rule, store, self.services.in_flight))
         if rule.retry.enabled:
             stages.append(Retry(rule, self.services.budgets))
         if rule.breaker.enabled:
@@ -158,19 +195,51 @@ class Pipeline:
 
         return await compose([self._observe, self._guard], refuse)(call)
 
-    # --- the proxy's own tools and resources (filled by the output stage) --------------------------------------------
+    # --- the proxy's own tools and resources: pages of capped outputs ---------------------------------------------
 
     def _proxy_tool_handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]]:
-        return {}
+        if self._outputs is None:
+            return {}
+        return {READ_STORED_OUTPUT_TOOL.name: self._outputs.call_read_stored_output}
 
     def proxy_tools(self) -> list[types.Tool]:
-        return []
+        return [READ_STORED_OUTPUT_TOOL] if self._outputs is not None and self.outputs_announced else []
+
+    async def announce_outputs(self) -> None:
+        if not self.outputs_announced:
+            self.outputs_announced = True
+            await self.proxy.tools_changed()
+
+    def proxy_resource_templates(self) -> list[types.ResourceTemplate]:
+        return [STORED_OUTPUT_TEMPLATE] if self._outputs is not None else []
 
     def has_proxy_resources(self) -> bool:
-        return False
+        return self._outputs is not None
 
     async def read_proxy_resource(self, uri: str) -> types.ReadResourceResult | None:
-        return None
+        if self._outputs is None or not uri.startswith(OUTPUT_URI_PREFIX):
+            return None
+        try:
+            return await self._outputs.read_stored_output_resource(uri)
+        except StoredOutputMissing as exc:
+            raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
+
+
+class _AnnounceStoredOutputs:
+    """Just inside observe: the first capped result makes the pipeline advertise ``read_stored_output``."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
+        try:
+            result = await call_next(call)
+        except OversizedResult:
+            await self._pipeline.announce_outputs()
+            raise
+        if TRUNCATED_META in (result.meta or {}):
+            await self._pipeline.announce_outputs()
+        return result
 
 
 def _unknown(name: str, known: list[str]) -> Fault:

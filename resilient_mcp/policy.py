@@ -62,18 +62,22 @@ class TimeoutRule(Strict):
 
 class RetryRule(Strict):
     enabled: bool = True
+    """false: never retry this tool in the proxy."""
     max_attempts: int = Field(3, ge=1, le=10)
     """Attempts in all for faults that provably did not execute (not_sent, rejected)."""
     max_attempts_maybe_executed: int = Field(2, ge=1, le=10)
     """Attempts in all for maybe-executed faults, on tools where repeating is safe."""
     backoff_base_ms: int = Field(100, ge=0, le=60_000)
+    """Base of the full-jitter exponential backoff: attempt n waits random(0, min(cap, base * 2^n))."""
     backoff_cap_ms: int = Field(2_000, ge=0, le=600_000)
+    """Longest backoff between two attempts."""
     retry_after_cap_ms: int = Field(10_000, ge=0, le=3_600_000)
     """Longest server-requested wait (Retry-After) the proxy sleeps; a longer one is reported instead."""
 
 
 class BreakerRule(Strict):
     enabled: bool = True
+    """false: no circuit breaking for this tool (its failures still count for its upstream)."""
     failure_threshold: int = Field(5, ge=1, le=1000)
     """Consecutive transport/timeout/5xx-class failures that open the circuit."""
     open_s: float = Field(30.0, gt=0, le=86_400)
@@ -83,8 +87,9 @@ class BreakerRule(Strict):
 class IdempotencyRule(Strict):
     enabled: bool | None = None
     """None: on for write_unsafe and destructive tools, off otherwise."""
-    window_s: float = Field(600.0, gt=0, le=7 * 86_400)
-    """How long a completed write is replayed for an identical call."""
+    window_s: float = Field(60.0, gt=0, le=7 * 86_400)
+    """How long a completed write is replayed for an identical call. Keys derived from the arguments are scoped to
+    the host session; explicit keys (``_meta`` idempotency-key, ``key_argument``) are global."""
     key_argument: str | None = None
     """An argument whose value is the idempotency key (e.g. client_ref), instead of a hash of all arguments."""
     forward_key_as: str | None = None
@@ -98,7 +103,9 @@ class OutputRule(Strict):
     max_text_bytes: int = Field(100_000, ge=256)
     """Largest text of a result passed to the host; the rest is stored and readable in pages."""
     max_items: int = Field(100, ge=1)
+    """Most content items of one result passed to the host."""
     max_binary_bytes: int = Field(5_000_000, ge=0)
+    """Largest total of base64 image/audio/blob data of one result passed to the host."""
     validate_output_schema: bool = True
     """Check structuredContent against the tool's outputSchema; a mismatch becomes an observation."""
 
@@ -118,14 +125,21 @@ class ToolRule(Strict):
     require_approval: bool = False
     """Ask the human (MCP elicitation) before each call; refused with ask_user when the host cannot ask."""
     verify_with: VerifyWith | None = None
+    """A read-only tool the model is told to call to check whether a write whose outcome is unknown took effect."""
     fallback: list[str] = Field(default_factory=list)
     """Alternative tools (host-visible names), named in observations when this one is failing."""
     validation: ValidationRule = ValidationRule()
+    """Argument checks before anything is sent (see `validation`)."""
     timeouts: TimeoutRule = TimeoutRule()
+    """Per-attempt timeout and overall deadline (see `timeouts`)."""
     retry: RetryRule = RetryRule()
+    """Classified retry of transient faults (see `retry`)."""
     breaker: BreakerRule = BreakerRule()
+    """Circuit breaking per upstream and per tool (see `breaker`)."""
     idempotency: IdempotencyRule = IdempotencyRule()
+    """Duplicate suppression and replay for writes (see `idempotency`)."""
     output: OutputRule = OutputRule()
+    """Output size caps and outputSchema checks (see `output`)."""
 
     @property
     def idempotency_on(self) -> bool:
@@ -155,10 +169,13 @@ class SessionRule(Strict):
 
 class ObservationRule(Strict):
     level: ObservationLevel = ObservationLevel.L2
+    """How much an error observation tells the model: L0 raw upstream error, L1 + classification, L2 + repair action,
+    retries, attempts and suggestion, L3 + session context (budgets, recent failures, alternatives)."""
     unknown_tool_as_result: bool = False
     """Answer an unknown tool with an isError result instead of the spec's JSON-RPC -32602 (for hosts that hide
     protocol errors from the model)."""
     upstream_message_chars: int = Field(500, ge=0, le=100_000)
+    """How much of the upstream's own error text an observation quotes (marked untrusted)."""
 
 
 def _check_glob(pattern: str) -> str:
@@ -181,6 +198,7 @@ class UpstreamPolicy(Strict):
     deny: list[str] = Field(default_factory=list)
     """Tools matching these globs (upstream names) are hidden and refused."""
     defaults: ToolRule = ToolRule()
+    """A tool rule for every tool of this upstream."""
     tools: dict[str, ToolRule] = Field(default_factory=dict)
     """Glob on the upstream's tool name -> rule; later, more specific entries win field by field."""
 
@@ -199,12 +217,17 @@ class UpstreamPolicy(Strict):
 
 class PolicyFile(Strict):
     version: Literal[1] = 1
+    """Format version of the policy file."""
     defaults: ToolRule = ToolRule()
+    """The tool rule every tool starts from."""
     session: SessionRule = SessionRule()
+    """Per-host-session budgets and the loop guard."""
     observations: ObservationRule = ObservationRule()
+    """What failed calls tell the model."""
     deny: list[str] = Field(default_factory=list)
     """Host-visible tool names (globs) hidden and refused on every upstream."""
     upstreams: dict[str, UpstreamPolicy] = Field(default_factory=dict)
+    """Per-upstream policy, by the upstream's configured name."""
     tools: dict[str, ToolRule] = Field(default_factory=dict)
     """Glob on the host-visible tool name -> rule; applied after upstream rules."""
 

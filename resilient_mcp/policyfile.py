@@ -20,9 +20,10 @@ from .sourcefile import SourceError, load_document, validate_document
 log = structlog.get_logger(__name__)
 
 
-def load_policy(paths: Sequence[Path]) -> Policy:
-    """Every file validated and merged, later files on top. Raises ``SourceError`` listing all problems."""
-    files: list[PolicyFile] = []
+def load_policy(paths: Sequence[Path], base: PolicyFile | None = None) -> Policy:
+    """Every file validated and merged, later files on top of ``base`` (e.g. what command-line flags say).
+    Raises ``SourceError`` listing all problems."""
+    files: list[PolicyFile] = [base] if base is not None else []
     problems: list[str] = []
     for path in paths:
         try:
@@ -67,7 +68,9 @@ class PolicyWatcher:
         apply: Callable[[Policy], None],
         *,
         interval_s: float = 1.0,
+        base: PolicyFile | None = None,
     ) -> None:
+        self._base = base
         self._paths = paths
         self._apply = apply
         self._interval_s = interval_s
@@ -83,7 +86,7 @@ class PolicyWatcher:
             return False
         self._last = stamp
         try:
-            policy = load_policy(paths)
+            policy = load_policy(paths, self._base)
         except SourceError as exc:
             self.rejected += 1
             log.error("policy_reload_rejected", problems=exc.problems, kept="the last valid policy")

@@ -18,7 +18,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 import structlog
-from anyio.abc import TaskGroup
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ResourcesListChanged, ToolsListChanged
@@ -109,17 +108,26 @@ class Proxy:
     @asynccontextmanager
     async def running(self, *, startup_timeout_s: float | None = None) -> AsyncIterator[Proxy]:
         """Start every upstream, wait until each is ready or has failed, build the routing; stop all on exit."""
-        async with anyio.create_task_group() as tg:
-            for up in self.upstreams.values():
-                tg.start_soon(up.run, name=f"upstream:{up.name}")
-            await self._wait_started(startup_timeout_s)
-            self.rebuild(strict=True)
-            self._strict_names = False
-            self._started = True
-            try:
-                yield self
-            finally:
-                tg.cancel_scope.cancel()
+        await self.pipeline.open(self.state_dir())
+        try:
+            async with anyio.create_task_group() as tg:
+                for up in self.upstreams.values():
+                    tg.start_soon(up.run, name=f"upstream:{up.name}")
+                await self._wait_started(startup_timeout_s)
+                self.rebuild(strict=True)
+                self._strict_names = False
+                self._started = True
+                try:
+                    yield self
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.pipeline.aclose()
+
+    def state_dir(self) -> str:
+        raw = self.config.state_dir
+        return raw if raw == ":memory:" else str(self.config.state_path())
 
     async def _wait_started(self, timeout_s: float | None) -> None:
         limit = timeout_s or max((u.config.connect_timeout_s for u in self.upstreams.values()), default=1.0)
@@ -135,10 +143,6 @@ class Proxy:
                     hint="its tools answer with an 'upstream unavailable' observation; the others are served",
                 )  # fmt: skip
 
-    def start_background(self, tg: TaskGroup) -> None:
-        for up in self.upstreams.values():
-            tg.start_soon(up.run, name=f"upstream:{up.name}")
-
     # --- routing ----------------------------------------------------------------------------------------------------
 
     def rebuild(self, *, strict: bool = False) -> None:
@@ -152,7 +156,7 @@ class Proxy:
             assert entry.tool is not None
             chains[name] = self.pipeline.compile(entry)
             visible.append(entry.tool.model_copy(update={"name": name}))
-        visible.extend(self.pipeline.proxy_tools())
+        visible.extend(t for t in self.pipeline.proxy_tools() if t.name not in catalog.tools)
         self.routing = Routing(catalog=catalog, chains=chains, visible_tools=visible)
 
     def set_policy(self, policy: Policy) -> None:
@@ -204,6 +208,11 @@ class Proxy:
         ]
         for kind in changed:
             await self._notify_list_changed(kind)
+
+    async def tools_changed(self) -> None:
+        """The proxy's own tool list changed (not an upstream's): rebuild and tell the hosts."""
+        self.rebuild()
+        await self._notify_list_changed("tools")
 
     async def _notify_list_changed(self, kind: str) -> None:
         log.info("list_changed_sent", what=kind, hosts=len(self.sessions.all()))

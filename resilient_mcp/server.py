@@ -98,7 +98,8 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
 
     async def list_templates(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourceTemplatesResult:
         proxy.seen(ctx)
-        return types.ListResourceTemplatesResult(resource_templates=[t for _, t in proxy.routing.catalog.templates])
+        templates = [t for _, t in proxy.routing.catalog.templates] + proxy.pipeline.proxy_resource_templates()
+        return types.ListResourceTemplatesResult(resource_templates=templates)
 
     def _owner(uri: str) -> str:
         upstream = proxy.routing.catalog.upstream_for_uri(uri)

@@ -41,14 +41,14 @@ from . import state_sqlite as sql
 from .state_sqlite import StateError, StateLimits
 
 __all__ = ["AuditFields", "AuditStore", "IdempotencyRecord", "IdempotencyStore", "OutputStore", "StateError",
-           "StateLimits", "StateStore", "default_state_dir", "iter_utf8", "read_recent_audit", "utf8_len"]  # fmt: skip
+           "StateLimits", "StateStore", "default_state_dir", "iter_utf8", "recent_audit", "utf8_len"]  # fmt: skip
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 Clock = Callable[[], float]
 IdempotencyStatus = Literal["in_flight", "completed", "unknown"]
-_CHUNK_CHARS = 256 * 1024
+_CHUNK_CHARS = 64 * 1024
 
 
 # --- text as stored ------------------------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def _locate(state_dir: str | Path | None) -> tuple[str, str, Path | None]:
     return uri, f"{uri}?mode=ro", path
 
 
-def read_recent_audit(
+def recent_audit(
     state_dir: str | Path | None = None, limit: int = 50, session: str | None = None
 ) -> list[dict[str, Any]]:
     """The newest audit rows of a state directory, read beside a running proxy (for ``resilient-mcp audit``)."""
@@ -240,6 +240,7 @@ class StateStore:
         self._conn, self.journal_mode = sql.connect(self._uri, self.path)
         sql.prune(self._conn, self.limits, self._clock())
         self._next_prune = time.monotonic() + self.limits.prune_interval_s
+        self._next_flush = time.monotonic() + self.limits.flush_interval_s
 
     def _shutdown(self) -> None:
         try:

@@ -34,7 +34,10 @@ async def proxied(
     pipeline: Callable[[Proxy], Pipeline] = Pipeline,
 ) -> AsyncIterator[Harness]:
     """A proxy in front of in-process upstream servers, and a legacy-mode client connected to it."""
-    data: dict[str, Any] = {"upstreams": {name: {"command": "in-memory"} for name in upstreams}}
+    data: dict[str, Any] = {
+        "upstreams": {name: {"command": "in-memory"} for name in upstreams},
+        "state_dir": ":memory:",
+    }
     data.update(config or {})
     cfg = ProxyConfig.model_validate(data)
     pol = policy if isinstance(policy, Policy) else Policy(PolicyFile.model_validate(policy or {}))

@@ -106,10 +106,10 @@ def _post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None)
 
 async def test_an_mcp_client_lists_and_calls_tools_through_the_http_listener(http_proxy: StartProxy) -> None:
     base = http_proxy()
-    progress: list[tuple[float, float | None]] = []
+    reported: list[tuple[float, float | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total))
 
     with anyio.fail_after(CALL_S):
         async with Client(f"{base}/mcp", mode="legacy", cache=None) as client:
@@ -119,7 +119,7 @@ async def test_an_mcp_client_lists_and_calls_tools_through_the_http_listener(htt
             assert [c.text for c in result.content if c.type == "text"] == ["over http"]
             slow = await client.call_tool("slow", {"seconds": 0.2, "steps": 2}, progress_callback=on_progress)
             assert not slow.is_error
-    assert progress == [(1, 2), (2, 2)]
+    assert reported == [(1, 2), (2, 2)]
 
 
 @pytest.mark.parametrize(

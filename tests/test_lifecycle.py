@@ -23,6 +23,8 @@ from tests.helpers import (
     REPO,
     JsonRpcPipe,
     child_env,
+    free_port,
+    http_get_status,
     probe_argv,
     proxy_argv,
     read_pid_file,
@@ -73,6 +75,31 @@ def test_proxy_exits_0_and_leaves_no_upstream_running_when_ended_by(how: str, tm
             code = proxy.wait(timeout=EXIT_S)
         except subprocess.TimeoutExpired:
             pytest.fail(f"the proxy did not exit within {EXIT_S} s of {how}")
+        assert code == 0, stderr.read_text(errors="replace")[-3000:]
+        wait_pid_gone(upstream_pid, GONE_S, "upstream")
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigint"])
+def test_the_http_proxy_exits_0_and_leaves_no_upstream_running_when_ended_by(how: str, tmp_path: Path) -> None:
+    pid_file = tmp_path / "upstream.pid"
+    stderr = tmp_path / "proxy.stderr"
+    port = free_port()
+    argv = proxy_argv("wrap", "--http", f"127.0.0.1:{port}", "--", *probe_argv(pid_file=pid_file))
+    with running(argv, stderr) as proxy:
+        wait_until(
+            lambda: http_get_status(f"http://127.0.0.1:{port}/healthz") == 200,
+            STARTUP_S,
+            "the proxy's /healthz to answer 200",
+            process=proxy,
+            stderr=stderr,
+        )
+        upstream_pid = read_pid_file(pid_file)
+        assert upstream_pid is not None
+        _end(proxy, how)
+        try:
+            code = proxy.wait(timeout=EXIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the HTTP proxy did not exit within {EXIT_S} s of {how}")
         assert code == 0, stderr.read_text(errors="replace")[-3000:]
         wait_pid_gone(upstream_pid, GONE_S, "upstream")
 
@@ -142,7 +169,6 @@ async def test_an_upstream_that_cannot_start_does_not_stop_the_others_from_being
     assert failing, f"the log does not name the failing upstream and its command:\n{log[-3000:]}"
 
 
-@pytest.mark.xfail(reason="pipeline integration pending", strict=False)
 async def test_a_call_to_a_tool_of_an_upstream_that_cannot_start_answers_upstream_unavailable(tmp_path: Path) -> None:
     config = _good_and_broken_config(tmp_path)
     with (tmp_path / "proxy.stderr").open("w") as errlog, anyio.fail_after(STARTUP_S + 10):
@@ -152,6 +178,9 @@ async def test_a_call_to_a_tool_of_an_upstream_that_cannot_start_answers_upstrea
             text = " ".join(c.text for c in result.content if c.type == "text")
             assert "broken" in text
             assert re.search(r"unavailable", text, re.IGNORECASE), text
+            assert result.structured_content is not None
+            assert result.structured_content["fault_type"] == "C5_persistent_outage"
+            assert result.structured_content["retry_safety"] == "not_sent"
             healthy = await client.call_tool("good__echo", {"text": "after"})
             assert not healthy.is_error
 
@@ -175,10 +204,13 @@ def _run_cli(args: list[str], tmp_path: Path, timeout: float = STARTUP_S + 10) -
         pytest.fail(f"resilient-mcp {' '.join(args)} did not finish within {timeout} s: {exc.stderr!r}")
 
 
-def test_two_upstreams_offering_the_same_unprefixed_tool_name_refuse_to_start_naming_both(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["serve"], ["check", "--connect"]], ids=["serve", "check-connect"])
+def test_two_upstreams_offering_the_same_unprefixed_tool_name_are_refused_naming_both(
+    command: list[str], tmp_path: Path
+) -> None:
     probe = {"command": sys.executable, "args": probe_argv()[1:], "prefix": ""}
     config = write_yaml(tmp_path / "config.yaml", {"upstreams": {"alpha": probe, "beta": probe}})
-    done = _run_cli(["serve", "--config", str(config)], tmp_path)
+    done = _run_cli([*command, "--config", str(config)], tmp_path)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "'alpha'" in done.stderr and "'beta'" in done.stderr, done.stderr[-3000:]
     assert "echo" in done.stderr

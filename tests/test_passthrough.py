@@ -5,8 +5,8 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from tests.harness import proxied
 from tests.fixtures.scripted import ScriptedUpstream, ok_text
+from tests.harness import proxied
 
 pytestmark = pytest.mark.anyio
 

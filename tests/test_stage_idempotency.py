@@ -262,7 +262,7 @@ class DiesAfterSending:
     """A store whose process dies once the call is sent: the claim is written, nothing after it."""
 
     def __init__(self, store: StateStore) -> None:
-        self.begin = store.begin
+        self.begin, self.get = store.begin, store.get
 
     async def complete(self, *args: Any, **kwargs: Any) -> None:
         pass
@@ -275,7 +275,7 @@ async def test_an_in_flight_record_left_by_a_stopped_proxy_is_an_outcome_unknown
 ) -> None:
     upstream = Upstream()
     async with await StateStore.open(tmp_path, clock=clock) as before:
-        await Idempotency(WRITE, DiesAfterSending(before), InFlight(), clock)(make_call(WRITE), upstream)  # type: ignore[arg-type]
+        await Idempotency(WRITE, DiesAfterSending(before), InFlight(), clock)(make_call(WRITE), upstream)
     async with await StateStore.open(tmp_path, clock=clock) as restarted:
         with pytest.raises(StateConflict) as conflict:
             await stage(WRITE, restarted, clock)(make_call(WRITE), upstream)
@@ -303,7 +303,7 @@ class ExplodingStore:
 
 async def test_read_only_tools_pass_straight_through(clock: FakeClock) -> None:
     rule = ToolRule(effect=EffectClass.READ_ONLY)
-    guard = Idempotency(rule, ExplodingStore(), InFlight(), clock)  # type: ignore[arg-type]
+    guard = Idempotency(rule, ExplodingStore(), InFlight(), clock)
     upstream = Upstream()
     call = make_call(rule)
     await guard(call, upstream)

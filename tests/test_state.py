@@ -16,7 +16,7 @@ from resilient_mcp.state import (
     StateLimits,
     StateStore,
     default_state_dir,
-    read_recent_audit,
+    recent_audit,
     utf8_len,
 )
 
@@ -175,7 +175,7 @@ async def test_audit_entries_are_written_in_batches_and_read_newest_first(tmp_pa
         assert [r["ts"] for r in rows] == [1002.0, 1001.0, 1000.0]
         assert rows[0]["argument_keys"] == ["path"] and rows[0]["session"] == "s2"
         assert [r["session"] for r in store.recent_audit(limit=10, session="s1")] == ["s1", "s1"]
-    assert len(read_recent_audit(tmp_path, limit=2)) == 2  # the CLI path: a separate read-only connection
+    assert len(recent_audit(tmp_path, limit=2)) == 2  # the CLI path: a separate read-only connection
 
 
 async def test_a_full_audit_batch_is_written_without_an_explicit_flush(tmp_path: Path) -> None:
@@ -187,7 +187,8 @@ async def test_a_full_audit_batch_is_written_without_an_explicit_flush(tmp_path:
 
 
 async def test_the_audit_queue_is_bounded_and_counts_what_it_drops(tmp_path: Path) -> None:
-    async with await StateStore.open(tmp_path, limits=StateLimits(audit_queue=2, audit_batch=100)) as store:
+    limits = StateLimits(audit_queue=2, audit_batch=100, flush_interval_s=3600)  # no timed flush during the test
+    async with await StateStore.open(tmp_path, limits=limits) as store:
         for i in range(5):
             store.record(Entry(ts=float(i), session="s"))
         assert store.audit_dropped == 3

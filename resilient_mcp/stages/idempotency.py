@@ -9,10 +9,11 @@ The key of a call, first found:
    (the IETF header name), a non-empty string or a number;
 2. the argument named by ``idempotency.key_argument`` (e.g. ``client_ref``), when the call has it;
 3. otherwise SHA-256 of the canonical JSON of ``[upstream, upstream tool, arguments]`` (``fingerprint.fingerprint``):
-   an identical call within ``idempotency.window_s`` (600 s) is the same write.
+   an identical call of the same host session within ``idempotency.window_s`` (60 s) is the same write.
 
-Keys are scoped per upstream tool, and shared by every session of the proxy (and every proxy on one state store), so
-that a host reconnecting after a proxy restart still finds its write. What a call finds under its key:
+Keys are scoped per upstream tool. Explicit keys (1, 2) are shared by every session of the proxy (and every proxy on
+one state store), so that a host reconnecting after a proxy restart still finds its write; derived keys (3) carry the
+host session too, so two agents making the same call are not mistaken for one. What a call finds under its key:
 
 =====================================  =========================================================================
 nothing (or expired)                   runs; a success is stored as completed for ``window_s`` and replayed
@@ -156,7 +157,7 @@ class Idempotency:
             )
         except Exception:
             log.exception("idempotency_store_failed", tool=call.name)
-            return await call_next(call)
+            return await call_next(self._forward(call, key))
         if held is not None:
             return self._from_record(call, key, args_hash, held)
         try:
@@ -230,7 +231,8 @@ class Idempotency:
             explicit = value if isinstance(value, str) else canonical_json(value)
         if explicit is not None:
             return _Key(f"{scope}#key:{explicit}", explicit, True)
-        return _Key(f"{scope}#sha256:{args_hash}", args_hash, False)
+        # A key derived from the arguments only stands for "the same agent asked again": scoped to the session.
+        return _Key(f"{scope}#session:{call.session_id}#sha256:{args_hash}", args_hash, False)
 
     def _outcome_unknown(self, key: _Key, held: IdempotencyRecord | None, started: float = 0.0) -> StateConflict:
         at = _iso(held.created_at if held else started)

@@ -75,6 +75,31 @@ class ProxyInternalError(GatewayError):
     code = "INTERNAL_ERROR"
 
 
+NOTES_META_KEY = "io.github.resilient-mcp/notes"
+ATTEMPTS_META_KEY = "io.github.resilient-mcp/attempts"
+
+
+def _annotated(result: types.CallToolResult, call: ToolCall) -> types.CallToolResult:
+    """A success the proxy changed or retried says so: notes as text the model reads, attempts in ``_meta``.
+
+    Nothing is added to a plain first-attempt success, so a clean call passes through untouched."""
+    notes = call.record.notes
+    attempts = call.record.attempts
+    if not notes and len(attempts) <= 1:
+        return result
+    meta = dict(result.meta or {})
+    content = list(result.content)
+    if notes:
+        meta[NOTES_META_KEY] = list(notes)
+        content.extend(types.TextContent(text=f"[resilient-mcp: {note}]") for note in notes)
+    if len(attempts) > 1:
+        meta[ATTEMPTS_META_KEY] = [
+            {"n": a.n, "outcome": a.outcome, "elapsed_ms": a.elapsed_ms, "delay_before_ms": a.delay_before_ms}
+            for a in attempts
+        ]
+    return result.model_copy(update={"content": content, "meta": meta})
+
+
 def _internal_error() -> Fault:
     return ProxyInternalError(
         "resilient-mcp internal error.",
@@ -151,7 +176,7 @@ class Observe:
             return self._error_result(call, result)
         self._stats.record_success(call)
         self._finish(call, "ok", None)
-        return result
+        return _annotated(result, call)
 
     def _error_result(self, call: ToolCall, result: types.CallToolResult) -> types.CallToolResult:
         """An ``isError`` result that reached the top: already an observation, or an upstream error to classify."""

@@ -3,20 +3,19 @@
 A host that receives 5 MB of text loses its context, so every successful result is capped (``isError`` results pass
 through untouched). Defaults (``OutputRule``), per result, settable per upstream and per tool:
 
-==================  ========  ===============================================================================
-``max_text_bytes``  100 000   UTF-8 bytes of text: text items, embedded text resources and structuredContent
-``max_items``       100       content items
-``max_binary_bytes`` 5 000 000 decoded bytes of images, audio and embedded blobs
-==================  ========  ===============================================================================
+- ``max_text_bytes`` 100 000: UTF-8 bytes of text (text items, embedded text resources, structuredContent);
+- ``max_items`` 100: content items;
+- ``max_binary_bytes`` 5 000 000: decoded bytes of images, audio and embedded blobs.
 
 An oversized result is cut, never silently: text is cut at a UTF-8 character boundary; a text that is JSON is cut
-after its last complete value with its open arrays and objects closed (valid JSON, never cut inside a token); items
-past the caps are dropped. The full result is stored (``OutputStore``: bounded, expiring) under a handle, and the
-capped result carries a note ``[resilient-mcp: output truncated: kept X of Y bytes ...; read the rest with
-read_stored_output(handle=..., offset=..., length=...)]`` and ``_meta["io.github.resilient-mcp/truncated"] =
-{handle, original_bytes, kept_bytes, items_dropped, resume_offset, uri}``. The proxy's notes are not counted in the
-caps. The stored text reads in pages through the proxy tool ``read_stored_output`` and whole as the resource
-``resilient-mcp://outputs/{handle}`` (``stored_outputs.StoredOutputs``).
+after a complete value (whole array elements where that keeps at least half of what fits) and its open arrays and
+objects are closed (valid JSON, never cut inside a token, and the note says so); items past the caps are dropped.
+The full result is stored (``OutputStore``: bounded, expiring) under a handle, and the capped result carries a note
+``[resilient-mcp: output truncated: kept X of Y bytes ...; read the rest with read_stored_output(handle=...,
+offset=..., length=...)]`` and ``_meta["io.github.resilient-mcp/truncated"] = {handle, original_bytes, kept_bytes,
+items_dropped, resume_offset, uri}``. The proxy's notes are not counted in the caps. The stored text reads in pages
+through the proxy tool ``read_stored_output`` and whole as the resource ``resilient-mcp://outputs/{handle}``
+(``stored_outputs.StoredOutputs``).
 
 Tools with an ``outputSchema`` (the documented default): structuredContent counts first and is kept whole when it
 fits the cap; text items are cut around it. When it does not fit it cannot be kept (cutting it would break the

@@ -137,7 +137,10 @@ class Validate:
         if len(described) > len(listed):
             details["errors_not_listed"] = len(described) - len(listed)
         n = len(described)
-        head = "; ".join(e["message"] for e in listed[:3]) + ("; …" if n > 3 else "")
+        # The text carries each error's fix, for hosts that show the model only text.
+        head = "".join(f"\n  - {e['path']}: {e.get('fix') or e['message']}" for e in listed[:5]) + (
+            f"\n  - … and {n - 5} more (see details.validation_errors)" if n > 5 else ""
+        )
         if all(e["keyword"] == "required" for e in described):
             details["missing"] = [e["path"].removeprefix("$.") for e in described]
             missing = ", ".join(details["missing"])
@@ -148,7 +151,7 @@ class Validate:
                 "is not in your context, ask the user for it instead of guessing.",
             )
         return SchemaViolation(
-            f"The arguments of '{call.name}' do not match its input schema ({n} error{'s' if n > 1 else ''}): {head}",
+            f"The arguments of '{call.name}' do not match its input schema ({n} error{'s' if n > 1 else ''}):{head}\n",
             details=details,
             suggestion="Correct every listed error in one new call (each error has a 'fix'); an identical call will "
             "fail the same way.",
