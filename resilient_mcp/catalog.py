@@ -9,6 +9,7 @@ Metadata (title, description, schemas, annotations, icons, ``_meta``) passes thr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING
 import mcp_types as types
 import structlog
 from mcp.shared.tool_name_validation import validate_tool_name
+
+from .config import default_prefix
 
 if TYPE_CHECKING:
     from .upstream import Upstream
@@ -76,12 +79,13 @@ class Catalog:
 
 
 def prefixes_for(upstreams: Mapping[str, str | None], separator: str) -> dict[str, str]:
-    """The prefix each upstream's names get: none for a single upstream without an explicit prefix."""
+    """The prefix each upstream's names get: none for a single upstream without an explicit prefix; otherwise the
+    explicit prefix, or the upstream's name made safe for tool names; ``prefix: ""`` opts out."""
     if len(upstreams) == 1:
         ((name, prefix),) = upstreams.items()
         return {name: f"{prefix}{separator}" if prefix else ""}
     return {
-        name: "" if prefix == "" else f"{prefix if prefix is not None else name}{separator}"
+        name: "" if prefix == "" else f"{prefix if prefix is not None else default_prefix(name)}{separator}"
         for name, prefix in upstreams.items()
     }
 
@@ -136,8 +140,6 @@ def _check_name(name: str, upstream: str) -> None:
 
 def _template_matches(template: str, uri: str) -> bool:
     """RFC 6570 level-1 match: literal parts in order, each {var} matching a non-empty run."""
-    import re
-
     pattern = "".join(
         "(.+?)" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^}]*\})", template) if part
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from .catalog import CatalogConflict
+from .catalog import CatalogConflict, prefixes_for
 from .config import ProxyConfig
 from .pipeline import Pipeline
 from .policy import Policy
@@ -71,10 +71,7 @@ def check(args: argparse.Namespace, load: Loader) -> int:
 def explain(args: argparse.Namespace, load: Loader) -> int:
     config, policy = load(args)
     ups = config.enabled_upstreams()
-    prefixes = {
-        name: (f"{up.prefix if up.prefix is not None else name}{config.prefix_separator}" if len(ups) > 1 else "")
-        for name, up in ups.items()
-    }
+    prefixes = prefixes_for({name: up.prefix for name, up in ups.items()}, config.prefix_separator)
     upstream = args.upstream
     if upstream is None:
         matches = [n for n, p in prefixes.items() if p and args.tool.startswith(p)]

@@ -26,7 +26,12 @@ from .sourcefile import Document, SourceError, expand_env, load_document, valida
 #: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
 SDK_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def default_prefix(name: str) -> str:
+    """An upstream's name as a tool-name prefix (SEP-986 characters only): "My Server" -> "My_Server"."""
+    return _UNSAFE.sub("_", name).strip("_")[:64] or "upstream"
 
 
 class _Strict(BaseModel):
@@ -162,8 +167,8 @@ class ProxyConfig(_Strict):
     @classmethod
     def _names(cls, v: dict[str, UpstreamConfig]) -> dict[str, UpstreamConfig]:
         for name in v:
-            if not _NAME.match(name):
-                raise ValueError(f"upstream name {name!r}: use letters, digits, '_', '.', '-' (at most 64)")
+            if not name.strip() or len(name) > 128:
+                raise ValueError(f"upstream name {name!r}: use 1 to 128 characters")
         return v
 
     @field_validator("prefix_separator")
@@ -189,7 +194,7 @@ class ProxyConfig(_Strict):
 
     def resolve_path(self, p: str) -> Path:
         path = Path(os.path.expanduser(p))
-        return path if path.is_absolute() else Path(self.base_dir) / path
+        return (path if path.is_absolute() else Path(self.base_dir) / path).resolve()
 
     def policy_paths(self) -> list[Path]:
         out: list[Path] = []
@@ -239,7 +244,9 @@ def _expand(doc: Document, cfg: ProxyConfig, environ: dict[str, str] | None) -> 
     ups: dict[str, StdioUpstream | RemoteUpstream] = {}
     for name, up in cfg.upstreams.items():
         base = (top, name)
-        if isinstance(up, StdioUpstream):
+        if not up.enabled:  # not started: its variables need not be set
+            ups[name] = up
+        elif isinstance(up, StdioUpstream):
             ups[name] = up.model_copy(
                 update={
                     "env": {k: ex(v, (*base, "env", k)) for k, v in up.env.items()},
@@ -254,6 +261,13 @@ def _expand(doc: Document, cfg: ProxyConfig, environ: dict[str, str] | None) -> 
                 }
             )
     tokens = [ex(t, ("listen", "auth_tokens", i)) for i, t in enumerate(cfg.listen.auth_tokens)]
+    for i, token in enumerate(tokens):
+        if len(token.strip()) < 8:
+            loc = ("listen", "auth_tokens", i)
+            problems.append(
+                f"{doc.path}:{doc.line_of(loc) or '?'}: listen.auth_tokens[{i}]: a token must have at least 8 "
+                "characters (is its environment variable set?)"
+            )
     if problems:
         raise SourceError(doc.path, problems)
     return cfg.model_copy(update={"upstreams": ups, "listen": cfg.listen.model_copy(update={"auth_tokens": tokens})})

@@ -154,9 +154,10 @@ def _quoted(text: str) -> str:
 
 
 def _text(fault: Fault, obs: Mapping[str, Any], *, quote_upstream: bool = True) -> str:
-    lines = [f"{fault.code}: {fault.message}"]
+    message = fault.message.rstrip()
+    lines = [f"{fault.code}: {message}"]
     if "suggestion" in obs:
-        lines[0] += f" {obs['suggestion']}"
+        lines[0] += ("" if message.endswith((".", ":", "!", "?")) else ".") + f" {obs['suggestion']}"
         facts = (
             f"repair_action={obs['repair_action']}, retry_safety={obs['retry_safety']}, max_retry={obs['max_retry']}"
         )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from . import drift
 from .chain import CallNext, HostLink, Stage, ToolCall, compose
 from .classify import classify_result
 from .faults import EffectClass, Fault, OversizedResult, UnknownTool
@@ -117,7 +118,7 @@ class Pipeline:
             stages.append(Access(rule))
         store = self.services.store
         stages.append(OutputCap(rule.output, entry.tool.output_schema, store))
-        if store is not None and rule.idempotency_on:
+        if store is not None and _replays_writes(rule, entry.tool):
             stages.append(Idempotency(rule, store, self.services.in_flight))
         if rule.retry.enabled:
             stages.append(Retry(rule, self.services.budgets))
@@ -126,6 +127,12 @@ class Pipeline:
         return CompiledTool(rule=rule, chain=compose(stages, self._terminal), entry=entry)
 
     async def _terminal(self, call: ToolCall) -> types.CallToolResult:
+        try:
+            return await self._send(call)
+        except Fault as fault:  # a stale tool list or a changed schema is checked once (drift.py, A2/A3)
+            return await drift.recover(self.proxy, call, fault, self._send)
+
+    async def _send(self, call: ToolCall) -> types.CallToolResult:
         upstream = self.proxy.upstreams[call.upstream]
         host = call.host
         timeouts = call.rule.timeouts
@@ -223,6 +230,19 @@ class Pipeline:
             return await self._outputs.read_stored_output_resource(uri)
         except StoredOutputMissing as exc:
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
+
+
+def _replays_writes(rule: ToolRule, tool: types.Tool) -> bool:
+    """Whether the idempotency stage runs for this tool.
+
+    Explicit policy wins. By default it runs for write_unsafe and destructive tools, except those whose own
+    annotations say they are read-only: replaying the stored result of a read would serve stale data, so that hint
+    is honoured even from an untrusted upstream (it can only switch replay off; retries still treat the tool as the
+    write its effect class says it is)."""
+    if rule.idempotency.enabled is not None:
+        return rule.idempotency.enabled
+    hinted_read_only = tool.annotations is not None and bool(tool.annotations.read_only_hint)
+    return rule.idempotency_on and not hinted_read_only
 
 
 class _AnnounceStoredOutputs:

@@ -26,6 +26,7 @@ from .proxy import Ctx, Proxy, session_key
 log = structlog.get_logger(__name__)
 
 PROGRESS_TOKEN = "progressToken"
+RESERVED_META_PREFIX = "io.modelcontextprotocol/"
 
 
 class _Host:
@@ -50,8 +51,9 @@ def _meta_dict(params: types.RequestParams) -> dict[str, Any] | None:
     meta = params.meta
     if meta is None:
         return None
-    data: dict[str, Any] = dict(meta)
-    data.pop(PROGRESS_TOKEN, None)  # the proxy owns the token toward the upstream
+    # The progress token and the protocol's own envelope (2026-07-28: protocol version, client capabilities, log
+    # level, ...) belong to this hop: the proxy speaks for itself toward the upstream.
+    data = {k: v for k, v in meta.items() if k != PROGRESS_TOKEN and not k.startswith(RESERVED_META_PREFIX)}
     return data or None
 
 

@@ -175,5 +175,11 @@ def test_listening_on_all_interfaces_without_tokens_is_a_config_error_naming_aut
     assert "0.0.0.0" in refused.stderr
     assert str(tmp_path / "listen.yaml") in refused.stderr
 
-    accepted = _check({"upstreams": upstreams, "listen": {"http": "0.0.0.0:8765", "auth_tokens": ["t"]}}, tmp_path)
+    accepted = _check(
+        {
+            "upstreams": upstreams,
+            "listen": {"http": "0.0.0.0:8765", "auth_tokens": ["a-static-test-token-of-some-length"]},
+        },
+        tmp_path,
+    )
     assert accepted.returncode == 0, accepted

@@ -43,3 +43,41 @@ async def test_several_upstreams_are_prefixed_and_routed() -> None:
         assert names == ["alpha__search", "beta__fetch", "beta__search"]
         await h.client.call_tool("beta__search", {"q": 1})
         assert b.calls == [("search", {"q": 1})] and a.calls == []
+
+
+async def test_a_2026_era_host_is_served_and_its_envelope_is_not_forwarded_upstream() -> None:
+    from mcp import Client
+    from mcp.client._memory import InMemoryTransport
+
+    from resilient_mcp.server import build_server
+
+    up = ScriptedUpstream()
+    up.tool(
+        "echo", lambda args: ok_text("hi", v=1), schema={"type": "object", "properties": {"x": {"type": "integer"}}}
+    )
+    async with proxied({"only": up.server()}) as h:
+        server = build_server(h.proxy)
+        async with Client(InMemoryTransport(server), cache=None) as modern:
+            assert modern.protocol_version == "2026-07-28"
+            result = await modern.call_tool("echo", {"x": 1}, meta={"trace": "t-1"})
+        assert not result.is_error, result.content
+        assert result.structured_content == {"v": 1}
+    assert up.calls == [("echo", {"x": 1})]
+    assert up.metas[0].get("trace") == "t-1", "the host's own _meta is forwarded"
+    assert not [k for k in up.metas[0] if k.startswith("io.modelcontextprotocol/")], up.metas[0]
+
+
+async def test_an_upstream_error_result_keeps_its_own_content_first_and_adds_the_observation() -> None:
+    from tests.fixtures.scripted import error_text
+
+    up = ScriptedUpstream()
+    up.tool("fail", lambda args: error_text("disk is full"), annotations=types.ToolAnnotations(read_only_hint=True))
+    async with proxied({"only": up.server()}, {"tools": {"fail": {"effect": "read_only"}}}) as h:
+        result = await h.client.call_tool("fail", {})
+    assert result.is_error
+    texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    assert texts[0] == "disk is full", "the upstream's own error text must reach the model unchanged"
+    assert texts[1].startswith("TOOL_ERROR:")
+    obs = result.structured_content or {}
+    assert obs["fault_type"] == "D4_permanent_execution_error"
+    assert obs["upstream_message"] == {"untrusted": True, "text": "disk is full"}

@@ -106,7 +106,8 @@ async def test_identical_write_made_twice_runs_once_and_the_second_is_a_replay(
     replay = (second.meta or {})[REPLAY_META]
     assert replay["original_at"] == "2023-11-14T22:13:20+00:00" and len(replay["key"]) == 64
     assert "not called again" in second.content[-1].text  # type: ignore[union-attr]
-    assert second_call.record.decided_by == "idempotency" and second_call.record.notes
+    assert second_call.record.decided_by == "idempotency"
+    assert not second_call.record.notes, "the replay note is in the content already; observe must not repeat it"
     assert REPLAY_META not in (first.meta or {})
 
 

@@ -285,7 +285,6 @@ def _replay(call: ToolCall, key: _Key, result: types.CallToolResult, original: f
         f"resilient-mcp: an identical call made at {at} already ran; this is its result, replayed. "
         "The tool was not called again."
     )
-    call.record.notes.append(note)
     if replayed is not None:  # a replay shared with a waiting duplicate: already marked
         return result
     meta = {**(result.meta or {}), REPLAY_META: {"key": key.value, "original_at": at}}

@@ -1,0 +1,72 @@
+"""Processes and ports for the benchmarks: start a server in its own process group, wait for its port, stop it,
+and make sure nothing a run started outlives it. Only 127.0.0.1 is used."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import IO
+
+import anyio
+from anyio.abc import Process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def wait_for_port(host: str, port: int, *, timeout_s: float) -> None:
+    with anyio.fail_after(timeout_s):
+        while True:
+            try:
+                stream = await anyio.connect_tcp(host, port)
+            except OSError:
+                await anyio.sleep(0.05)
+                continue
+            await stream.aclose()
+            return
+
+
+@asynccontextmanager
+async def process_group(command: list[str], stderr: IO[str]) -> AsyncIterator[Process]:
+    """``command`` as the leader of a new process group; SIGTERM on exit (SIGKILL to the group after 10 s)."""
+    proc = await anyio.open_process(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+    )
+    try:
+        yield proc
+    finally:
+        with anyio.CancelScope(shield=True):
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                with anyio.move_on_after(10):
+                    await proc.wait()
+            if proc.returncode is None:
+                with suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+
+
+def reap_leftovers(run_id: str) -> int:
+    """Stop every process whose command line carries ``run_id`` (none should be left); how many there were."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if run_id.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    for pid in found:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(found)

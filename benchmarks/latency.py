@@ -1,0 +1,302 @@
+"""Latency of one tool call through resilient-mcp, against a direct call and FastMCP's proxy, in one run.
+
+    python benchmarks/latency.py            # ~1-2 min on a 2-core machine; writes benchmarks/out/latency.json
+
+One client (the SDK's ``ClientSession``, legacy handshake) makes sequential ``tools/call`` of an echo tool, each
+with a new message (so an idempotent write is never a replay), after a warm-up. Modes, all in front of
+``raw_upstream.py`` (hand-written JSON-RPC, the fastest upstream there is):
+
+- ``direct``: the raw upstream itself, over stdio;
+- ``resilient``: ``resilient-mcp wrap -- python raw_upstream.py``, default chain (echo is unannotated, so
+  write_unsafe: validation, output caps and idempotency all on);
+- ``resilient_read_only``: the same with a policy marking echo read_only (no idempotency stage);
+- ``fastmcp``: FastMCP's proxy (``fastmcp_proxy.py``, in its own venv), when it can be installed;
+- ``resilient_http``: ``resilient-mcp wrap --http 127.0.0.1:PORT``, the client over streamable HTTP;
+- ``scale_1x50`` / ``scale_20x50``: ``resilient-mcp serve`` with 1 or 20 raw upstreams of 50 tools each; the
+  calls cycle through every tool of every upstream.
+
+Modes are measured in interleaved rounds (every mode gets a block of calls per round), so drift of the machine
+affects all alike. Every process it starts is stopped at the end; only 127.0.0.1 is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp
+from bench_procs import free_port, process_group, reap_leftovers, wait_for_port
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+HERE = Path(__file__).resolve().parent
+RAW = str(HERE / "raw_upstream.py")
+OUT = HERE / "out"
+FASTMCP_VENV = HERE / ".venv-fastmcp"
+FASTMCP_SPEC = "fastmcp==4.2.3"
+PY = sys.executable
+
+
+@dataclass
+class Mode:
+    name: str
+    about: str
+    open: Callable[[], Any]
+    """An async context manager yielding an initialized ``ClientSession``."""
+    tools: list[str] = field(default_factory=lambda: ["echo"])
+    samples: list[float] = field(default_factory=list)
+
+
+# --- how each mode is reached ----------------------------------------------------------------------------------------
+
+
+def resilient_cmd() -> list[str]:
+    script = Path(PY).with_name("resilient-mcp")
+    return [str(script)] if script.exists() else [PY, "-m", "resilient_mcp.cli"]
+
+
+@asynccontextmanager
+async def stdio_session(command: list[str], errlog: Path) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+            with anyio.fail_after(60):
+                await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def http_session(command: list[str], port: int, errlog: Path) -> AsyncIterator[ClientSession]:
+    with errlog.open("a") as err:
+        async with process_group(command, err):
+            await wait_for_port("127.0.0.1", port, timeout_s=30)
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+                with anyio.fail_after(60):
+                    await session.initialize()
+                yield session
+
+
+def scale_config(tmp: Path, upstreams: int, tools: int, run_id: str) -> Path:
+    lines = ["upstreams:"]
+    for i in range(upstreams):
+        args = json.dumps([RAW, "--tools", str(tools), "--run-id", run_id])
+        lines.append(f"  u{i:02d}: {{command: {json.dumps(PY)}, args: {args}}}")
+    lines.append(f"state_dir: {json.dumps(str(tmp / f'state-scale-{upstreams}'))}")
+    path = tmp / f"scale-{upstreams}x{tools}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def scale_tools(upstreams: int, tools: int) -> list[str]:
+    names = ["echo", *(f"echo_{i}" for i in range(1, tools))]
+    if upstreams == 1:
+        return names
+    return [f"u{u:02d}__{name}" for name in names for u in range(upstreams)]
+
+
+def build_modes(args: argparse.Namespace, tmp: Path, run_id: str) -> tuple[list[Mode], dict[str, str]]:
+    raw = [PY, RAW, "--run-id", run_id]
+    rmcp = resilient_cmd()
+    policy = tmp / "echo-read-only.yaml"
+    policy.write_text("version: 1\ntools:\n  echo: {effect: read_only}\n")
+    skipped: dict[str, str] = {}
+
+    def wrap(name: str, *extra: str) -> list[str]:
+        return [*rmcp, "wrap", "--state-dir", str(tmp / f"state-{name}"), *extra, "--", *raw]
+
+    def log(name: str) -> Path:
+        return OUT / f"stderr-{name}.log"
+
+    modes = [
+        Mode("direct", "raw upstream, called directly (stdio)", lambda: stdio_session(raw, log("direct"))),
+        Mode("resilient", "resilient-mcp wrap, default chain (write_unsafe: idempotency on)",
+             lambda: stdio_session(wrap("resilient"), log("resilient"))),
+        Mode("resilient_read_only", "resilient-mcp wrap, echo marked read_only (no idempotency stage)",
+             lambda: stdio_session(wrap("ro", "--policy", str(policy)), log("resilient_read_only"))),
+    ]  # fmt: skip
+    fastmcp_python, why = fastmcp_interpreter(args)
+    if fastmcp_python is not None:
+        cmd = [fastmcp_python, str(HERE / "fastmcp_proxy.py"), "--run-id", run_id]
+        modes.append(Mode("fastmcp", f"FastMCP's proxy ({fastmcp_version(fastmcp_python)}), stdio",
+                          lambda: stdio_session(cmd, log("fastmcp"))))  # fmt: skip
+    else:
+        skipped["fastmcp"] = why
+    if not args.skip_http:
+        port = free_port()
+        cmd = wrap("http", "--http", f"127.0.0.1:{port}")
+        modes.append(Mode("resilient_http", "resilient-mcp wrap --http, client over streamable HTTP",
+                          lambda: http_session(cmd, port, log("resilient_http"))))  # fmt: skip
+    if not args.skip_scale:
+        for n in (1, 20):
+            config = scale_config(tmp, n, 50, run_id)
+            modes.append(Mode(f"scale_{n}x50", f"resilient-mcp serve, {n} upstream(s) x 50 tools, calls cycle all",
+                              (lambda c=config, m=f"scale_{n}x50": stdio_session([*rmcp, "serve", "--config", str(c)],
+                                                                                 log(m))),
+                              tools=scale_tools(n, 50)))  # fmt: skip
+    return modes, skipped
+
+
+# --- FastMCP's own venv ----------------------------------------------------------------------------------------------
+
+
+def fastmcp_interpreter(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The venv python that has FastMCP (created on first use), or None and why not."""
+    if args.skip_fastmcp:
+        return None, "skipped with --skip-fastmcp"
+    python = FASTMCP_VENV / "bin" / "python"
+    try:
+        if not python.exists():
+            print(f"creating {FASTMCP_VENV} with {FASTMCP_SPEC} (once) ...", flush=True)
+            subprocess.run([sys.executable, "-m", "venv", str(FASTMCP_VENV)], check=True, timeout=120)
+        probe = [str(python), "-c", "import fastmcp"]
+        if subprocess.run(probe, capture_output=True, timeout=60).returncode != 0:
+            pip = [str(python), "-m", "pip", "install", "-q", FASTMCP_SPEC]
+            done = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                return None, f"pip install {FASTMCP_SPEC} failed: {done.stderr.strip().splitlines()[-1:]}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"cannot set up {FASTMCP_VENV}: {exc}"
+    return str(python), ""
+
+
+def fastmcp_version(python: str) -> str:
+    code = "import fastmcp, importlib.metadata as m; print(fastmcp.__version__, 'on mcp', m.version('mcp'))"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    return "fastmcp " + out.stdout.strip()
+
+
+# --- measuring -------------------------------------------------------------------------------------------------------
+
+
+async def calls(mode: Mode, session: ClientSession, start: int, n: int, *, keep: bool) -> None:
+    tools = mode.tools
+    for i in range(start, start + n):
+        message = f"{mode.name}-{i}"
+        t0 = time.perf_counter()
+        result = await session.call_tool(tools[i % len(tools)], {"message": message})
+        elapsed = time.perf_counter() - t0
+        text = getattr(result.content[0], "text", None) if result.content else None
+        if result.is_error or text != message:
+            raise RuntimeError(f"{mode.name}: unexpected result {result.model_dump(exclude_none=True)}")
+        if keep:
+            mode.samples.append(elapsed * 1000)
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pct(p: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+    return {"n": len(ordered), "median_ms": statistics.median(ordered), "p95_ms": pct(95), "p99_ms": pct(99),
+            "mean_ms": statistics.fmean(ordered), "min_ms": ordered[0]}  # fmt: skip
+
+
+def report(modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+    by = {m.name: stats(m.samples) for m in modes}
+    direct = by["direct"]["median_ms"]
+    for name, s in by.items():
+        s["ratio_to_direct"] = s["median_ms"] / direct
+        s["added_ms"] = s["median_ms"] - direct
+    summary: dict[str, Any] = {"ratio_resilient_to_direct": by["resilient"]["ratio_to_direct"],
+                               "target_ratio_to_direct": 3.0}  # fmt: skip
+    summary["meets_ratio_target"] = summary["ratio_resilient_to_direct"] <= 3.0
+    if "fastmcp" in by:
+        fm_added = by["fastmcp"]["added_ms"]
+        for name in ("resilient", "resilient_read_only"):
+            summary[f"added_{name}_to_added_fastmcp"] = by[name]["added_ms"] / fm_added
+        summary["target_added_to_added_fastmcp"] = 1 / 3
+        summary["meets_fastmcp_target"] = summary["added_resilient_to_added_fastmcp"] <= 1 / 3
+    if "resilient_http" in by:
+        summary["http_to_stdio_median"] = by["resilient_http"]["median_ms"] / by["resilient"]["median_ms"]
+    if "scale_1x50" in by and "scale_20x50" in by:
+        summary["scale_added_20x50_to_1x50"] = by["scale_20x50"]["added_ms"] / by["scale_1x50"]["added_ms"]
+    return {
+        "benchmark": "latency",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "mcp": mcp.__version__ if hasattr(mcp, "__version__") else _version("mcp")},  # fmt: skip
+        "calls_per_mode": args.calls, "warmup_per_mode": args.warmup, "rounds": args.rounds,
+        "modes": {m.name: {"about": m.about, **by[m.name]} for m in modes},
+        "skipped": skipped,
+        "summary": summary,
+    }  # fmt: skip
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import version
+
+    return version(dist)
+
+
+def show(result: dict[str, Any]) -> None:
+    print(f"\n{'mode':<22}{'median':>9}{'p95':>9}{'p99':>9}{'x direct':>10}{'added':>9}   (ms)")
+    for name, s in result["modes"].items():
+        print(f"{name:<22}{s['median_ms']:>9.3f}{s['p95_ms']:>9.3f}{s['p99_ms']:>9.3f}{s['ratio_to_direct']:>10.2f}"
+              f"{s['added_ms']:>9.3f}")  # fmt: skip
+    for name, why in result["skipped"].items():
+        print(f"{name:<22}skipped: {why}")
+    print()
+    for key, value in result["summary"].items():
+        print(f"{key:<40}{value:.3f}" if isinstance(value, float) else f"{key:<40}{value}")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    OUT.mkdir(exist_ok=True)
+    for old in OUT.glob("stderr-*.log"):
+        old.unlink()
+    run_id = uuid.uuid4().hex[:12]
+    with tempfile.TemporaryDirectory(prefix=f"rmcp-bench-{run_id}-") as tmp_name:
+        try:
+            modes, skipped = build_modes(args, Path(tmp_name), run_id)
+            async with AsyncExitStack() as stack:
+                sessions = {}
+                for mode in modes:
+                    sessions[mode.name] = await stack.enter_async_context(mode.open())
+                    await calls(mode, sessions[mode.name], 0, args.warmup, keep=False)
+                per_round = args.calls // args.rounds
+                for r in range(args.rounds):
+                    for mode in modes if r % 2 == 0 else reversed(modes):
+                        await calls(mode, sessions[mode.name], args.warmup + r * per_round, per_round, keep=True)
+        finally:
+            leftovers = reap_leftovers(run_id)
+            if leftovers:
+                print(f"stopped {leftovers} leftover process(es) of this run", file=sys.stderr)
+    return report(modes, skipped, args)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--calls", type=int, default=500, help="measured calls per mode (default 500)")
+    p.add_argument("--warmup", type=int, default=50, help="unmeasured calls per mode first (default 50)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds the calls are split into (default 5)")
+    p.add_argument("--skip-fastmcp", action="store_true")
+    p.add_argument("--skip-http", action="store_true")
+    p.add_argument("--skip-scale", action="store_true")
+    p.add_argument("--out", type=Path, default=OUT / "latency.json")
+    args = p.parse_args()
+    result = anyio.run(run, args)
+    show(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwritten: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
