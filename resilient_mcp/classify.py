@@ -44,6 +44,8 @@ read back as that fault.
 
 from __future__ import annotations
 
+import re
+
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -222,6 +224,9 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_TOOL_NOT_FOUND = re.compile(r"\btool\b.{0,80}\bnot found\b")
+
+
 def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
     code, msg = exc.code, exc.message
     lowered = msg.lower()
@@ -236,7 +241,7 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
     if code == types.CONNECTION_CLOSED:
         return _lost(exc, sent=sent, what="connection closed")
     if code == types.INVALID_PARAMS:
-        if "unknown tool" in lowered or "not found" in lowered:
+        if "unknown tool" in lowered or _TOOL_NOT_FOUND.search(lowered):
             return UnknownTool("The upstream does not know this tool.", **rejected)
         return SchemaViolation("The upstream rejected the arguments.", details={"schema_drift_candidate": True},
                                **rejected)  # fmt: skip
@@ -257,7 +262,9 @@ def _from_spec_code(exc: MCPError, kw: dict[str, Any], rejected: dict[str, Any])
     code, data = exc.code, exc.data if isinstance(exc.data, Mapping) else {}
     if code == types.UNSUPPORTED_PROTOCOL_VERSION:
         details = {"variant": "a", "supported_versions": data.get("supported", data.get("supportedVersions"))}
-        return ProtocolMismatch("The upstream does not support the negotiated protocol version.", transient=True,
+        # Transient only through renegotiation, which the terminal does once (drift.recover): the retry stage
+        # must not repeat the identical request.
+        return ProtocolMismatch("The upstream does not support the negotiated protocol version.", transient=False,
                                 details=details, **rejected)  # fmt: skip
     if code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
         details = {"variant": "d", "missing_capability": data.get("capability", data.get("requiredCapabilities"))}

@@ -31,7 +31,7 @@ import mcp_types as types
 import structlog
 
 from .chain import CallNext, ToolCall
-from .faults import Fault, RetrySafety, SchemaDrift, StaleToolList, UnknownTool
+from .faults import Fault, ProtocolMismatch, RetrySafety, SchemaDrift, StaleToolList, UnknownTool
 from .fingerprint import canonical_json
 from .stages.validate import (
     MAX_REPORTED_ERRORS,
@@ -51,7 +51,6 @@ log = structlog.get_logger(__name__)
 NEW_SCHEMA_CHARS = 4000
 """A refreshed input schema longer than this (as compact JSON) is reported as cut JSON text."""
 MAX_CANDIDATES = 5
-_DEFAULT_REFRESH_S = 10.0
 
 
 async def recover(proxy: Proxy, call: ToolCall, fault: Fault, send: CallNext) -> types.CallToolResult:
@@ -60,6 +59,8 @@ async def recover(proxy: Proxy, call: ToolCall, fault: Fault, send: CallNext) ->
     ``send`` performs one upstream attempt (the terminal without this hook)."""
     if _stale_candidate(call, fault):
         return await _stale(proxy, call, fault, send)
+    if isinstance(fault, ProtocolMismatch) and fault.details.get("variant") == "a":
+        return await _renegotiate(proxy, call, fault, send)
     if fault.details.get("schema_drift_candidate") is True and call.tool is not None:
         raise await _drift(proxy, call, fault, call.tool)
     raise fault
@@ -76,7 +77,7 @@ async def _refresh(proxy: Proxy, call: ToolCall, why: str) -> tuple[list[types.T
     if up is None or up.state != "ready":
         return None
     before = list(up.catalog.tools)
-    limit = call.attempt_timeout_s or call.rule.timeouts.attempt_s or _DEFAULT_REFRESH_S
+    limit = call.attempt_timeout_s or call.rule.timeouts.attempt_s
     try:
         with anyio.move_on_after(limit) as scope:
             await up.refresh("tools")
@@ -88,6 +89,28 @@ async def _refresh(proxy: Proxy, call: ToolCall, why: str) -> tuple[list[types.T
         return None
     log.info("tool_list_refreshed", upstream=call.upstream, tool=call.name, reason=why)
     return before, list(up.catalog.tools)
+
+
+# --- A4 (a): unsupported protocol version -------------------------------------------------------------------------
+
+
+async def _renegotiate(proxy: Proxy, call: ToolCall, fault: Fault, send: CallNext) -> types.CallToolResult:
+    """Reconnect (a new handshake negotiates the version again) and send the call once more: it did not run."""
+    up = proxy.upstreams.get(call.upstream)
+    if up is None or up.state != "ready" or fault.details.get("renegotiated"):
+        raise fault
+    log.info("upstream_renegotiating", upstream=call.upstream, tool=call.name)
+    up.request_restart()
+    try:
+        await up.wait_ready(call.attempt_timeout_s or call.rule.timeouts.attempt_s)
+    except Fault:
+        raise fault from None
+    call.record.notes.append("The upstream rejected the protocol version; the proxy reconnected and sent it again.")
+    try:
+        return await send(call)
+    except ProtocolMismatch as again:
+        again.details["renegotiated"] = True
+        raise
 
 
 # --- A2: stale tool list ---------------------------------------------------------------------------------------------

@@ -198,6 +198,9 @@ def _from_hint(hint: Mapping[str, Any]) -> Fault | None:
         details["field"] = hint["field"][:200]
     extra = {str(k)[:64]: _scalar(v) for k, v in hint.items() if k not in ("type", "retryable", "retry_after_ms")}
     extra.pop("field", None)
+    for lifted in ("reset_at", "scope"):  # read by the suggestions ("quota resets at ...")
+        if lifted in extra:
+            details[lifted] = extra.pop(lifted)
     if extra:
         details["upstream_error"] = extra
     return cls(_MESSAGES.get(cls, f"The tool reported an error ({cls.fault_type})."), details=details, **kw)
@@ -217,7 +220,10 @@ def _from_text(text: str, tool: types.Tool | None) -> Fault:
         if transient:
             return cls(message, details=details, transient=True, retry_safety=RetrySafety.MAYBE_EXECUTED,
                        side_effect_status=SideEffectStatus.UNKNOWN)  # fmt: skip
-        return cls(message, details=details, transient=False, side_effect_status=SideEffectStatus.UNKNOWN)
+        # A refusal the upstream made before running (auth, permission, quota) changed nothing.
+        refused_before = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
+        effect = SideEffectStatus.NONE if refused_before else SideEffectStatus.UNKNOWN
+        return cls(message, details=details, transient=False, side_effect_status=effect)
     return PermanentExecutionError("The tool reported an error; it may have had an effect.", details=details,
                                    retry_safety=RetrySafety.MAYBE_EXECUTED)  # fmt: skip
 

@@ -162,7 +162,6 @@ class SchemaDrift(SelectionFault):
     fault_type = "A3_schema_drift"
     default_retry_safety = RetrySafety.REJECTED
     default_repair = RepairAction.FIX_PARAMETER
-    default_max_retry = 1
 
 
 class ProtocolMismatch(SelectionFault):
@@ -180,7 +179,7 @@ class ArgumentFault(Fault):
     default_retry_safety = RetrySafety.NOT_SENT
     default_side_effect = SideEffectStatus.NONE
     default_repair = RepairAction.FIX_PARAMETER
-    default_max_retry = 1
+    # max_retry counts IDENTICAL calls that may still help: none, for arguments that were wrong.
 
 
 class MissingRequiredArgument(ArgumentFault):

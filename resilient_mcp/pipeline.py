@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from random import Random
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from . import drift
 from .chain import CallNext, HostLink, Stage, ToolCall, compose
+from .chaos.inject import injector_for
 from .classify import classify_result
 from .faults import EffectClass, Fault, OversizedResult, UnknownTool
 from .fingerprint import FailureStats
@@ -30,6 +33,7 @@ from .stages.guard import Guard, SessionGuards
 from .stages.idempotency import Idempotency, InFlight
 from .stages.observe import AuditSink, Observe
 from .stages.output import TRUNCATED_META, OutputCap
+from .stages.provenance import Provenance, SessionTaint
 from .stages.retry import Retry, RetryBudgets
 from .stages.validate import Validate, suggest_tools
 from .state import StateStore
@@ -62,6 +66,11 @@ class Services:
     budgets: RetryBudgets = field(default_factory=RetryBudgets)
     board: BreakerBoard = field(default_factory=BreakerBoard)
     in_flight: InFlight = field(default_factory=InFlight)
+    taint: SessionTaint = field(default_factory=SessionTaint)
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    """How the retry stage waits between attempts (tests inject a recorder)."""
+    random: Random | None = None
+    """Jitter source of the retry stage (tests inject a seeded one)."""
     store: StateStore | None = None
     """The embedded state (idempotency records, stored outputs, audit); opened by ``Pipeline.open``."""
 
@@ -74,7 +83,10 @@ class Pipeline:
     def __init__(self, proxy: Proxy, services: Services | None = None) -> None:
         self.proxy = proxy
         self.policy = proxy.policy
-        self.services = services or Services(board=BreakerBoard(probe=self._probe))
+        self.services = services or Services()
+        self.services.board.set_probe(self._probe)
+        self.faults = injector_for(proxy.config)
+        """Chaos mode (``faults:`` in the config): upstream calls go through the fault injector."""
         self._outputs: StoredOutputs | None = None
         self.outputs_announced = False
         """``read_stored_output`` is advertised from the first capped result on (tools/list stays the upstreams'
@@ -116,12 +128,13 @@ class Pipeline:
         stages.append(Validate(entry.tool.input_schema, rule.validation, tool_name=entry.public_name))
         if rule.require_approval:
             stages.append(Access(rule))
+        stages.append(Provenance(rule.effect, self.services.taint))
         store = self.services.store
         stages.append(OutputCap(rule.output, entry.tool.output_schema, store))
         if store is not None and _replays_writes(rule, entry.tool):
             stages.append(Idempotency(rule, store, self.services.in_flight))
         if rule.retry.enabled:
-            stages.append(Retry(rule, self.services.budgets))
+            stages.append(Retry(rule, self.services.budgets, sleep=self.services.sleep, random=self.services.random))
         if rule.breaker.enabled:
             stages.append(Breaker(rule, self.services.board))
         return CompiledTool(rule=rule, chain=compose(stages, self._terminal), entry=entry)
@@ -136,7 +149,8 @@ class Pipeline:
         upstream = self.proxy.upstreams[call.upstream]
         host = call.host
         timeouts = call.rule.timeouts
-        result = await upstream.call_tool(
+        call_tool = upstream.call_tool if self.faults is None else self.faults.bind(upstream)
+        result = await call_tool(
             call.upstream_tool,
             call.arguments,
             call.meta,

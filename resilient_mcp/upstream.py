@@ -285,6 +285,9 @@ class Upstream:
             await _quietly(session.send_request(req, types.EmptyResult))
 
     def request_restart(self) -> None:
+        """Close the connection and open a new one (the owner task does it). Calls wait for the new one."""
+        self._session = None
+        self._set_state("down", "restart requested")
         self._restart.set()
 
     # --- calls ------------------------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ EXCEPTIONS: list[tuple[str, BaseException, bool, type[f.Fault], S, bool, int | N
     ("sdk-http-standin", MCPError(-32603, "Server returned an error response"), True, f.GatewayError,
      S.MAYBE_EXECUTED, True, None),
     ("unsupported-version", MCPError(-32022, "Unsupported protocol version", {"supported": ["2025-11-25"]}), True,
-     f.ProtocolMismatch, S.REJECTED, True, None),
+     f.ProtocolMismatch, S.REJECTED, False, None),  # transient only by renegotiation (drift.recover), not retry
     ("missing-capability", MCPError(-32021, "Missing capability", {"capability": "elicitation"}), True,
      f.ProtocolMismatch, S.REJECTED, False, None),
     ("header-mismatch", MCPError(-32020, "Header mismatch"), True, f.ProtocolMismatch, S.REJECTED, False, None),

@@ -84,7 +84,7 @@ def test_fix_parameter_lists_each_validation_fix() -> None:
         "upstream_message": None,
         "side_effect_status": "none",
         "repair_action": "fix_parameter",
-        "max_retry": 1,
+        "max_retry": 0,
         "retry_after_ms": None,
         "attempts": [],
         "consecutive_failures": {"this_call": 1, "this_tool": 1, "this_server": 1},

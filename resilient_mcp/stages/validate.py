@@ -77,6 +77,7 @@ class Validate:
             if errors:
                 fixed = self._coerce(args, errors) if self._rule.coerce else None
                 if fixed is None:
+                    call.record.decided_by = "validate"
                     raise self._fault(call, errors)
                 args, more = fixed
                 changes += more
@@ -91,6 +92,7 @@ class Validate:
             return {}, []
         size = len(canonical_json(raw).encode())
         if size > self._rule.max_argument_bytes:
+            call.record.decided_by = "validate"
             raise MalformedArguments(
                 f"The arguments of '{call.name}' are {size} bytes; the proxy accepts at most "
                 f"{self._rule.max_argument_bytes}.",
@@ -103,6 +105,7 @@ class Validate:
         unwrapped = _double_encoded(raw)
         if unwrapped is not None and self._rule.coerce:
             return unwrapped, [{"path": "$", "from": short(raw), "to": "object"}]
+        call.record.decided_by = "validate"
         raise _not_an_object(call.name, raw, double_encoded=unwrapped is not None)
 
     def _errors(self, args: Any) -> list[ValidationError]:
