@@ -70,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--limit", type=int, default=20)
     a.add_argument("--session")
 
+    ch = sub.add_parser("chaos-server", help="run the chaos MCP server: an order service that injects planned faults")
+    ch.add_argument("--plan", metavar="FILE", help="fault plan (YAML/JSON); default: no faults")
+    ch.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    ch.add_argument("--ledger", metavar="FILE", help="keep the state and the count of committed writes in FILE")
+    ch.add_argument("--seed", type=int, help="override the plan's seed")
+
     sub.add_parser("demo", help="run the proxy in front of a bundled example server and show what it does")
     sch = sub.add_parser("schema", help="print the JSON Schema of the policy file or of observations")
     sch.add_argument("which", choices=["policy", "observation"])
@@ -160,6 +166,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         configure_logging(args.log_level or "warning", args.log_format or "auto")
         return anyio.run(run_demo)
+    if args.command == "chaos-server":
+        from .chaos.transports import chaos_server_main
+
+        configure_logging(args.log_level or "warning", args.log_format or "auto")
+        return chaos_server_main(args.plan, http=args.http, ledger_path=args.ledger, seed=args.seed)
     if args.command == "schema":
         from .policyfile import policy_schema
 

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
+from .chaos.plan import Rule as FaultRule
 from .sourcefile import Document, SourceError, expand_env, load_document, validate_document
 
 #: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
@@ -145,6 +146,21 @@ class LoggingConfig(_Strict):
     """auto: console on a TTY, JSON otherwise. Always to stderr."""
 
 
+class FaultsConfig(_Strict):
+    plan: str | None = None
+    """A fault plan file (YAML/JSON, see ``resilient_mcp/chaos/plan.py``), relative to this file."""
+    rules: list[FaultRule] | None = None
+    """Or the plan's rules inline."""
+    seed: int | None = None
+    """The seed of `probability` draws (overrides the plan file's)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FaultsConfig:
+        if (self.plan is None) == (self.rules is None):
+            raise ValueError("faults needs either plan: FILE or rules: [...] (not both)")
+        return self
+
+
 class ProxyConfig(_Strict):
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict, alias="mcpServers")
     """The servers to wrap, by name (`mcpServers` is accepted too, as in Claude Desktop's file)."""
@@ -158,8 +174,8 @@ class ProxyConfig(_Strict):
     """The HTTP listener (stdio is used when `listen.http` is not set and `--http` is not given)."""
     logging: LoggingConfig = LoggingConfig()
     """Log level and format (always to stderr)."""
-    faults: Any = None
-    """Fault injection plan (chaos mode); see the README."""
+    faults: FaultsConfig | None = None
+    """Chaos mode: inject faults between the proxy and its upstreams as a fault plan says (testing only)."""
 
     base_dir: str = Field(default=".", exclude=True)
 

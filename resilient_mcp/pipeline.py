@@ -1,6 +1,6 @@
 """Compiles the chain of one tool from policy, in the fixed order where safety lives.
 
-    observe → guard → validate → access → output → idempotency → retry → breaker → terminal
+    observe → guard → validate → access → provenance → output → idempotency → retry → breaker → terminal
 
 Retry is never outside access; idempotency is outside retry so every attempt shares one key; retry is outside the
 breaker so each attempt is counted and an open breaker ends the retries; observe is outermost so every exception
