@@ -60,6 +60,8 @@ class Mode:
     """An async context manager yielding an initialized ``ClientSession``."""
     tools: list[str] = field(default_factory=lambda: ["echo"])
     samples: list[float] = field(default_factory=list)
+    warm_every_tool: bool = False
+    """Warm up with one call to every tool first (steady state, not first-call costs, is what scale compares)."""
 
 
 # --- how each mode is reached ----------------------------------------------------------------------------------------
@@ -93,7 +95,11 @@ async def http_session(command: list[str], port: int, errlog: Path) -> AsyncIter
 
 
 def scale_config(tmp: Path, upstreams: int, tools: int, run_id: str) -> Path:
-    lines = ["upstreams:"]
+    """``upstreams`` raw upstreams of ``tools`` tools each, default policy but for the session's call budget (every
+    tool is called once in the warm-up, which can be more than the default budget of 1000 calls)."""
+    policy = tmp / "unlimited-session.yaml"
+    policy.write_text("version: 1\nsession: {max_tool_calls: null}\n")
+    lines = [f"policies: [{json.dumps(str(policy))}]", "upstreams:"]
     for i in range(upstreams):
         args = json.dumps([RAW, "--tools", str(tools), "--run-id", run_id])
         lines.append(f"  u{i:02d}: {{command: {json.dumps(PY)}, args: {args}}}")
@@ -125,30 +131,59 @@ def build_modes(args: argparse.Namespace, tmp: Path, run_id: str) -> tuple[list[
 
     modes = [
         Mode("direct", "raw upstream, called directly (stdio)", lambda: stdio_session(raw, log("direct"))),
-        Mode("resilient", "resilient-mcp wrap, default chain (write_unsafe: idempotency on)",
-             lambda: stdio_session(wrap("resilient"), log("resilient"))),
-        Mode("resilient_read_only", "resilient-mcp wrap, echo marked read_only (no idempotency stage)",
-             lambda: stdio_session(wrap("ro", "--policy", str(policy)), log("resilient_read_only"))),
-    ]  # fmt: skip
+        Mode(
+            "resilient",
+            "resilient-mcp wrap, default chain (write_unsafe: idempotency on)",
+            lambda: stdio_session(wrap("resilient"), log("resilient")),
+        ),
+        Mode(
+            "resilient_read_only",
+            "resilient-mcp wrap, echo marked read_only (no idempotency stage)",
+            lambda: stdio_session(wrap("ro", "--policy", str(policy)), log("resilient_read_only")),
+        ),
+    ]
     fastmcp_python, why = fastmcp_interpreter(args)
     if fastmcp_python is not None:
-        cmd = [fastmcp_python, str(HERE / "fastmcp_proxy.py"), "--run-id", run_id]
-        modes.append(Mode("fastmcp", f"FastMCP's proxy ({fastmcp_version(fastmcp_python)}), stdio",
-                          lambda: stdio_session(cmd, log("fastmcp"))))  # fmt: skip
+        fm = [fastmcp_python, str(HERE / "fastmcp_proxy.py"), "--run-id", run_id]
+        modes.append(
+            Mode(
+                "fastmcp",
+                f"FastMCP's proxy ({fastmcp_version(fastmcp_python)}), stdio",
+                lambda: stdio_session(fm, log("fastmcp")),
+            )
+        )
     else:
         skipped["fastmcp"] = why
     if not args.skip_http:
         port = free_port()
-        cmd = wrap("http", "--http", f"127.0.0.1:{port}")
-        modes.append(Mode("resilient_http", "resilient-mcp wrap --http, client over streamable HTTP",
-                          lambda: http_session(cmd, port, log("resilient_http"))))  # fmt: skip
+        http = wrap("http", "--http", f"127.0.0.1:{port}")
+        modes.append(
+            Mode(
+                "resilient_http",
+                "resilient-mcp wrap --http, client over streamable HTTP",
+                lambda: http_session(http, port, log("resilient_http")),
+            )
+        )
+    if args.floors:
+        floors = {
+            "floor_relay": ("floor_relay.py", "floor: a raw line relay (asyncio pipes, no parsing)"),
+            "floor_sdk": ("floor_sdk_proxy.py", "floor: SDK Server + ClientSession forwarding, nothing else"),
+        }
+        for name, (script, about) in floors.items():
+            floor_cmd = [PY, str(HERE / script), "--run-id", run_id]
+            modes.append(Mode(name, about, lambda c=floor_cmd, m=name: stdio_session(c, log(m))))
     if not args.skip_scale:
         for n in (1, 20):
             config = scale_config(tmp, n, 50, run_id)
-            modes.append(Mode(f"scale_{n}x50", f"resilient-mcp serve, {n} upstream(s) x 50 tools, calls cycle all",
-                              (lambda c=config, m=f"scale_{n}x50": stdio_session([*rmcp, "serve", "--config", str(c)],
-                                                                                 log(m))),
-                              tools=scale_tools(n, 50)))  # fmt: skip
+            modes.append(
+                Mode(
+                    f"scale_{n}x50",
+                    f"resilient-mcp serve, {n} upstream(s) x 50 tools, calls cycle all",
+                    (lambda c=config, m=f"scale_{n}x50": stdio_session([*rmcp, "serve", "--config", str(c)], log(m))),
+                    tools=scale_tools(n, 50),
+                    warm_every_tool=True,
+                )
+            )
     return modes, skipped
 
 
@@ -204,18 +239,26 @@ def stats(samples: list[float]) -> dict[str, float]:
     def pct(p: float) -> float:
         return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
-    return {"n": len(ordered), "median_ms": statistics.median(ordered), "p95_ms": pct(95), "p99_ms": pct(99),
-            "mean_ms": statistics.fmean(ordered), "min_ms": ordered[0]}  # fmt: skip
+    return {
+        "n": len(ordered),
+        "median_ms": statistics.median(ordered),
+        "p95_ms": pct(95),
+        "p99_ms": pct(99),
+        "mean_ms": statistics.fmean(ordered),
+        "min_ms": ordered[0],
+    }
 
 
 def report(modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
     by = {m.name: stats(m.samples) for m in modes}
     direct = by["direct"]["median_ms"]
-    for name, s in by.items():
+    for s in by.values():
         s["ratio_to_direct"] = s["median_ms"] / direct
         s["added_ms"] = s["median_ms"] - direct
-    summary: dict[str, Any] = {"ratio_resilient_to_direct": by["resilient"]["ratio_to_direct"],
-                               "target_ratio_to_direct": 3.0}  # fmt: skip
+    summary: dict[str, Any] = {
+        "ratio_resilient_to_direct": by["resilient"]["ratio_to_direct"],
+        "target_ratio_to_direct": 3.0,
+    }
     summary["meets_ratio_target"] = summary["ratio_resilient_to_direct"] <= 3.0
     if "fastmcp" in by:
         fm_added = by["fastmcp"]["added_ms"]
@@ -230,13 +273,19 @@ def report(modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace)
     return {
         "benchmark": "latency",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "mcp": mcp.__version__ if hasattr(mcp, "__version__") else _version("mcp")},  # fmt: skip
-        "calls_per_mode": args.calls, "warmup_per_mode": args.warmup, "rounds": args.rounds,
+        "machine": {
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "mcp": mcp.__version__ if hasattr(mcp, "__version__") else _version("mcp"),
+        },
+        "calls_per_mode": args.calls,
+        "warmup_per_mode": args.warmup,
+        "rounds": args.rounds,
         "modes": {m.name: {"about": m.about, **by[m.name]} for m in modes},
         "skipped": skipped,
         "summary": summary,
-    }  # fmt: skip
+    }
 
 
 def _version(dist: str) -> str:
@@ -248,8 +297,10 @@ def _version(dist: str) -> str:
 def show(result: dict[str, Any]) -> None:
     print(f"\n{'mode':<22}{'median':>9}{'p95':>9}{'p99':>9}{'x direct':>10}{'added':>9}   (ms)")
     for name, s in result["modes"].items():
-        print(f"{name:<22}{s['median_ms']:>9.3f}{s['p95_ms']:>9.3f}{s['p99_ms']:>9.3f}{s['ratio_to_direct']:>10.2f}"
-              f"{s['added_ms']:>9.3f}")  # fmt: skip
+        print(
+            f"{name:<22}{s['median_ms']:>9.3f}{s['p95_ms']:>9.3f}{s['p99_ms']:>9.3f}{s['ratio_to_direct']:>10.2f}"
+            f"{s['added_ms']:>9.3f}"
+        )
     for name, why in result["skipped"].items():
         print(f"{name:<22}skipped: {why}")
     print()
@@ -269,11 +320,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 sessions = {}
                 for mode in modes:
                     sessions[mode.name] = await stack.enter_async_context(mode.open())
-                    await calls(mode, sessions[mode.name], 0, args.warmup, keep=False)
+                    warmup = max(args.warmup, len(mode.tools)) if mode.warm_every_tool else args.warmup
+                    await calls(mode, sessions[mode.name], -warmup, warmup, keep=False)
                 per_round = args.calls // args.rounds
                 for r in range(args.rounds):
                     for mode in modes if r % 2 == 0 else reversed(modes):
-                        await calls(mode, sessions[mode.name], args.warmup + r * per_round, per_round, keep=True)
+                        await calls(mode, sessions[mode.name], r * per_round, per_round, keep=True)
         finally:
             leftovers = reap_leftovers(run_id)
             if leftovers:
@@ -289,6 +341,7 @@ def main() -> None:
     p.add_argument("--skip-fastmcp", action="store_true")
     p.add_argument("--skip-http", action="store_true")
     p.add_argument("--skip-scale", action="store_true")
+    p.add_argument("--floors", action="store_true", help="also measure the two floors (raw relay, bare SDK proxy)")
     p.add_argument("--out", type=Path, default=OUT / "latency.json")
     args = p.parse_args()
     result = anyio.run(run, args)

@@ -11,7 +11,6 @@ import sys
 
 import anyio
 import structlog
-from mcp.server.stdio import stdio_server
 
 from .catalog import CatalogConflict
 from .config import ProxyConfig, split_host_port
@@ -20,6 +19,7 @@ from .policy import Policy, PolicyFile
 from .policyfile import PolicyWatcher
 from .proxy import Proxy
 from .server import build_server, init_options
+from .stdio import stdio_transport
 
 log = structlog.get_logger(__name__)
 
@@ -28,12 +28,37 @@ class StartupError(Exception):
     """The proxy cannot start as configured; the message says what to change."""
 
 
-async def _signals(scope: anyio.CancelScope) -> None:
+async def _signals(stop: anyio.CancelScope) -> None:
+    """The first SIGTERM/SIGINT/SIGHUP stops the proxy; later ones are absorbed while it closes its upstreams.
+
+    The receiver is installed before any upstream starts and stays until every upstream has stopped, so that a
+    signal during startup or during shutdown (a host's SIGTERM after its grace period) never kills the proxy
+    before its upstreams are closed."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
         async for signum in received:
-            log.info("signal_received", signal=signal.Signals(signum).name)
-            scope.cancel()
-            return
+            name = signal.Signals(signum).name
+            if stop.cancel_called:
+                log.info("signal_received_while_stopping", signal=name)
+            else:
+                log.info("signal_received", signal=name)
+                stop.cancel()
+
+
+async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base: PolicyFile | None) -> None:
+    async with proxy.running() as p, anyio.create_task_group() as tg:
+        if config.policy_paths():
+            tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
+        server = build_server(p, instructions=_instructions())
+        if listen_at:
+            from .http import serve_http
+
+            host, port = split_host_port(listen_at)
+            await serve_http(p, server, host, port, config.listen)
+        else:
+            async with stdio_transport() as (read, write):
+                await server.run(read, write, init_options(server))
+            log.info("stdin_closed")
+        tg.cancel_scope.cancel()
 
 
 def _instructions() -> str | None:
@@ -49,25 +74,16 @@ async def run_proxy(
 ) -> None:
     proxy = Proxy(config, policy, Pipeline)
     listen_at = http or config.listen.http
-    try:
-        async with proxy.running() as p, anyio.create_task_group() as tg:
-            tg.start_soon(_signals, tg.cancel_scope)
-            paths = config.policy_paths()
-            if paths:
-                watcher = PolicyWatcher(config.policy_paths, p.set_policy, base=base_policy)
-                tg.start_soon(watcher.run)
-            server = build_server(p, instructions=_instructions())
-            if listen_at:
-                from .http import serve_http
-
-                host, port = split_host_port(listen_at)
-                await serve_http(p, server, host, port, config.listen)
-            else:
-                async with stdio_server() as (read, write):
-                    await server.run(read, write, init_options(server))
-                log.info("stdin_closed")
-            tg.cancel_scope.cancel()
-    except CatalogConflict as exc:
-        raise StartupError(str(exc)) from None
-    finally:
-        sys.stderr.flush()
+    conflict: CatalogConflict | None = None
+    async with anyio.create_task_group() as outer:
+        stop = anyio.CancelScope()
+        outer.start_soon(_signals, stop)
+        with stop:
+            try:
+                await _serve(proxy, config, listen_at, base_policy)
+            except CatalogConflict as exc:  # kept out of the task group, which would wrap it in a group
+                conflict = exc
+        outer.cancel_scope.cancel()  # every upstream is closed: signals may have their default effect again
+    if conflict is not None:
+        raise StartupError(str(conflict))
+    sys.stderr.flush()

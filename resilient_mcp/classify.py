@@ -44,9 +44,8 @@ read back as that fault.
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime

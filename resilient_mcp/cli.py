@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 
 from . import __version__
-from .config import ProxyConfig, StdioUpstream, load_config
+from .config import ProxyConfig, StdioUpstream, check_http_bind, load_config
 from .logs import configure_logging
 from .policy import Policy, PolicyFile
 from .policyfile import load_policy
@@ -142,6 +142,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             config, policy = _load(args)
             if not config.enabled_upstreams():
                 raise SourceError(args.config, [f"{args.config}: no enabled upstreams: add one under upstreams:"])
+        if args.http:
+            try:
+                check_http_bind(args.http, config.listen)
+            except ValueError as exc:
+                raise SourceError("--http", [f"--http {args.http}: {exc}"]) from None
         configure_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
         try:
             anyio.run(lambda: run_proxy(config, policy, http=args.http, base_policy=base))

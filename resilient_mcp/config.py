@@ -197,12 +197,7 @@ class ProxyConfig(_Strict):
     @model_validator(mode="after")
     def _listen_safe(self) -> ProxyConfig:
         if self.listen.http:
-            host, _ = split_host_port(self.listen.http)
-            if not is_loopback(host) and not self.listen.auth_tokens and not self.listen.allow_unauthenticated_remote:
-                raise ValueError(
-                    f"listen.http binds {host}, which is not a loopback address, without auth_tokens: "
-                    "set listen.auth_tokens or listen.allow_unauthenticated_remote: true"
-                )
+            check_http_bind(self.listen.http, self.listen)
         return self
 
     def enabled_upstreams(self) -> dict[str, StdioUpstream | RemoteUpstream]:
@@ -227,6 +222,16 @@ class ProxyConfig(_Strict):
             return self.resolve_path(self.state_dir)
         base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
         return Path(base) / "resilient-mcp"
+
+
+def check_http_bind(value: str, listen: ListenConfig) -> None:
+    """Refuse to serve a non-loopback address without bearer tokens unless the admin opted in explicitly."""
+    host, _ = split_host_port(value)
+    if not is_loopback(host) and not listen.auth_tokens and not listen.allow_unauthenticated_remote:
+        raise ValueError(
+            f"binding {host}, which is not a loopback address, needs listen.auth_tokens "
+            "(or listen.allow_unauthenticated_remote: true to accept anyone who can reach it)"
+        )
 
 
 def split_host_port(value: str) -> tuple[str, int]:

@@ -311,7 +311,9 @@ class ResultFault(Fault):
 class MalformedResponse(ResultFault):
     code = "MALFORMED_RESPONSE"
     fault_type = "E1_malformed_response"
+    default_transient = True  # retried where repeating is safe (reads, idempotent writes): rule R
     default_repair = RepairAction.VERIFY_STATE
+    default_max_retry = 1
     counts_against_upstream = True
 
 
@@ -326,7 +328,9 @@ class OutputSchemaViolation(ResultFault):
 class IncompleteResult(ResultFault):
     code = "INCOMPLETE_RESULT"
     fault_type = "E3_incomplete_result"
+    default_transient = True  # "maybe": a read is retried once (catalog E3)
     default_repair = RepairAction.BACKOFF_RETRY
+    default_max_retry = 1
 
 
 class OversizedResult(ResultFault):

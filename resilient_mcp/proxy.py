@@ -109,21 +109,29 @@ class Proxy:
     async def running(self, *, startup_timeout_s: float | None = None) -> AsyncIterator[Proxy]:
         """Start every upstream, wait until each is ready or has failed, build the routing; stop all on exit."""
         await self.pipeline.open(self.state_dir())
+        conflict: CatalogConflict | None = None
         try:
             async with anyio.create_task_group() as tg:
                 for up in self.upstreams.values():
                     tg.start_soon(up.run, name=f"upstream:{up.name}")
                 await self._wait_started(startup_timeout_s)
-                self.rebuild(strict=True)
-                self._strict_names = False
-                self._started = True
                 try:
-                    yield self
-                finally:
+                    self.rebuild(strict=True)
+                except CatalogConflict as exc:  # raised below, once the upstreams are closed (not in a group)
+                    conflict = exc
                     tg.cancel_scope.cancel()
+                if conflict is None:
+                    self._strict_names = False
+                    self._started = True
+                    try:
+                        yield self
+                    finally:
+                        tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await self.pipeline.aclose()
+        if conflict is not None:
+            raise conflict
 
     def state_dir(self) -> str:
         raw = self.config.state_dir

@@ -271,12 +271,22 @@ class StateStore:
             raise StateError("the state store is closed")
         return await self._worker.call(fn)
 
+    def _queue(self, fn: Callable[[], object]) -> None:
+        if self._worker is None:
+            raise StateError("the state store is closed")
+        self._worker.submit(fn)
+
     # --- IdempotencyStore ----------------------------------------------------------------------------------------
 
     async def begin(
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
         return await self._run(lambda: _record(sql.idem_begin(self._db(), key, args_hash, tool, now, expires_at)))
+
+    # complete / mark_unknown / release settle a call that has already happened: they are queued (write-behind)
+    # and return at once, off the call's path. The worker runs jobs in order, so every later operation of this
+    # store sees them; a failure is logged by the worker. A crash before the job ran leaves the record in_flight,
+    # which a later identical call reads as "outcome unknown": the safe side, never a second execution.
 
     async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
         def job() -> None:
@@ -286,13 +296,13 @@ class StateStore:
                 text = None
             sql.idem_update(self._db(), key, "completed", text, expires_at)
 
-        await self._run(job)
+        self._queue(job)
 
     async def mark_unknown(self, key: str, *, expires_at: float) -> None:
-        await self._run(lambda: sql.idem_update(self._db(), key, "unknown", None, expires_at))
+        self._queue(lambda: sql.idem_update(self._db(), key, "unknown", None, expires_at))
 
     async def release(self, key: str) -> None:
-        await self._run(lambda: sql.idem_delete(self._db(), key))
+        self._queue(lambda: sql.idem_delete(self._db(), key))
 
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
         return await self._run(lambda: _record(sql.idem_get(self._db(), key, now)))

@@ -12,6 +12,7 @@ Schema version 1 (``meta.schema_version``)::
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import sqlite3
@@ -67,8 +68,16 @@ class _Job:
     fn: Callable[[], Any]
     token: anyio.lowlevel.EventLoopToken
     done: anyio.Event
+    loop: asyncio.AbstractEventLoop | None
+    """On asyncio the worker hands the result back with ``call_soon_threadsafe`` and moves on at once; elsewhere
+    it waits for the event loop (``anyio.from_thread.run_sync``)."""
     value: Any = None
     error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    fn: Callable[[], object]
 
 
 _STOP, _WAKE = object(), object()
@@ -86,13 +95,17 @@ class Worker:
 
     async def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` in the worker. The wait is shielded: a store operation once asked for is always finished."""
-        job = _Job(fn, anyio.lowlevel.current_token(), anyio.Event())
+        job = _Job(fn, anyio.lowlevel.current_token(), anyio.Event(), _asyncio_loop())
         self._jobs.put(job)
         with anyio.CancelScope(shield=True):
             await job.done.wait()
         if job.error is not None:
             raise job.error
         return cast(T, job.value)
+
+    def submit(self, fn: Callable[[], object]) -> None:
+        """Queue ``fn`` without waiting for it (write-behind); a failure is logged. Jobs keep their order."""
+        self._jobs.put(_Queued(fn))
 
     def wake(self) -> None:
         self._jobs.put(_WAKE)
@@ -111,6 +124,11 @@ class Worker:
                 return
             if isinstance(item, _Job):
                 self._execute(item)
+            elif isinstance(item, _Queued):
+                try:
+                    item.fn()
+                except Exception:
+                    log.exception("state_write_failed")
             try:
                 self._idle()
             except Exception:
@@ -123,9 +141,19 @@ class Worker:
         except BaseException as exc:
             job.error = exc
         try:
-            anyio.from_thread.run_sync(job.done.set, token=job.token)
+            if job.loop is not None:
+                job.loop.call_soon_threadsafe(job.done.set)
+            else:
+                anyio.from_thread.run_sync(job.done.set, token=job.token)
         except Exception:  # the event loop that asked has gone away
             log.debug("state_result_undelivered")
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio)
+        return None
 
 
 @contextmanager

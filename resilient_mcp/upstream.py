@@ -13,8 +13,10 @@ Upstream notifications and server→client requests are handed to ``UpstreamHook
 
 from __future__ import annotations
 
+import json
 import math
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from . import __version__
-from .classify import classify_exception
+from .classify import classify_exception, classify_http_status
 from .config import RemoteUpstream, StdioUpstream, stdio_environment
 from .faults import AttemptTimeout, ConnectFailure, Fault, PersistentOutage, RetrySafety
 
@@ -145,6 +147,7 @@ class Upstream:
         self._backoff_max_s = backoff_max_s
         self._log_level: types.LoggingLevel | None = None
         self._subscriptions: set[str] = set()
+        self._http_statuses = _HttpStatuses()
 
     # --- supervision ------------------------------------------------------------------------------------------------
 
@@ -243,8 +246,9 @@ class Upstream:
                 yield streams
         else:
             timeout = httpx2.Timeout(cfg.connect_timeout_s, read=None)
+            hooks = {"response": [self._http_statuses.observe]}
             async with (
-                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=timeout) as http,
+                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=timeout, event_hooks=hooks) as http,
                 streamable_http_client(cfg.url, http_client=http) as streams,
             ):
                 yield streams[0], streams[1]
@@ -294,6 +298,8 @@ class Upstream:
 
     async def wait_ready(self, timeout_s: float) -> ClientSession:
         """The live session, waiting up to ``timeout_s`` for a (re)start. Raises a fault when there is none."""
+        if self.state == "ready" and self._session is not None and not self._ended.is_set():
+            return self._session  # the hot path: no cancel scope, no timer
         with anyio.move_on_after(timeout_s):
             while True:
                 if self.state == "ready" and self._session is not None and not self._ended.is_set():
@@ -330,6 +336,11 @@ class Upstream:
         never past ``deadline`` (an ``anyio.current_time()`` value). On timeout the SDK sends the upstream a
         cancellation, because the request is abandoned by cancellation of its scope."""
         session = await self.wait_ready(min(timeout_s or self.config.connect_timeout_s, self.config.connect_timeout_s))
+        attempt_id: str | None = None
+        if isinstance(self.config, RemoteUpstream) and self.config.transport == "streamable-http":
+            # Tags the POST, so an HTTP error status (which the SDK reduces to -32603) can be read back.
+            attempt_id = uuid.uuid4().hex
+            meta = {**(meta or {}), ATTEMPT_META: attempt_id}
         params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
         request = types.CallToolRequest(params=params)
         now = anyio.current_time()
@@ -348,7 +359,8 @@ class Upstream:
             except Fault:
                 raise
             except Exception as exc:
-                fault = classify_exception(exc, sent=True)
+                http = self._http_statuses.pop(attempt_id) if attempt_id else None
+                fault = classify_http_status(*http) if http else classify_exception(exc, sent=True)
                 if self._ended.is_set() and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
                     fault.message = f"upstream {self.name!r} died during the call: {fault.message}"
                     fault.details.setdefault("upstream_state", "died")
@@ -440,6 +452,35 @@ class Upstream:
         if isinstance(result, types.ErrorData | types.ListRootsResult):
             return result
         return types.ErrorData(code=types.INTERNAL_ERROR, message="unexpected roots result")
+
+
+ATTEMPT_META = "io.github.resilient-mcp/attempt"
+
+
+class _HttpStatuses:
+    """HTTP error statuses of tools/call POSTs, by attempt id: the facts the SDK's stand-in error drops."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        self._seen: dict[str, tuple[int, dict[str, str]]] = {}
+        self._limit = limit
+
+    async def observe(self, response: httpx2.Response) -> None:
+        if response.status_code < 400 or response.request.method != "POST":
+            return
+        try:
+            body = json.loads(response.request.content or b"{}")
+        except ValueError:
+            return
+        params = body.get("params") if isinstance(body, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        attempt = meta.get(ATTEMPT_META) if isinstance(meta, dict) else None
+        if isinstance(attempt, str):
+            if len(self._seen) >= self._limit:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[attempt] = (response.status_code, dict(response.headers))
+
+    def pop(self, attempt: str) -> tuple[int, dict[str, str]] | None:
+        return self._seen.pop(attempt, None)
 
 
 async def _pages(

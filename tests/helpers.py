@@ -40,11 +40,17 @@ POLL_INTERVAL_S = 0.02
 # --- commands and environment ---------------------------------------------------------------------------------------
 
 
-def child_env(**extra: str) -> dict[str, str]:
-    """The full environment for a child process, with the venv's bin first on PATH (and ``extra`` set)."""
+def child_env(state_home: Path | None = None, **extra: str) -> dict[str, str]:
+    """The full environment for a child process, with the venv's bin first on PATH (and ``extra`` set).
+
+    ``state_home`` becomes ``XDG_STATE_HOME``, where resilient-mcp keeps its state (idempotency records, stored
+    outputs, audit) unless configured otherwise: give each test its own, or one test's recorded writes are replayed
+    to the next."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(VENV_BIN), env.get("PATH", "/usr/local/bin:/usr/bin:/bin")])
     env["PYTHONUNBUFFERED"] = "1"
+    if state_home is not None:
+        env["XDG_STATE_HOME"] = str(state_home)
     env.update(extra)
     return env
 
@@ -182,6 +188,58 @@ def wait_pid_gone(pid: int, timeout: float, what: str = "process") -> None:
         time.sleep(POLL_INTERVAL_S)
 
 
+def _proc_entries() -> Iterator[int]:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            yield int(entry.name)
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live children of ``pid`` (Linux /proc)."""
+    children = []
+    for candidate in _proc_entries():
+        try:
+            stat = Path(f"/proc/{candidate}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[-1].split()[1]) == pid:
+            children.append(candidate)
+    return children
+
+
+def pids_with_env(name: str, value: str, cmdline_contains: str) -> list[int]:
+    """Processes whose environment has ``name=value`` and whose command line contains ``cmdline_contains``.
+
+    How a test finds the proxy process that an SDK client started for it (the SDK does not expose the PID): give
+    each test its own ``XDG_STATE_HOME`` (``child_env(state_home=...)``) and look for it."""
+    wanted = f"{name}={value}".encode()
+    found = []
+    for pid in _proc_entries():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if cmdline_contains.encode() in cmdline and wanted in environ.split(b"\0"):
+            found.append(pid)
+    return found
+
+
+def stop_leftovers(pids: Sequence[int], grace_s: float = 5.0) -> list[int]:
+    """Give ``pids`` ``grace_s`` to be gone, then SIGKILL the rest. Returns those that had to be killed.
+
+    Lets a test stop, also on failure, processes it caused to be started but could not stop directly (a proxy's
+    upstreams, when the proxy fails to stop them); the lifecycle tests are where such a leak fails a test."""
+    deadline = time.monotonic() + grace_s
+    while any(pid_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_S)
+    killed = [p for p in pids if pid_running(p)]
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return killed
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -189,10 +247,14 @@ def free_port() -> int:
         return port
 
 
+LOCAL_HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""A urllib opener that ignores HTTP(S)_PROXY: tests talk only to 127.0.0.1, never through a proxy."""
+
+
 def http_get_status(url: str, timeout: float = 1.0) -> int | None:
     """The HTTP status of GET ``url``, or None when nothing answers."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with LOCAL_HTTP.open(url, timeout=timeout) as response:
             status: int = response.status
             return status
     except urllib.error.HTTPError as exc:
@@ -229,11 +291,13 @@ def running(
     stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.DEVNULL,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``argv`` with stderr to ``stderr_path``; stop and reap it on exit, also when the test fails."""
+    """Start ``argv`` with stderr to ``stderr_path``; stop and reap it on exit, also when the test fails.
+
+    Without ``env`` it gets ``child_env`` with its state kept beside ``stderr_path``."""
+    if env is None:
+        env = child_env(state_home=stderr_path.parent / "state")
     with stderr_path.open("wb") as err:
-        process = subprocess.Popen(
-            list(argv), stdin=stdin, stdout=stdout, stderr=err, env=dict(env or child_env()), cwd=REPO
-        )
+        process = subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=err, env=dict(env), cwd=REPO)
     try:
         yield process
     finally:

@@ -8,6 +8,9 @@ Cancellation is proven on the probe fixture (tests/fixtures/probe_server.py), wh
 file: server-everything's ``trigger-long-running-operation`` ignores its abort signal and its SDK only drops the
 response, so a cancellation has no effect there that a test could observe. Against server-everything the test
 proves what can be seen: the cancelled call ends at once and the proxy stays usable.
+
+Tests that need a peer are marked ``peers``; the probe-based cancellation test needs nothing third-party and is
+not, so it runs wherever the package does.
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ from tests.helpers import (
     SERVER_EVERYTHING,
     await_until,
     child_env,
+    child_pids,
     node_binary,
+    pids_with_env,
     probe_argv,
     proxy_argv,
     read_events,
     server_everything_missing,
     server_time_missing,
+    stop_leftovers,
 )
 
 pytestmark = pytest.mark.anyio
@@ -74,12 +80,12 @@ async def _no_roots(context: ClientRequestContext) -> types.ListRootsResult | ty
     return types.ListRootsResult(roots=[])
 
 
-def _client(argv: list[str], errlog: Any, on_message: ToolListChanges | None = None) -> Client:
+def _client(argv: list[str], errlog: Any, state_home: Path, on_message: ToolListChanges | None = None) -> Client:
     """A legacy-mode ``Client`` over stdio to ``argv``, with the full environment and stderr to ``errlog``.
 
     It declares sampling, elicitation and roots like the proxy's own upstream connection does: server-everything
     registers some tools only for clients with those capabilities, so the direct view must ask for the same."""
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env(), cwd=REPO)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env(state_home), cwd=REPO)
     return Client(
         stdio_client(params, errlog=errlog),
         mode="legacy",
@@ -96,12 +102,18 @@ async def direct_and_proxied(
     argv: list[str], logs: Path, changes: ToolListChanges | None = None
 ) -> AsyncIterator[tuple[Client, Client]]:
     """One client straight to the server, one through ``resilient-mcp wrap -- argv`` (whose tool list changes
-    ``changes`` counts); both stopped on exit."""
+    ``changes`` counts); both stopped on exit, and so are the proxy's upstreams if the proxy left any behind
+    (test_lifecycle.py is where that fails a test)."""
     async with AsyncExitStack() as stack:
         direct_log = stack.enter_context((logs / "direct.stderr").open("w"))
         proxy_log = stack.enter_context((logs / "proxy.stderr").open("w"))
-        direct = await stack.enter_async_context(_client(argv, direct_log))
-        proxied = await stack.enter_async_context(_client(proxy_argv("wrap", "--", *argv), proxy_log, changes))
+        state = logs / "state"
+        direct = await stack.enter_async_context(_client(argv, direct_log, state))
+        upstreams: list[int] = []
+        stack.callback(stop_leftovers, upstreams)  # runs after the proxied client is closed
+        proxied = await stack.enter_async_context(_client(proxy_argv("wrap", "--", *argv), proxy_log, state, changes))
+        for proxy_pid in pids_with_env("XDG_STATE_HOME", str(state), "resilient_mcp.cli"):
+            upstreams.extend(child_pids(proxy_pid))
         yield direct, proxied
 
 
@@ -347,7 +359,7 @@ async def test_a_call_cancelled_by_the_client_is_cancelled_upstream_and_the_prox
     events = tmp_path / "probe.events"
     argv = proxy_argv("wrap", "--", *probe_argv(events=events))
     with (tmp_path / "proxy.stderr").open("w") as errlog, anyio.fail_after(START_S):
-        async with _client(argv, errlog) as client:
+        async with _client(argv, errlog, tmp_path / "state") as client:
             async with anyio.create_task_group() as tg:
                 cancelled = anyio.CancelScope()
 

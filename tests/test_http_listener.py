@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.helpers import (
+    LOCAL_HTTP,
     REPO,
     child_env,
     free_port,
@@ -77,7 +78,7 @@ def http_proxy(tmp_path: Path) -> Iterator[StartProxy]:
             path = write_yaml(tmp_path / f"config-{port}.yaml", config)
             stderr = tmp_path / f"proxy-{port}.stderr"
             argv = proxy_argv("serve", "--config", str(path), "--http", f"127.0.0.1:{port}")
-            process = stack.enter_context(running(argv, stderr, env=child_env(**(env or {}))))
+            process = stack.enter_context(running(argv, stderr, env=child_env(tmp_path / "state", **(env or {}))))
             base = f"http://127.0.0.1:{port}"
             wait_until(
                 lambda: http_get_status(f"{base}/healthz") == 200,
@@ -97,7 +98,7 @@ def _post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None)
     all_headers.update(headers or {})
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=all_headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=CALL_S) as response:
+        with LOCAL_HTTP.open(request, timeout=CALL_S) as response:
             status: int = response.status
             return status, response.read(65536).decode(errors="replace")
     except urllib.error.HTTPError as exc:
@@ -147,7 +148,7 @@ async def test_with_auth_tokens_a_request_needs_a_token_from_the_environment(htt
 
     with anyio.fail_after(CALL_S):
         async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=CALL_S) as http,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=CALL_S, trust_env=False) as http,
             Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None) as client,
         ):
             result = await client.call_tool("echo", {"text": "authorized"})
@@ -161,7 +162,7 @@ def _check(config: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProces
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        env=child_env(),
+        env=child_env(tmp_path / "state"),
         cwd=REPO,
         timeout=STARTUP_S,
     )

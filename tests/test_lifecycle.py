@@ -27,6 +27,7 @@ from tests.helpers import (
     http_get_status,
     probe_argv,
     proxy_argv,
+    read_events,
     read_pid_file,
     running,
     wait_pid_gone,
@@ -77,6 +78,34 @@ def test_proxy_exits_0_and_leaves_no_upstream_running_when_ended_by(how: str, tm
             pytest.fail(f"the proxy did not exit within {EXIT_S} s of {how}")
         assert code == 0, stderr.read_text(errors="replace")[-3000:]
         wait_pid_gone(upstream_pid, GONE_S, "upstream")
+
+
+def test_a_sigterm_while_the_proxy_waits_for_a_lingering_upstream_to_exit_still_stops_that_upstream(
+    tmp_path: Path,
+) -> None:
+    """What an MCP SDK host does on close: stdin closed, 2 s grace, then SIGTERM. An upstream that does not exit on
+    EOF keeps the proxy in its own grace period when that SIGTERM lands; the upstream must not be orphaned."""
+    pid_file, events = tmp_path / "upstream.pid", tmp_path / "upstream.events"
+    stderr = tmp_path / "proxy.stderr"
+    upstream = [*probe_argv(pid_file=pid_file, events=events), "--linger", "30"]
+    with running(proxy_argv("wrap", "--", *upstream), stderr, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proxy:
+        JsonRpcPipe(proxy, stderr).initialize(timeout=STARTUP_S)
+        upstream_pid = read_pid_file(pid_file)
+        assert upstream_pid is not None
+        _end(proxy, "eof")
+        wait_until(
+            lambda: any(e.startswith("stdin_closed ") for e in read_events(events)),
+            EXIT_S,
+            "the proxy to close the upstream's stdin",
+            stderr=stderr,
+        )
+        _end(proxy, "sigterm")
+        try:
+            code = proxy.wait(timeout=EXIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the proxy did not exit within {EXIT_S} s of EOF and SIGTERM")
+        wait_pid_gone(upstream_pid, GONE_S, "lingering upstream")
+        assert code == 0, f"exit {code}\n" + stderr.read_text(errors="replace")[-3000:]
 
 
 @pytest.mark.parametrize("how", ["sigterm", "sigint"])
@@ -148,8 +177,8 @@ def _good_and_broken_config(tmp_path: Path) -> Path:
     )
 
 
-def _client(argv: list[str], errlog: Any) -> Client:
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env(), cwd=REPO)
+def _client(argv: list[str], errlog: Any, state_home: Path) -> Client:
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env(state_home), cwd=REPO)
     return Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None)
 
 
@@ -157,7 +186,7 @@ async def test_an_upstream_that_cannot_start_does_not_stop_the_others_from_being
     config = _good_and_broken_config(tmp_path)
     stderr = tmp_path / "proxy.stderr"
     with stderr.open("w") as errlog, anyio.fail_after(STARTUP_S + 10):
-        async with _client(proxy_argv("serve", "--config", str(config)), errlog) as client:
+        async with _client(proxy_argv("serve", "--config", str(config)), errlog, tmp_path / "state") as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert {"good__echo", "good__slow", "good__pid", "good__counter_add"} <= names
             assert not any(n.startswith("broken__") for n in names)
@@ -172,7 +201,7 @@ async def test_an_upstream_that_cannot_start_does_not_stop_the_others_from_being
 async def test_a_call_to_a_tool_of_an_upstream_that_cannot_start_answers_upstream_unavailable(tmp_path: Path) -> None:
     config = _good_and_broken_config(tmp_path)
     with (tmp_path / "proxy.stderr").open("w") as errlog, anyio.fail_after(STARTUP_S + 10):
-        async with _client(proxy_argv("serve", "--config", str(config)), errlog) as client:
+        async with _client(proxy_argv("serve", "--config", str(config)), errlog, tmp_path / "state") as client:
             result = await client.call_tool("broken__echo", {"text": "x"})
             assert result.is_error
             text = " ".join(c.text for c in result.content if c.type == "text")
@@ -196,7 +225,7 @@ def _run_cli(args: list[str], tmp_path: Path, timeout: float = STARTUP_S + 10) -
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            env=child_env(),
+            env=child_env(tmp_path / "state"),
             cwd=REPO,
             timeout=timeout,
         )

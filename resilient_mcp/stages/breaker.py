@@ -99,6 +99,11 @@ class BreakerBoard:
         self._probe_timeout_s = probe_timeout_s
         self._circuits: dict[tuple[str, str | None], _Circuit] = {}
 
+    def set_probe(self, probe: Probe) -> None:
+        """Install the half-open probe when the board was made before whoever can probe (the pipeline)."""
+        if self._probe is None:
+            self._probe = probe
+
     def _circuit(self, upstream: str, tool: str | None) -> _Circuit:
         key = (upstream, tool)
         circuit = self._circuits.get(key)

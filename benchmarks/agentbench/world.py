@@ -1,0 +1,253 @@
+"""One episode's world: a chaos server with its ledger and fake clock, and the agent's connection to it.
+
+Mode M0 connects the agent's MCP client straight to the chaos server (``transports.connect``); M1-M4 put the proxy
+in between (built like ``tests/harness.py``: a real ``Proxy`` and ``build_server``, the client in legacy mode, so
+every call crosses real JSON-RPC framing twice) with the observation level L0-L3. Faults come from two plans:
+
+- server rules go to the chaos server (it answers, hangs, dies, corrupts, renames tools, as a real server would);
+- network rules (C1, C4, C5, HTTP 429/401/403) act where the network would be: in front of the chaos server. With
+  the proxy that is the proxy's own chaos-mode ``FaultInjector`` at the upstream seam; without it, ``DirectNetwork``
+  gives the agent what an MCP client over streamable HTTP gets (the SDK turns every HTTP error status into
+  ``-32603 "Server returned an error response"``; a refused connection is an ``OSError``).
+
+Every upstream attempt and every fault that fired is written on the episode's ``Tape`` with the number of the agent
+call it belongs to, so scoring can count proxy retries and upstream traffic. Waits (the proxy's backoff and
+Retry-After sleeps, the agent's waits, the server's simulated latencies) run on one ``FakeClock``; only hangs (C3,
+some E1) take real time, bounded by the scenario's short attempt timeout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+import mcp_types as types
+import structlog
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from resilient_mcp.chaos.clock import FakeClock
+from resilient_mcp.chaos.inject import FaultInjector
+from resilient_mcp.chaos.ledger import Ledger
+from resilient_mcp.chaos.plan import Decision, FaultPlan, Planner
+from resilient_mcp.chaos.server import ChaosServer
+from resilient_mcp.chaos.transports import connect
+from resilient_mcp.config import ProxyConfig
+from resilient_mcp.error_results import FAULT_META_KEY
+from resilient_mcp.pipeline import Pipeline, Services
+from resilient_mcp.policy import Policy, PolicyFile
+from resilient_mcp.proxy import Proxy
+from resilient_mcp.server import build_server
+from resilient_mcp.stages.guard import Guard
+
+log = structlog.get_logger(__name__)
+
+MODES: dict[str, str | None] = {"M0": None, "M1": "L0", "M2": "L1", "M3": "L2", "M4": "L3"}
+"""Proxy mode -> observation level (None: no proxy)."""
+UPSTREAM = "shop"
+HOST_TIMEOUT_S = 10.0
+"""The agent host's own request timeout behind the proxy (never expected to fire)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the agent got back from one tool call."""
+
+    ok: bool
+    text: str
+    structured: dict[str, Any] | None = None
+    observation: dict[str, Any] | None = None
+    """The proxy's structured observation (L1-L3), if any."""
+    error_code: int | None = None
+    """The JSON-RPC error code when the call ended in a protocol error."""
+    size_bytes: int = 0
+    """Size of what the agent received (the result or error as JSON)."""
+
+
+@dataclass
+class Tape:
+    """Upstream traffic of one episode, each entry tagged with the agent call it served."""
+
+    agent_call: int = 0
+    attempts: list[tuple[int, str, str | None]] = field(default_factory=list)
+    """Every upstream attempt at the network seam: (agent call, tool, network fault injected or None)."""
+    server: list[tuple[int, str, str | None]] = field(default_factory=list)
+    """Every call that reached the chaos server: (agent call, tool, server fault injected or None)."""
+
+
+@dataclass
+class TaggedPlanner(Planner):
+    """A ``Planner`` that writes each decision on the tape."""
+
+    tape: Tape = field(default_factory=Tape)
+    where: str = "server"
+
+    def decide(self, tool: str, args: Any, *, upstream: str | None = None) -> Decision | None:
+        decision = super().decide(tool, args, upstream=upstream)
+        entry = (self.tape.agent_call, tool, decision.fault if decision else None)
+        (self.tape.attempts if self.where == "net" else self.tape.server).append(entry)
+        return decision
+
+
+class BenchPipeline(Pipeline):
+    """The product pipeline with the loop guard on the episode's fake clock (so an agent's simulated wait for
+    ``retry_after`` counts as elapsed time). ``Services`` injects sleep and jitter but no clock; this is the only
+    place the benchmark reaches past the public seam."""
+
+    def __init__(self, proxy: Proxy, services: Services, clock: FakeClock) -> None:
+        self._bench_clock = clock
+        super().__init__(proxy, services)
+
+    def _compile_shared(self) -> None:
+        super()._compile_shared()
+        self._guard = Guard(self.policy.session, self.services.guards, clock=self._bench_clock.now)
+
+
+def outcome_of(result: types.CallToolResult) -> Outcome:
+    text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+    size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+    obs = (result.meta or {}).get(FAULT_META_KEY)
+    structured = result.structured_content if isinstance(result.structured_content, dict) else None
+    return Outcome(not result.is_error, text, structured, obs if isinstance(obs, dict) else None, None, size)
+
+
+def outcome_of_error(exc: BaseException) -> Outcome:
+    if isinstance(exc, MCPError):
+        data = exc.error.data
+        obs = data if isinstance(data, dict) and "fault_type" in data else None
+        body = {"code": exc.error.code, "message": exc.error.message, "data": data}
+        text = f"Error {exc.error.code}: {exc.error.message}"
+        return Outcome(False, text, None, obs, exc.error.code, len(json.dumps(body, default=str).encode()))
+    text = f"{type(exc).__name__}: {exc}"
+    return Outcome(False, text, None, None, None, len(text.encode()))
+
+
+class DirectNetwork:
+    """Network faults in front of the chaos server when there is no proxy: what a plain MCP client would get."""
+
+    def __init__(self, plan: FaultPlan, tape: Tape) -> None:
+        self.planner = TaggedPlanner(plan, tape=tape, where="net")
+
+    def decide(self, name: str, args: dict[str, Any] | None) -> tuple[bool, Outcome | None]:
+        """(forward the call first?, the outcome to return instead of the real one)."""
+        decision = self.planner.decide(name, args)
+        if decision is None:
+            return True, None
+        kind, p = decision.fault[:2], decision.params
+        if kind in ("C1", "C5"):
+            return False, outcome_of_error(ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 8931)"))
+        forward = bool(getattr(p, "forward", False))
+        return forward, outcome_of_error(MCPError(types.INTERNAL_ERROR, "Server returned an error response"))
+
+
+@dataclass
+class World:
+    """The agent's side of one episode: call tools, list them; plus the ground truth scoring reads."""
+
+    chaos: ChaosServer
+    clock: FakeClock
+    tape: Tape
+    mode: str
+    host_timeout_s: float
+    client: Client | None = None
+    network: DirectNetwork | None = None
+    stack: AsyncExitStack | None = None
+    proxy: Proxy | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.chaos.ledger
+
+    async def list_tools(self) -> list[types.Tool]:
+        client = await self._client()
+        return list((await client.list_tools()).tools)
+
+    async def call(self, name: str, args: dict[str, Any] | None) -> Outcome:
+        self.tape.agent_call += 1
+        if self.network is None:
+            return await self._send(name, args)
+        forward, replaced = self.network.decide(name, args)
+        if forward:
+            real = await self._send(name, args)
+            if replaced is None:
+                return real
+        assert replaced is not None
+        return replaced
+
+    async def _send(self, name: str, args: dict[str, Any] | None) -> Outcome:
+        client = await self._client()
+        try:
+            result = await client.call_tool(name, args, read_timeout_seconds=self.host_timeout_s)
+        except Exception as exc:
+            if self.proxy is None and getattr(self.chaos.link, "died", False):
+                await self._drop()
+            return outcome_of_error(exc)
+        return outcome_of(result)
+
+    async def _client(self) -> Client:
+        if self.client is None:  # M0 after the server died: the host starts it again (same ledger)
+            self.stack = AsyncExitStack()
+            self.client = await self.stack.enter_async_context(Client(connect(self.chaos), mode="legacy", cache=None))
+        return self.client
+
+    async def _drop(self) -> None:
+        stack, self.stack, self.client = self.stack, None, None
+        if stack is not None:  # closed in the task that opened it, in no new cancel scope (scopes must nest)
+            try:
+                await stack.aclose()
+            except Exception as exc:  # a dead connection's teardown errors mean nothing here
+                log.debug("direct_client_teardown", error=repr(exc))
+
+    async def aclose(self) -> None:
+        await self._drop()
+
+
+def _bench_proxy(world: World, policy: dict[str, Any], level: str, net_plan: FaultPlan, seed: int) -> Proxy:
+    cfg = ProxyConfig.model_validate({"upstreams": {UPSTREAM: {"command": "in-memory"}}, "state_dir": ":memory:"})
+    pol = Policy(PolicyFile.model_validate({**policy, "observations": {"level": level}}))
+    services = Services(sleep=world.clock.sleep, random=Random(seed))
+
+    def pipeline(proxy: Proxy) -> Pipeline:
+        built = BenchPipeline(proxy, services, world.clock)
+        injector = FaultInjector(net_plan, clock=world.clock, source="benchmark network rules")
+        injector.planner = TaggedPlanner(net_plan, tape=world.tape, where="net")
+        built.faults = injector
+        return built
+
+    return Proxy(cfg, pol, pipeline, transports={UPSTREAM: lambda: connect(world.chaos)})
+
+
+@asynccontextmanager
+async def open_world(
+    mode: str,
+    *,
+    server_plan: FaultPlan,
+    net_plan: FaultPlan,
+    policy: dict[str, Any],
+    ledger: Ledger,
+    seed: int,
+    host_timeout_s: float,
+) -> AsyncIterator[World]:
+    """A running world for one episode in ``mode`` (M0-M4)."""
+    clock = FakeClock()
+    tape = Tape()
+    chaos = ChaosServer(server_plan, ledger=ledger, clock=clock)
+    chaos.planner = TaggedPlanner(server_plan, tape=tape, where="server")
+    level = MODES[mode]
+    if level is None:
+        world = World(chaos, clock, tape, mode, host_timeout_s, network=DirectNetwork(net_plan, tape))
+        try:
+            yield world
+        finally:
+            await world.aclose()
+        return
+    world = World(chaos, clock, tape, mode, HOST_TIMEOUT_S)
+    proxy = world.proxy = _bench_proxy(world, policy, level, net_plan, seed)
+    async with proxy.running(startup_timeout_s=5):
+        async with Client(build_server(proxy), mode="legacy", cache=None) as client:
+            world.client = client
+            yield world

@@ -1,0 +1,181 @@
+"""The downstream stdio transport: the SDK's ``stdio_server`` contract without a worker thread per line.
+
+The SDK's ``stdio_server`` reads each line of stdin and writes (then flushes) each message to stdout through
+``anyio.wrap_file``, i.e. three worker-thread round trips per request and response; on a 2-core machine that is a
+large part of a proxied call's cost. Here stdin and stdout are asyncio pipe transports on private duplicates of
+fds 0 and 1, read and written on the event loop. As in the SDK, while serving fd 0 points at the null device and fd 1
+at stderr (a child process or a stray ``print`` cannot corrupt the wire), and both are restored on exit.
+
+Same streams as the SDK yields: ``SessionMessage | Exception`` in, ``SessionMessage`` out, one JSON-RPC message a
+line, parse errors handed to the session as values. When stdin/stdout are not pipes, sockets or terminals (a
+regular file), or the event loop is not asyncio, it falls back to the SDK's ``stdio_server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import anyio
+import mcp_types as types
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+log = structlog.get_logger(__name__)
+
+_CHUNK = 1 << 16
+_FLUSH_S = 5.0
+
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+
+
+def _streamable(fd: int) -> bool:
+    """Whether asyncio can drive ``fd`` as a pipe transport (pipe, socket or character device)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio)
+        return False
+    return True
+
+
+@asynccontextmanager
+async def stdio_transport() -> AsyncIterator[Streams | Any]:
+    """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``."""
+    if sys.platform == "win32" or not (_streamable(0) and _streamable(1) and _on_asyncio()):
+        async with stdio_server() as streams:
+            yield streams
+        return
+    wire_in, wire_out = _claim(0, os.O_RDONLY), _claim(1, os.O_WRONLY)
+    try:
+        async with _serve(wire_in, wire_out) as streams:
+            yield streams
+    finally:
+        _restore(1, wire_out)
+        _restore(0, wire_in)
+
+
+def _claim(fd: int, flags: int) -> int:
+    """A private duplicate of ``fd`` (the wire); ``fd`` itself is pointed at the null device (stdin) or stderr."""
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    diversion = os.open(os.devnull, flags) if flags == os.O_RDONLY else os.dup(2)
+    try:
+        os.dup2(diversion, fd)
+    finally:
+        os.close(diversion)
+    return private
+
+
+def _restore(fd: int, private: int) -> None:
+    with suppress(OSError):
+        os.dup2(private, fd)
+
+
+@asynccontextmanager
+async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(wire_in, "rb", buffering=0)
+    )
+    write_transport, write_protocol = await loop.connect_write_pipe(
+        lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(wire_out, "wb", buffering=0)
+    )
+    write_transport.set_write_buffer_limits(high=0)  # drain() returns once a message is wholly in the pipe
+    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    incoming_send, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read_lines() -> None:
+        async with incoming_send:
+            async for line in _lines(reader):
+                if not line.strip():
+                    continue
+                try:
+                    await incoming_send.send(_parse(line))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return
+
+    async def write_messages() -> None:
+        async with outgoing_receive:
+            async for message in outgoing_receive:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    writer.write(data.encode() + b"\n")
+                    await writer.drain()
+                except ConnectionError:  # the host closed its end: nothing more can be delivered
+                    log.info("stdout_closed")
+                    return
+
+    written = anyio.Event()
+
+    async def write_all() -> None:
+        try:
+            await write_messages()
+        finally:
+            written.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_lines)
+            tg.start_soon(write_all)
+            try:
+                yield incoming, outgoing
+            finally:
+                # The caller is done: what it sent is written (bounded), and a stdin still open is not waited for.
+                outgoing.close()
+                with anyio.move_on_after(_FLUSH_S, shield=True):
+                    await written.wait()
+                tg.cancel_scope.cancel()
+    finally:
+        read_transport.close()
+        write_transport.close()
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    """One JSON-RPC message, or the error as a value for the session (as the SDK's transport does). Bytes that are
+    not UTF-8 are replaced, not refused, as the SDK's text wrapper does."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except Exception as exc:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = line.decode("utf-8", "replace")
+        else:
+            return exc
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+    except Exception as exc:
+        return exc
+
+
+async def _lines(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """Lines of ``reader`` without their newline, of any length (parts are joined once per line)."""
+    pending: list[bytes] = []
+    while chunk := await reader.read(_CHUNK):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            pending.append(chunk[start:end])
+            yield b"".join(pending)
+            pending.clear()
+            start = end + 1
+        if start < len(chunk):
+            pending.append(chunk[start:])
+    if pending:
+        yield b"".join(pending)
