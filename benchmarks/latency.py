@@ -73,8 +73,9 @@ def resilient_cmd() -> list[str]:
 
 
 @asynccontextmanager
-async def stdio_session(command: list[str], errlog: Path) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+async def stdio_session(command: list[str], errlog: Path, **env: str) -> AsyncIterator[ClientSession]:
+    # cwd: not the repository root, where ``python -m`` would find the working tree before a PYTHONPATH baseline
+    params = StdioServerParameters(command=command[0], args=command[1:], env={**os.environ, **env}, cwd=str(OUT))
     with errlog.open("a") as err:
         async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
             with anyio.fail_after(60):
@@ -142,6 +143,15 @@ def build_modes(args: argparse.Namespace, tmp: Path, run_id: str) -> tuple[list[
             lambda: stdio_session(wrap("ro", "--policy", str(policy)), log("resilient_read_only")),
         ),
     ]
+    if args.baseline is not None:  # another copy of the package, e.g. `git archive HEAD resilient_mcp | tar -x -C DIR`
+        base = [PY, "-m", "resilient_mcp.cli", "wrap", "--state-dir", str(tmp / "state-baseline"), "--", *raw]
+        modes.append(
+            Mode(
+                "resilient_baseline",
+                f"as resilient, with the package found in {args.baseline}",
+                lambda: stdio_session(base, log("resilient_baseline"), PYTHONPATH=str(args.baseline)),
+            )
+        )
     fastmcp_python, why = fastmcp_interpreter(args)
     if fastmcp_python is not None:
         fm = [fastmcp_python, str(HERE / "fastmcp_proxy.py"), "--run-id", run_id]
@@ -342,6 +352,7 @@ def main() -> None:
     p.add_argument("--skip-http", action="store_true")
     p.add_argument("--skip-scale", action="store_true")
     p.add_argument("--floors", action="store_true", help="also measure the two floors (raw relay, bare SDK proxy)")
+    p.add_argument("--baseline", type=Path, help="also measure the resilient_mcp package under DIR (before/after)")
     p.add_argument("--out", type=Path, default=OUT / "latency.json")
     args = p.parse_args()
     result = anyio.run(run, args)

@@ -63,7 +63,11 @@ class Sessions:
 
 
 def session_key(ctx: Ctx) -> str:
-    """A stable id for the host connection of a request: the HTTP session id, or "stdio"."""
+    """A stable id for the host connection of a request: the HTTP session id, or ``stdio:<host name>``.
+
+    Over stdio there is one host per proxy process; naming it by the host's clientInfo keeps two hosts that share a
+    state directory apart, while the same host restarting the proxy (after a crash, say) is still the same session:
+    its unfinished writes are still recognised."""
     request = ctx.request
     headers = getattr(request, "headers", None)
     if headers is not None:
@@ -72,7 +76,8 @@ def session_key(ctx: Ctx) -> str:
             return str(sid)
         client = getattr(request, "client", None)
         return f"http:{client.host}:{client.port}" if client else "http"
-    return "stdio"
+    params = ctx.session.client_params
+    return f"stdio:{params.client_info.name}" if params is not None else "stdio"
 
 
 class Proxy:

@@ -14,7 +14,6 @@ regular file), or the event loop is not asyncio, it falls back to the SDK's ``st
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import stat
 import sys
@@ -72,6 +71,8 @@ async def stdio_transport() -> AsyncIterator[Streams | Any]:
 
 def _claim(fd: int, flags: int) -> int:
     """A private duplicate of ``fd`` (the wire); ``fd`` itself is pointed at the null device (stdin) or stderr."""
+    import fcntl  # POSIX only; never reached on Windows
+
     private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     diversion = os.open(os.devnull, flags) if flags == os.O_RDONLY else os.dup(2)
     try:
@@ -82,8 +83,11 @@ def _claim(fd: int, flags: int) -> int:
 
 
 def _restore(fd: int, private: int) -> None:
+    """Point ``fd`` back at the wire and close the private duplicate (the transports never close it)."""
     with suppress(OSError):
         os.dup2(private, fd)
+    with suppress(OSError):
+        os.close(private)
 
 
 @asynccontextmanager
@@ -91,10 +95,10 @@ async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
     read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(wire_in, "rb", buffering=0)
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
     )
     write_transport, write_protocol = await loop.connect_write_pipe(
-        lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(wire_out, "wb", buffering=0)
+        lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(wire_out, "wb", buffering=0, closefd=False)
     )
     write_transport.set_write_buffer_limits(high=0)  # drain() returns once a message is wholly in the pipe
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)

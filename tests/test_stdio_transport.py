@@ -23,6 +23,7 @@ ECHO_SERVER = textwrap.dedent(
                 else:
                     reply = item.message
                 await write.send(SessionMessage(reply))
+        print("restored", flush=True)
 
     anyio.run(main)
     """
@@ -35,6 +36,10 @@ def _run(stdin: bytes) -> subprocess.CompletedProcess[bytes]:
     )
 
 
+def _replies(done: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]]:
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith(b"{")]
+
+
 def _request(n: int, text: str) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "echo",
                        "arguments": {"text": text}}}).encode()  # fmt: skip
@@ -44,14 +49,14 @@ def test_messages_of_any_size_cross_the_wire_intact_and_in_order() -> None:
     big = "é" * 1_500_000  # several reads of the pipe, multi-byte characters split across them
     done = _run(b"\n".join([_request(1, "small"), _request(2, big), _request(3, "last")]) + b"\n")
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    replies = _replies(done)
     assert [r["id"] for r in replies] == [1, 2, 3]
     assert replies[1]["params"]["arguments"]["text"] == big
 
 
 def test_a_line_that_is_not_json_rpc_reaches_the_session_as_an_error_value_and_serving_goes_on() -> None:
     done = _run(b"this is not json\n" + _request(7, "after") + b"\n")
-    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    replies = _replies(done)
     assert replies[0]["method"] == "test/parse_error"
     assert replies[1]["id"] == 7
 
@@ -59,12 +64,12 @@ def test_a_line_that_is_not_json_rpc_reaches_the_session_as_an_error_value_and_s
 def test_invalid_utf8_is_replaced_as_the_sdk_transport_does_not_refused() -> None:
     line = _request(4, "X").replace(b'"X"', b'"caf\xe9"')
     done = _run(line + b"\n")
-    replies = [json.loads(raw) for raw in done.stdout.splitlines()]
+    replies = _replies(done)
     assert replies[0]["params"]["arguments"]["text"] == "caf\ufffd"
 
 
-def test_stray_output_of_the_process_goes_to_stderr_not_the_wire_and_eof_ends_serving() -> None:
+def test_stray_output_goes_to_stderr_while_serving_and_eof_ends_serving_and_gives_stdout_back() -> None:
     done = _run(b"")
     assert done.returncode == 0
-    assert done.stdout == b""
+    assert done.stdout == b"restored\n"
     assert b"stray print on stdout" in done.stderr
