@@ -1,9 +1,9 @@
-"""``resilient-mcp demo``: the proxy in front of the bundled order-book server, driven by a scripted client.
+"""``resilient-mcp demo``: the bundled order-book server, called directly and through the proxy, side by side.
 
 Everything runs on this machine: the example upstream is a stdio subprocess (``python -m
-resilient_mcp.demo_upstream``), the proxy runs in this process, and the client talks to it over the real JSON-RPC
-path. Each step prints what the agent asked, and what it got back through the proxy. The demo's own output goes to
-stdout (it is a command, not an MCP server); logs go to stderr.
+resilient_mcp.demo_upstream``), one copy called directly (as a host would without the proxy), one behind the proxy,
+which runs in this process; both clients speak real JSON-RPC. Each step prints what the agent asked and what it got
+back each way. The demo's output goes to stdout (it is a command, not an MCP server); logs go to stderr.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from .config import ProxyConfig
@@ -27,17 +28,23 @@ from .policy import Policy, PolicyFile
 from .proxy import Proxy
 from .server import build_server
 
+DIRECT_TIMEOUT_S = 1.5
+"""The host's own read timeout in the direct runs (hosts have one; the SDK's default is none)."""
+
 DEMO_POLICY: dict[str, Any] = {
     "upstreams": {
         "orders": {
             "trust_annotations": True,
             "tools": {
                 "create_order": {"verify_with": {"tool": "search_orders", "args": {"customer": "{customer}"}}},
+                "lookup_order": {"timeouts": {"attempt_s": 0.5}},
             },
         }
     },
     "defaults": {"retry": {"backoff_base_ms": 20, "backoff_cap_ms": 200}},
 }
+
+Caller = Any  # an object with ``call_tool(name, args)``: mcp.Client
 
 
 def _say(text: str = "") -> None:
@@ -45,78 +52,124 @@ def _say(text: str = "") -> None:
     sys.stdout.flush()
 
 
-def _show(result: types.CallToolResult) -> None:
+def _upstream_params(ledger: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "resilient_mcp.demo_upstream"], env={"DEMO_LEDGER": str(ledger)}
+    )
+
+
+def _summary(result: types.CallToolResult, max_lines: int = 8) -> list[str]:
+    lines: list[str] = []
+    size = sum(len(c.text.encode()) for c in result.content if isinstance(c, types.TextContent))
     for block in result.content:
         if isinstance(block, types.TextContent):
-            text = block.text if len(block.text) < 600 else block.text[:600] + f"… [{len(block.text)} chars]"
-            _say(textwrap.indent(text, "    │ "))
+            shown = block.text.splitlines()
+            if len(shown) > max_lines:
+                shown = [*shown[: max_lines - 1], f"… [{len(block.text):,} chars in all]"]
+            lines.extend("│ " + line for line in shown)
+    if size > 20_000:
+        lines.append(f"│ ({size:,} bytes of text landed in the agent's context)")
     if result.is_error and result.structured_content:
         obs = result.structured_content
-        keys = ("fault_type", "is_transient", "retry_safety", "side_effect_status", "repair_action", "max_retry")
-        _say("    └ observation: " + json.dumps({k: obs.get(k) for k in keys}))
-    elif result.meta:
-        _say("    └ _meta: " + json.dumps(result.meta)[:300])
+        keys = ("fault_type", "retry_safety", "side_effect_status", "repair_action", "max_retry")
+        lines.append("└ observation: " + ", ".join(f"{k}={obs.get(k)}" for k in keys))
+    attempts = (result.meta or {}).get("io.github.resilient-mcp/attempts")
+    if attempts:
+        lines.append("└ absorbed by the proxy: " + ", ".join(f"#{a['n']} {a['outcome']}" for a in attempts))
+    return lines
 
 
-async def _step(client: Client, title: str, tool: str, args: dict[str, Any]) -> types.CallToolResult:
-    _say(f"\n▶ {title}\n  call {tool}({json.dumps(args)})")
+async def _call(client: Caller, tool: str, args: dict[str, Any]) -> list[str]:
     try:
-        result = await client.call_tool(tool, args)
-    except MCPError as exc:  # an unknown tool is a JSON-RPC error by the spec, with the observation as its data
-        _say(f"  ← JSON-RPC error {exc.code}: {exc.error.message}")
+        with anyio.fail_after(30):
+            result = await client.call_tool(tool, args)
+    except MCPError as exc:
+        lines = [f"✗ JSON-RPC error {exc.code}: {exc.error.message}"]
         data = exc.error.data if isinstance(exc.error.data, dict) else {}
-        candidates = (data.get("details") or {}).get("candidates")
-        _say(f"    └ observation: repair_action={data.get('repair_action')}, candidates={candidates}")
-        return types.CallToolResult(content=[], is_error=True)
-    _say(f"  ← {'ERROR' if result.is_error else 'ok'}")
-    _show(result)
-    return result
+        if data.get("repair_action"):
+            candidates = (data.get("details") or {}).get("candidates")
+            lines.append(f"└ observation: repair_action={data['repair_action']}, candidates={candidates}")
+        return lines
+    return [("✗ error" if result.is_error else "✓ ok"), *_summary(result)]
+
+
+async def _step(direct: Caller, proxied: Caller, title: str, tool: str, args: dict[str, Any]) -> None:
+    _say(f"\n▶ {title}\n  {tool}({json.dumps(args)})")
+    _say("  direct:")
+    for line in await _call(direct, tool, args):
+        _say("    " + line)
+    _say("  through resilient-mcp:")
+    for line in await _call(proxied, tool, args):
+        _say("    " + line)
+
+
+@asynccontextmanager
+async def _direct(ledger: Path) -> AsyncIterator[Client]:
+    async with Client(_upstream_params(ledger), mode="legacy", cache=None, read_timeout_seconds=DIRECT_TIMEOUT_S) as c:
+        yield c
+
+
+@asynccontextmanager
+async def _proxied(tmp: Path) -> AsyncIterator[Client]:
+    params = _upstream_params(tmp / "proxied-ledger.json")
+    config = ProxyConfig.model_validate(
+        {
+            "upstreams": {"orders": {"command": params.command, "args": params.args, "env": params.env}},
+            "state_dir": str(tmp / "state"),
+        }
+    )
+    proxy = Proxy(config, Policy(PolicyFile.model_validate(DEMO_POLICY)), Pipeline)
+    async with proxy.running(), Client(build_server(proxy, instructions=INSTRUCTIONS), mode="legacy", cache=None) as c:
+        yield c
+
+
+class _Direct:
+    """The server called without the proxy, one connection per step: a server that died in one step is started
+    again for the next, as a host would after showing the error (the orders are kept in its ledger file)."""
+
+    def __init__(self, ledger: Path) -> None:
+        self.ledger = ledger
+
+    async def call_tool(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+        error: MCPError | None = None
+        async with _direct(self.ledger) as client:
+            try:
+                return await client.call_tool(tool, args)
+            except MCPError as exc:  # raised out of the client's task group, it would arrive as a group
+                error = exc
+        raise error
 
 
 async def run_demo() -> int:
-    with tempfile.TemporaryDirectory(prefix="resilient-mcp-demo-") as tmp:
-        ledger = Path(tmp) / "ledger.json"
-        config = ProxyConfig.model_validate(
-            {
-                "upstreams": {
-                    "orders": {
-                        "command": sys.executable,
-                        "args": ["-m", "resilient_mcp.demo_upstream"],
-                        "env": {"DEMO_LEDGER": str(ledger)},
-                    }
-                },
-                "state_dir": str(Path(tmp) / "state"),
-            }
-        )
-        proxy = Proxy(config, Policy(PolicyFile.model_validate(DEMO_POLICY)), Pipeline)
-        async with proxy.running():
-            server = build_server(proxy, instructions=INSTRUCTIONS)
-            async with Client(server, mode="legacy", cache=None) as client:
-                await _script(client)
+    with tempfile.TemporaryDirectory(prefix="resilient-mcp-demo-") as name:
+        tmp = Path(name)
+        direct = _Direct(tmp / "direct-ledger.json")
+        async with _proxied(tmp) as proxied:
+            await _script(direct, proxied)
     return 0
 
 
-async def _script(client: Client) -> None:
-    _say("resilient-mcp demo: an agent's calls to an order-book MCP server, through the proxy.")
-    tools = (await client.list_tools()).tools
-    _say(f"\n▶ tools/list: {len(tools)} tools, advertised unchanged")
+async def _script(direct: Caller, proxied: Caller) -> None:
+    _say("resilient-mcp demo: an order-book MCP server, called directly and through the proxy.")
+    tools = (await proxied.list_tools()).tools
+    _say(f"\n▶ tools/list through the proxy: {len(tools)} tools, advertised unchanged")
     for tool in tools:
         _say(f"    {tool.name}: {tool.description}")
-    await _step(client, "A normal write passes through", "create_order",
-                {"customer": "ada", "sku": "apple", "qty": 2, "client_ref": "r-1"})  # fmt: skip
-    await _step(client, "Invalid arguments never reach the server; every error comes back with a fix",
+    await _step(direct, proxied, "Invalid arguments: the proxy answers before anything is sent, with every fix",
                 "create_order", {"customer": "ada", "sku": "banana", "qty": "two"})  # fmt: skip
-    await _step(client, "A typo in the tool name gets close candidates", "lookup_ordr", {"order_id": "ord-1"})
-    await _step(client, "A read that fails transiently is retried by the proxy (see attempts in _meta/logs)",
-                "lookup_order", {"order_id": "ord-1-flaky"})  # fmt: skip
-    await _step(client, "A write whose server dies after committing is NOT retried: the agent is told to verify",
-                "create_order", {"customer": "bob", "sku": "pear", "qty": 1, "client_ref": "r-2-crash"})  # fmt: skip
-    await _step(client, "Verifying, as the observation said: exactly one order exists", "search_orders",
-                {"customer": "bob"})  # fmt: skip
-    await _step(client, "The same failing call again is answered from the last observation (loop guard)",
+    await _step(direct, proxied, "A typo in a tool name", "lookup_ordr", {"order_id": "ord-1"})
+    await _step(direct, proxied, "A read that hangs once (the host gives up after "
+                f"{DIRECT_TIMEOUT_S:.1f} s; the proxy's attempt timeout is 0.5 s, then it retries the read)",
+                "lookup_order", {"order_id": "ord-1-slow"})  # fmt: skip
+    await _step(direct, proxied, "A read that fails transiently: absorbed by the proxy's retry",
+                "lookup_order", {"order_id": "ord-2-flaky"})  # fmt: skip
+    await _step(direct, proxied, "A write whose server dies after committing: never retried; the agent is told "
+                "to verify first", "create_order",
+                {"customer": "bob", "sku": "pear", "qty": 1, "client_ref": "r-2-crash"})  # fmt: skip
+    await _step(direct, proxied, "Verifying, as the observation said: the order exists exactly once",
+                "search_orders", {"customer": "bob"})  # fmt: skip
+    await _step(direct, proxied, "A 5 MB result: the proxy caps it (valid text, a note, the rest readable in pages)",
+                "sales_report", {"rows": 190_000})  # fmt: skip
+    await _step(direct, proxied, "The same bad call again: the loop guard answers without calling the server",
                 "create_order", {"customer": "ada", "sku": "banana", "qty": "two"})  # fmt: skip
     _say("\nDone. Put `resilient-mcp wrap -- <your server>` in your MCP host's config to get the same guards.")
-
-
-def main() -> None:  # pragma: no cover - exercised through the CLI
-    anyio.run(run_demo)

@@ -157,7 +157,10 @@ def _text(fault: Fault, obs: Mapping[str, Any], *, quote_upstream: bool = True) 
     message = fault.message.rstrip()
     lines = [f"{fault.code}: {message}"]
     if "suggestion" in obs:
-        lines[0] += ("" if message.endswith((".", ":", "!", "?")) else ".") + f" {obs['suggestion']}"
+        if "\n" in message:  # a list (validation errors): the suggestion gets its own line
+            lines[0] += f"\n{obs['suggestion']}"
+        else:
+            lines[0] += ("" if message.endswith((".", ":", "!", "?")) else ".") + f" {obs['suggestion']}"
         facts = (
             f"repair_action={obs['repair_action']}, retry_safety={obs['retry_safety']}, max_retry={obs['max_retry']}"
         )
