@@ -111,7 +111,7 @@ EXCEPTIONS: list[tuple[str, BaseException, bool, type[f.Fault], S, bool, int | N
     ("eof-before", anyio.EndOfStream(), False, f.ConnectFailure, S.NOT_SENT, True, None),
     ("closed-resource", anyio.ClosedResourceError(), False, f.ConnectFailure, S.NOT_SENT, True, None),
     ("broken-resource", anyio.BrokenResourceError(), True, f.ConnectionLost, S.MAYBE_EXECUTED, True, None),
-    ("bad-result-shape", validation_error(), True, f.MalformedResponse, S.MAYBE_EXECUTED, True, None),  # retried where safe (rule R)
+    ("bad-result-shape", validation_error(), True, f.MalformedResponse, S.MAYBE_EXECUTED, True, None),
     ("bad-json", json_error(), True, f.MalformedResponse, S.MAYBE_EXECUTED, True, None),
     ("group", ExceptionGroup("tg", [TimeoutError()]), True, f.AttemptTimeout, S.MAYBE_EXECUTED, True, None),
     ("unknown", RuntimeError("weird thing"), True, f.GatewayError, S.MAYBE_EXECUTED, True, None),

@@ -26,3 +26,19 @@ def test_shipped_policy_files_are_valid() -> None:
 
     for path in sorted((ROOT / "policies").glob("*.yaml")):
         load_policy([path])  # raises SourceError naming file, line and key
+
+
+def test_shipped_examples_are_valid() -> None:
+    from resilient_mcp.chaos.inject import check_proxy_plan
+    from resilient_mcp.chaos.plan import load_plan
+    from resilient_mcp.config import load_config
+
+    configs = [*sorted((ROOT / "examples").glob("*.yaml")), ROOT / "examples" / "claude_desktop_config.json"]
+    for path in configs:
+        if path.name == "faults.yaml":
+            assert check_proxy_plan(load_plan(path)) == []
+            continue
+        config = load_config(path, environ={"INNER_TOKEN": "t" * 16, "SEARCH_TOKEN": "t" * 16})
+        assert config.upstreams, path
+        for policy in config.policy_paths():
+            assert policy.exists(), f"{path} names a missing policy file {policy}"
