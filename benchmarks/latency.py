@@ -209,7 +209,7 @@ def fastmcp_interpreter(args: argparse.Namespace) -> tuple[str | None, str]:
         if not python.exists():
             print(f"creating {FASTMCP_VENV} with {FASTMCP_SPEC} (once) ...", flush=True)
             subprocess.run([sys.executable, "-m", "venv", str(FASTMCP_VENV)], check=True, timeout=120)
-        probe = [str(python), "-c", "import fastmcp"]
+        probe = [str(python), "-c", "import fastmcp.client.transports"]
         if subprocess.run(probe, capture_output=True, timeout=60).returncode != 0:
             pip = [str(python), "-m", "pip", "install", "-q", FASTMCP_SPEC]
             done = subprocess.run(pip, capture_output=True, text=True, timeout=600)

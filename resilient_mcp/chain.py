@@ -42,6 +42,9 @@ class CallRecord:
     """Name of the stage that answered or refused, for the audit trail."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Facts a stage adds to the observation's ``details`` (e.g. an idempotency key)."""
+    canonical_args: tuple[object, str] | None = None
+    """``(arguments, their canonical JSON)``, computed once per call by ``fingerprint`` for every stage that hashes
+    them (guard, idempotency, audit); valid while ``call.arguments`` is that same object."""
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)

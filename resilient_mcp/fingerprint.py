@@ -32,10 +32,26 @@ def arguments_hash(arguments: Any) -> str:
     return hashlib.sha256(canonical_json(arguments or {}).encode()).hexdigest()
 
 
+def call_arguments_json(call: ToolCall) -> str:
+    """The canonical JSON of ``call.arguments`` (``None`` as ``{}``), computed once per call and arguments object."""
+    memo = call.record.canonical_args
+    args = call.arguments
+    if memo is not None and memo[0] is args:
+        return memo[1]
+    text = canonical_json(args or {})
+    call.record.canonical_args = (args, text)
+    return text
+
+
+def call_arguments_hash(call: ToolCall) -> str:
+    """``arguments_hash(call.arguments)``, from the canonical JSON computed once per call."""
+    return hashlib.sha256(call_arguments_json(call).encode()).hexdigest()
+
+
 def fingerprint(call: ToolCall) -> str:
     """SHA-256 (hex) of ``[upstream, upstream tool, arguments]``; equal for identical calls, whatever the key order."""
-    tool = call.upstream_tool or call.name
-    return hashlib.sha256(canonical_json([call.upstream, tool, call.arguments or {}]).encode()).hexdigest()
+    head = canonical_json([call.upstream, call.upstream_tool or call.name])  # '["up","tool"]'
+    return hashlib.sha256(f"{head[:-1]},{call_arguments_json(call)}]".encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,18 @@ worker writes them in batches. Between jobs the worker deletes expired rows and 
 byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an output also trims the outputs table
 (that path is rare, never the hot path).
 
+Idempotency records are also kept in memory (``state_index.IdempotencyIndex``: loaded from SQLite when the store
+opens, updated by every operation) while this store is the only user of its database, so ``begin`` and ``get``
+answer without a round trip to the worker; only the replay of a completed result reads SQLite. Every write to the
+records is queued to the worker (write-behind, in order). A record loaded from a previous process keeps its status:
+``in_flight`` (that process stopped mid-call) reads as "outcome unknown", ``completed`` replays. The one window this
+opens: a claim granted by ``begin`` reaches the disk when the worker runs it (measured on a loaded 2-core machine:
+0.1 ms median, 3 ms p99, at most ~5 ms, the GIL switch interval the worker may wait); if the process dies in it,
+after the call was sent, the claim is lost and an identical call after a restart runs again. (Before, the claim was
+committed before the call was sent: a crash then read as "outcome unknown".) As soon as another process (or another
+store of this process) opens the same database, the store stops trusting its index and asks SQLite on every call,
+atomically across processes, as it always did where POSIX locks are missing.
+
 Stored outputs are UTF-8 text written and read in chunks through SQLite's incremental blob I/O, so a 50 MB result
 is never copied whole in memory. Writes survive a crash of the proxy (WAL, ``synchronous=NORMAL``); several proxy
 processes may share one directory (``BEGIN IMMEDIATE`` and a busy timeout).
@@ -38,6 +50,7 @@ import mcp_types as types
 import structlog
 
 from . import state_sqlite as sql
+from .state_index import Held, IdempotencyIndex, SoleUser
 from .state_sqlite import StateError, StateLimits
 
 __all__ = ["AuditFields", "AuditStore", "IdempotencyRecord", "IdempotencyStore", "OutputStore", "StateError",
@@ -193,6 +206,9 @@ class StateStore:
         self._worker: sql.Worker | None = None
         self._audit: collections.deque[AuditFields] = collections.deque()
         self._next_flush = self._next_prune = 0.0
+        self._index = IdempotencyIndex(limits.idempotency_max_rows)
+        self._sole: SoleUser | None = None
+        self._next_index_prune = 0.0
 
     @classmethod
     async def open(
@@ -239,6 +255,9 @@ class StateStore:
     def _connect(self) -> None:
         self._conn, self.journal_mode = sql.connect(self._uri, self.path)
         sql.prune(self._conn, self.limits, self._clock())
+        self._sole = SoleUser(self.path)
+        self._index.load(sql.idem_live(self._conn, self._clock()))
+        self._next_index_prune = time.monotonic() + self.limits.prune_interval_s
         self._next_prune = time.monotonic() + self.limits.prune_interval_s
         self._next_flush = time.monotonic() + self.limits.flush_interval_s
 
@@ -249,10 +268,14 @@ class StateStore:
             conn, self._conn = self._conn, None
             if conn is not None:
                 conn.close()
+            if self._sole is not None:
+                self._sole.close()
 
     def _maintain(self) -> None:
         if self._conn is None:
             return
+        if self._sole is not None:
+            self._sole.check()
         now = time.monotonic()
         if self._audit and (len(self._audit) >= self.limits.audit_batch or now >= self._next_flush):
             self._write_audit()
@@ -281,14 +304,44 @@ class StateStore:
     async def begin(
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
-        return await self._run(lambda: _record(sql.idem_begin(self._db(), key, args_hash, tool, now, expires_at)))
+        if not self._indexed():
+            return await self._run(lambda: _record(sql.idem_begin(self._db(), key, args_hash, tool, now, expires_at)))
+        if self._index.over_bound() or time.monotonic() >= self._next_index_prune:
+            self._prune_index()
+        held = self._index.get(key, now)
+        if held is not None and held.status == "completed":  # a replay: its result is in SQLite
+            record = await self._run(lambda: _record(sql.idem_get(self._db(), key, now)))
+            if record is not None:
+                return record
+            self._index.delete(key)  # trimmed from the disk by its byte bound: the claim is free
+        elif held is not None:
+            return _from_held(key, held)
+        self._index.claim(key, Held(args_hash, tool, "in_flight", now, expires_at))
+        self._queue(lambda: sql.idem_claim(self._db(), key, args_hash, tool, now, expires_at))
+        return None
 
-    # complete / mark_unknown / release settle a call that has already happened: they are queued (write-behind)
-    # and return at once, off the call's path. The worker runs jobs in order, so every later operation of this
-    # store sees them; a failure is logged by the worker. A crash before the job ran leaves the record in_flight,
-    # which a later identical call reads as "outcome unknown": the safe side, never a second execution.
+    def _indexed(self) -> bool:
+        """Whether the in-memory index answers (the store is open and the sole user of its database)."""
+        if self._worker is None:
+            raise StateError("the state store is closed")
+        return self._sole is not None and self._sole.alone()
+
+    def _prune_index(self, *, write: bool = True) -> None:
+        """Expire and trim the index; ``write``: delete what was trimmed from SQLite too (``prune`` trims it alike)."""
+        self._next_index_prune = time.monotonic() + self.limits.prune_interval_s
+        trimmed = self._index.prune(self._clock())
+        for key in trimmed if write else ():
+            self._queue(lambda k=key: sql.idem_delete(self._db(), k))  # type: ignore[misc]
+
+    # complete / mark_unknown / release settle a call that has already happened, and begin's claim is granted by
+    # the index: the writes are queued (write-behind) and return at once, off the call's path. The worker runs jobs
+    # in order, so every later operation of this store sees them; a failure is logged by the worker. A crash before
+    # a settling job ran leaves the record in_flight, which a later identical call reads as "outcome unknown"; a
+    # crash before the claim itself ran loses it (the window in the module docstring).
 
     async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+        self._index.update(key, "completed", expires_at)
+
         def job() -> None:
             text: str | None = result.model_dump_json(by_alias=True, exclude_none=True)
             if text is not None and len(text) > self.limits.idempotency_max_result_bytes:
@@ -299,12 +352,18 @@ class StateStore:
         self._queue(job)
 
     async def mark_unknown(self, key: str, *, expires_at: float) -> None:
+        self._index.update(key, "unknown", expires_at)
         self._queue(lambda: sql.idem_update(self._db(), key, "unknown", None, expires_at))
 
     async def release(self, key: str) -> None:
+        self._index.delete(key)
         self._queue(lambda: sql.idem_delete(self._db(), key))
 
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
+        if self._indexed():
+            held = self._index.get(key, now)
+            if held is None or held.status != "completed":
+                return None if held is None else _from_held(key, held)
         return await self._run(lambda: _record(sql.idem_get(self._db(), key, now)))
 
     # --- OutputStore ---------------------------------------------------------------------------------------------
@@ -353,7 +412,13 @@ class StateStore:
 
     async def prune(self) -> dict[str, int]:
         """Expire and trim now (the worker also does it every ``prune_interval_s``). Rows deleted per table."""
+        if self._indexed():
+            self._prune_index(write=False)
         return await self._run(lambda: sql.prune(self._db(), self.limits, self._clock()))
+
+
+def _from_held(key: str, held: Held) -> IdempotencyRecord:
+    return IdempotencyRecord(key, held.args_hash, held.tool, held.status, held.created_at, held.expires_at)  # type: ignore[arg-type]
 
 
 def _record(row: sqlite3.Row | None) -> IdempotencyRecord | None:

@@ -239,6 +239,20 @@ def idem_begin(
     return row
 
 
+def idem_claim(conn: sqlite3.Connection, key: str, args_hash: str, tool: str, now: float, expires_at: float) -> None:
+    """Write a claim the in-memory index already granted (it is authoritative while the store is the sole user)."""
+    conn.execute(
+        "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, 'in_flight', NULL, ?, ?)",
+        (key, args_hash, tool, now, expires_at),
+    )
+
+
+def idem_live(conn: sqlite3.Connection, now: float) -> list[tuple[str, str, str, str, float, float]]:
+    """Every unexpired record without its result: what the in-memory index is loaded with."""
+    query = "SELECT key, args_hash, tool, status, created_at, expires_at FROM idempotency WHERE expires_at > ?"
+    return [tuple(r) for r in conn.execute(query, (now,)).fetchall()]
+
+
 def idem_get(conn: sqlite3.Connection, key: str, now: float) -> sqlite3.Row | None:
     row: sqlite3.Row | None = conn.execute(f"{_IDEM} WHERE key = ? AND expires_at > ?", (key, now)).fetchone()
     return row

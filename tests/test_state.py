@@ -245,3 +245,68 @@ def test_utf8_len_counts_encoded_bytes_without_encoding_whole() -> None:
     assert utf8_len("abc") == 3
     assert utf8_len("é✓😀" * 300_000) == (2 + 3 + 4) * 300_000
     assert utf8_len("\ud800") == 1  # a lone surrogate is stored as "?"
+
+
+# --- the in-memory index of idempotency records ------------------------------------------------------------------
+
+
+async def disk_records(store: StateStore) -> dict[str, tuple[object, ...]]:
+    """Every idempotency row, read by the worker after the writes queued before it."""
+    query = "SELECT key, args_hash, tool, status, created_at, expires_at FROM idempotency"
+    rows = await store._run(lambda: store._db().execute(query).fetchall())
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+async def test_a_restarted_store_replays_completed_records_and_holds_in_flight_ones(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path) as first:
+        await first.begin("done", args_hash="h1", tool="t", now=10.0, expires_at=9e9)
+        await first.complete("done", result("stored"), expires_at=9e9)
+        await first.begin("running", args_hash="h2", tool="t", now=11.0, expires_at=9e9)  # the process "dies" here
+    async with await StateStore.open(tmp_path) as restarted:
+        replay = await restarted.begin("done", args_hash="h1", tool="t", now=20.0, expires_at=9e9)
+        held = await restarted.begin("running", args_hash="h2", tool="t", now=20.0, expires_at=9e9)
+    assert replay is not None and replay.status == "completed" and replay.result == result("stored")
+    assert held is not None and held.status == "in_flight" and held.created_at == 11.0 and held.result is None
+
+
+async def test_claims_and_held_records_are_answered_without_the_worker(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path) as store:
+        await store.begin("k", args_hash="h", tool="t", now=1.0, expires_at=9e9)
+        await store.mark_unknown("k", expires_at=9e9)
+
+        async def no_round_trip(fn: object) -> None:
+            raise AssertionError("begin/get waited for the worker")
+
+        store._run = no_round_trip  # type: ignore[method-assign,assignment]
+        assert await store.begin("new", args_hash="h", tool="t", now=2.0, expires_at=9e9) is None
+        holder = await store.begin("k", args_hash="h2", tool="t", now=2.0, expires_at=9e9)
+        assert holder is not None and holder.status == "unknown" and holder.args_hash == "h"
+        assert (await store.get("new", now=3.0)) is not None and await store.get("absent", now=3.0) is None
+
+
+async def test_the_index_stays_equal_to_the_disk_through_every_operation(tmp_path: Path) -> None:
+    clock = FakeClock(100.0)
+    limits = StateLimits(idempotency_max_rows=3)
+    async with await StateStore.open(tmp_path, clock=clock, limits=limits) as store:
+        for i, key in enumerate(["a", "b", "c", "d", "e"]):
+            await store.begin(key, args_hash=f"h{i}", tool="t", now=100.0 + i, expires_at=200.0)
+        await store.complete("a", result("r"), expires_at=300.0)
+        await store.mark_unknown("b", expires_at=150.0)
+        await store.release("c")
+        await store.begin("c", args_hash="again", tool="t", now=106.0, expires_at=400.0)
+        assert store._index.snapshot() == await disk_records(store)
+        clock.now = 160.0  # "b" expired
+        await store.prune()  # expiry, then trimmed to 3 rows, completed first
+        assert store._index.snapshot() == await disk_records(store)
+        assert set(await disk_records(store)) == {"c", "d", "e"}
+
+
+async def test_two_stores_on_one_database_claim_each_key_once(tmp_path: Path) -> None:
+    async with await StateStore.open(tmp_path) as one, await StateStore.open(tmp_path) as other:
+        assert await one.begin("k", args_hash="h", tool="t", now=1.0, expires_at=9e9) is None
+        holder = await other.begin("k", args_hash="h", tool="t", now=2.0, expires_at=9e9)
+        assert holder is not None and holder.status == "in_flight"
+        await other.complete("k", result("r"), expires_at=9e9)
+        await other.flush()  # complete is write-behind: the other store sees it once written
+        seen = await one.get("k", now=3.0)
+        assert seen is not None and seen.status == "completed"

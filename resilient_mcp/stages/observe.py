@@ -31,7 +31,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 from ..chain import CallNext, ToolCall
 from ..classify import FAULT_META_KEY, classify_result
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
-from ..fingerprint import FailureStats, arguments_hash
+from ..fingerprint import FailureStats, call_arguments_hash
 from ..observations import build_observation, unknown_tool_error
 from ..policy import ObservationLevel, ObservationRule
 
@@ -228,7 +228,7 @@ class Observe:
         args = call.arguments if isinstance(call.arguments, dict) else {}
         entry = AuditEntry(
             ts=self._wall(), session=call.session_id, upstream=call.upstream, tool=call.name,
-            argument_keys=tuple(sorted(args)), arguments_hash=arguments_hash(call.arguments), outcome=outcome,
+            argument_keys=tuple(sorted(args)), arguments_hash=call_arguments_hash(call), outcome=outcome,
             fault_type=fault_type, attempts=len(call.record.attempts), latency_ms=call.record.elapsed_ms(),
             decided_by=call.record.decided_by,
         )  # fmt: skip

@@ -14,7 +14,9 @@ A maybe-executed fault of a write that cannot be repeated safely is never retrie
 repair ``verify_state``. Every attempt is listed in ``call.record.attempts``. Cancellation is never a failure.
 
 The loop is tenacity's ``AsyncRetrying``; its strategies are built once per stage and read the per-call state from
-the ``_Run`` passed as the wrapped function's argument, so the stage keeps no per-call state on ``self``.
+the ``_Run`` passed as the wrapped function's argument, so the stage keeps no per-call state on ``self``. The first
+attempt runs before the loop is entered (the success path, by far the most common, skips tenacity's per-call setup);
+when it fails, the loop starts with that fault as its first attempt's outcome, so every decision is the same.
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ class _Run:
     delay_ms: int | None = None
     cut_in_attempt: bool = False
     last_fault: Fault | None = None
+    first_fault: Fault | None = None
+    """The fault of the attempt made before the loop, which the loop's first attempt re-raises."""
 
 
 class _FullJitter(wait_exponential):
@@ -180,6 +184,10 @@ class Retry:
         with anyio.move_on_after(total_s) as scope:
             run = _Run(call, call_next, deadline=self._clock() + total_s, scope=scope)
             try:
+                try:
+                    return await self._attempt(run)
+                except Fault as first:
+                    run.first_fault = first
                 result: types.CallToolResult = await self._retrying.copy()(self._attempt, run)
                 return result
             except Fault as failed:
@@ -197,6 +205,9 @@ class Retry:
     # --- one attempt ----------------------------------------------------------------------------------------------
 
     async def _attempt(self, run: _Run) -> types.CallToolResult:
+        if run.first_fault is not None:  # the loop's first attempt is the one already made
+            fault, run.first_fault = run.first_fault, None
+            raise fault
         n = len(run.call.record.attempts) + 1
         started = self._clock()
         remaining = run.deadline - started
