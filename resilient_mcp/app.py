@@ -72,8 +72,15 @@ def _instructions() -> str | None:
 async def run_proxy(
     config: ProxyConfig, policy: Policy, *, http: str | None = None, base_policy: PolicyFile | None = None
 ) -> None:
-    proxy = Proxy(config, policy, Pipeline)
     listen_at = http or config.listen.http
+    if listen_at:
+        from .http import ensure_bindable
+
+        try:
+            ensure_bindable(*split_host_port(listen_at))
+        except OSError as exc:
+            raise StartupError(str(exc)) from None
+    proxy = Proxy(config, policy, Pipeline)
     conflict: CatalogConflict | None = None
     async with anyio.create_task_group() as outer:
         stop = anyio.CancelScope()

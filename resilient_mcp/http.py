@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import structlog
 import uvicorn
 from mcp.server import Server
@@ -106,10 +108,33 @@ async def serve_http(proxy: Proxy, server: Server[Any], host: str, port: int, li
     if not is_loopback(host) and not listen.auth_tokens:
         log.warning("http_unauthenticated_remote_bind", host=host, port=port)
     app = build_app(proxy, server, host, listen)
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
+    )
     userver = _Uvicorn(config)
     log.info("http_listening", url=f"http://{host}:{port}{listen.path}", auth=bool(listen.auth_tokens))
-    try:
-        await userver.serve()
-    finally:
-        userver.should_exit = True
+
+    async def run() -> None:
+        with anyio.CancelScope(shield=True):  # stopped by should_exit, gracefully, never by cancellation
+            await userver.serve()
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            userver.should_exit = True
+    if not userver.started:
+        log.error("http_listen_failed", host=host, port=port)
+
+
+def ensure_bindable(host: str, port: int) -> None:
+    """Fail early, before any upstream starts, when the address cannot be bound (in use, not local, ...)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise OSError(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc}") from None
