@@ -19,10 +19,12 @@ some E1) take real time, bounded by the scenario's short attempt timeout.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from random import Random
 from typing import Any
 
@@ -31,6 +33,7 @@ import structlog
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from resilient_mcp import pipeline as pipeline_module
 from resilient_mcp.chaos.clock import FakeClock
 from resilient_mcp.chaos.inject import FaultInjector
 from resilient_mcp.chaos.ledger import Ledger
@@ -50,6 +53,7 @@ log = structlog.get_logger(__name__)
 MODES: dict[str, str | None] = {"M0": None, "M1": "L0", "M2": "L1", "M3": "L2", "M4": "L3"}
 """Proxy mode -> observation level (None: no proxy)."""
 UPSTREAM = "shop"
+REPLAY_META_KEY = "io.github.resilient-mcp/replay"
 HOST_TIMEOUT_S = 10.0
 """The agent host's own request timeout behind the proxy (never expected to fire)."""
 
@@ -67,6 +71,8 @@ class Outcome:
     """The JSON-RPC error code when the call ended in a protocol error."""
     size_bytes: int = 0
     """Size of what the agent received (the result or error as JSON)."""
+    replayed: bool = False
+    """The proxy answered with the stored result of an identical earlier write (it did not run again)."""
 
 
 @dataclass
@@ -95,25 +101,49 @@ class TaggedPlanner(Planner):
 
 
 class BenchPipeline(Pipeline):
-    """The product pipeline with the loop guard on the episode's fake clock (so an agent's simulated wait for
-    ``retry_after`` counts as elapsed time). ``Services`` injects sleep and jitter but no clock; this is the only
-    place the benchmark reaches past the public seam."""
+    """The product pipeline with the loop guard and the idempotency stage on the episode's fake clock, so that a
+    simulated wait (an agent waiting out ``retry_after`` or an idempotency window) counts as elapsed time for them.
+    ``Services`` injects sleep and jitter but no clock: this is the one place the benchmark reaches past the public
+    seam (``Guard`` and ``Idempotency`` both take a clock; the pipeline does not pass one)."""
+
+    WALL0 = 1_800_000_000.0
+    """The idempotency stage's wall clock at the start of every episode (fixed: runs are reproducible)."""
 
     def __init__(self, proxy: Proxy, services: Services, clock: FakeClock) -> None:
         self._bench_clock = clock
         super().__init__(proxy, services)
 
+    def _wall(self) -> float:
+        return self.WALL0 + self._bench_clock.now()
+
     def _compile_shared(self) -> None:
         super()._compile_shared()
         self._guard = Guard(self.policy.session, self.services.guards, clock=self._bench_clock.now)
 
+    def compile(self, entry: Any) -> Any:
+        original = pipeline_module.Idempotency  # swapped for this synchronous call only: no other task runs meanwhile
+        pipeline_module.Idempotency = partial(original, clock=self._wall)  # type: ignore[misc]
+        try:
+            return super().compile(entry)
+        finally:
+            pipeline_module.Idempotency = original  # type: ignore[misc]
+
+
+_TIMINGS = re.compile(r'"(elapsed_ms|latency_ms|timeout_ms|delay_before_ms)":\s*-?\d+')
+
+
+def stable_size(text: str) -> int:
+    """Bytes of a JSON text with measured durations written as 0: sizes do not depend on how fast the run was."""
+    return len(_TIMINGS.sub(r'"\1":0', text).encode())
+
 
 def outcome_of(result: types.CallToolResult) -> Outcome:
     text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
-    size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+    size = stable_size(result.model_dump_json(by_alias=True, exclude_none=True))
     obs = (result.meta or {}).get(FAULT_META_KEY)
     structured = result.structured_content if isinstance(result.structured_content, dict) else None
-    return Outcome(not result.is_error, text, structured, obs if isinstance(obs, dict) else None, None, size)
+    replayed = REPLAY_META_KEY in (result.meta or {})
+    return Outcome(not result.is_error, text, structured, obs if isinstance(obs, dict) else None, None, size, replayed)
 
 
 def outcome_of_error(exc: BaseException) -> Outcome:
@@ -122,7 +152,7 @@ def outcome_of_error(exc: BaseException) -> Outcome:
         obs = data if isinstance(data, dict) and "fault_type" in data else None
         body = {"code": exc.error.code, "message": exc.error.message, "data": data}
         text = f"Error {exc.error.code}: {exc.error.message}"
-        return Outcome(False, text, None, obs, exc.error.code, len(json.dumps(body, default=str).encode()))
+        return Outcome(False, text, None, obs, exc.error.code, stable_size(json.dumps(body, default=str)))
     text = f"{type(exc).__name__}: {exc}"
     return Outcome(False, text, None, None, None, len(text.encode()))
 
@@ -189,7 +219,8 @@ class World:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)
                     result = await client.session.send_request(
-                        types.CallToolRequest(params=params), types.CallToolResult,
+                        types.CallToolRequest(params=params),
+                        types.CallToolResult,
                         request_read_timeout_seconds=self.host_timeout_s,
                     )
         except Exception as exc:
@@ -257,7 +288,6 @@ async def open_world(
         return
     world = World(chaos, clock, tape, mode, HOST_TIMEOUT_S)
     proxy = world.proxy = _bench_proxy(world, policy, level, net_plan, seed)
-    async with proxy.running(startup_timeout_s=5):
-        async with Client(build_server(proxy), mode="legacy", cache=None) as client:
-            world.client = client
-            yield world
+    async with proxy.running(startup_timeout_s=5), Client(build_server(proxy), mode="legacy", cache=None) as client:
+        world.client = client
+        yield world

@@ -241,8 +241,11 @@ class Idempotency:
         else:
             why = "may have executed, but its outcome is unknown"
         details: dict[str, Any] = {"idempotency_key": key.value, "conflict": "outcome_unknown", "original_at": at}
+        retry_after_ms: int | None = None
         if held is not None:
             details["blocked_until"] = _iso(held.expires_at)
+            # Once the window is over an identical call runs again: say when, so the loop guard lets it through.
+            retry_after_ms = max(0, int((held.expires_at - self._clock()) * 1000))
         check = "Check whether it took effect"
         if self._verify_with is not None:
             check = f"Call {self._verify_with.tool} to check whether it took effect"
@@ -250,7 +253,7 @@ class Idempotency:
         return StateConflict(
             f"An identical call made at {at} {why}; it was not run again.",
             details=details, retry_safety=RetrySafety.MAYBE_EXECUTED, side_effect_status=SideEffectStatus.UNKNOWN,
-            repair_action=RepairAction.VERIFY_STATE, max_retry=0,
+            repair_action=RepairAction.VERIFY_STATE, max_retry=0, retry_after_ms=retry_after_ms,
             suggestion=f"{check} before doing anything else. If it did not, re-issue it after "
             f"{details.get('blocked_until', 'the idempotency window')} or with changed arguments.",
         )  # fmt: skip

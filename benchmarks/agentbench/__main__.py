@@ -1,0 +1,122 @@
+"""``python -m benchmarks.agentbench [--seed 7] [--quick]``: run the agent-outcome benchmark and write its report.
+
+Full run: every scenario x 7 policies x 5 modes (noisy_follower with ``--repeats`` seeds), then the real-transport
+latency measurement; writes ``benchmarks/out/results.json``, ``benchmarks/RESULTS.md`` and ``benchmarks/charts``.
+``--quick``: one scenario per fault type, 4 policies, modes M0/M1/M3, a short latency run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .agents import POLICIES
+from .metrics import aggregate, rows_of
+from .report import HERE, render, write
+from .runner import Job, run_jobs
+from .scenarios import generate, quick
+
+QUICK_POLICIES = ("oracle", "blind_retry", "give_up", "repair_follower")
+NOTES = [
+    "Known limits, stated in advance (§7.5) and measured above: E5 (semantic corruption) passes through the proxy "
+    "unless a declared outputSchema catches it (E5 negative stock is caught as an E2 violation of `minimum: 0`, "
+    "and the degraded text it offers still carries the wrong number); E3 (incomplete result) is not detected "
+    "without per-tool expectations; F4 is blocked only where the taint policy applies (destructive tools): an "
+    "injected call to a non-destructive write still runs. Faults that are the agent's own mistakes (A1, B*) "
+    "cannot be absorbed; the proxy only describes them. A string `arguments` payload (B3) is refused by the MCP "
+    "SDK's request validation before the proxy's chain sees it, so the proxy cannot describe it either.",
+    "",
+    "Product finding (costs success in C2/C3/C4/D1/E5-noop write scenarios whose write did NOT commit, e.g. "
+    "`C2-write_unsafe-no_commit-first`, `D1-write_unsafe-internal_error-first`, `E5-write_unsafe-noop-first`): after "
+    "an outcome-unknown write the idempotency stage holds the identical call for `window_s` (60 s) and tells the "
+    "agent to re-issue it after `blocked_until`; the agent verifies (get_order: absent) and re-issues, gets the "
+    "outcome-unknown conflict (D5), waits out the window, and the loop guard then short-circuits the identical call "
+    "for good, because that conflict is recorded as a non-transient failure without `retry_after_ms`. So no correct "
+    "re-issue is possible through the proxy (a no-op E5 success is likewise replayed). The proxy never duplicates "
+    "(0 duplicates above) but a compliant agent cannot finish these tasks. Likely fix, in the idempotency stage: "
+    "give that conflict `retry_after_ms` = time to `blocked_until` (the guard then honours it), or drop the hold "
+    "once the verify_with read is seen to report the write absent.",
+    "",
+    "Loop failures rise with the proxy for blind_retry: its identical repeats are answered by the loop guard or the "
+    "idempotency record without upstream traffic (see 'sent' in the retry columns and amplification < 1), so they "
+    "cost nothing upstream but the scripted agent still spends its budget.",
+    "",
+]
+
+
+def jobs_for(seed: int, *, is_quick: bool, repeats: int) -> list[Job]:
+    scenarios = quick() if is_quick else generate()
+    policies = QUICK_POLICIES if is_quick else POLICIES
+    modes = ("M0", "M1", "M3") if is_quick else ("M0", "M1", "M2", "M3", "M4")
+    jobs = []
+    for s in scenarios:
+        for p in policies:
+            for m in modes:
+                for r in range(repeats if p == "noisy_follower" else 1):
+                    jobs.append(Job(s.id, p, m, seed + r))
+    return jobs
+
+
+def run(seed: int, *, is_quick: bool, repeats: int = 3, workers: int = 2, latency_calls: int | None = 200,
+        root: Path = HERE, command: str = "python -m benchmarks.agentbench") -> dict[str, Any]:  # fmt: skip
+    """Run the benchmark and write its report under ``root``; returns the results written to results.json."""
+    started = time.perf_counter()
+    jobs = jobs_for(seed, is_quick=is_quick, repeats=repeats)
+    episodes = run_jobs(jobs, workers=workers)
+    scenarios = {s.id: s for s in generate()}
+    rows = rows_of(episodes, scenarios)
+    lat = None
+    if latency_calls:
+        from .latency import measure
+
+        lat = anyio.run(measure, latency_calls)
+    used = {scenarios[j.scenario].fault for j in jobs}
+    meta = {"command": command, "seed": seed, "quick": is_quick, "scenarios": len({j.scenario for j in jobs}),
+            "fault_types": len(used - {"none"}), "episodes": len(episodes), "cpus": os.cpu_count(),
+            "wall_s": time.perf_counter() - started, "notes": NOTES}  # fmt: skip
+    results = {
+        "meta": {k: v for k, v in meta.items() if k != "notes"},
+        "errors": [e for e in episodes if "error" in e],
+        "by_mode": aggregate(rows, ("mode",)),
+        "by_category_mode": aggregate(rows, ("category", "mode")),
+        "by_fault_mode": aggregate(rows, ("fault", "mode")),
+        "by_policy_mode": aggregate(rows, ("policy", "mode")),
+        "by_policy_category_mode": aggregate(rows, ("policy", "category", "mode")),
+        "latency": lat,
+        "episodes": [{k: v for k, v in e.items() if k not in ("events", "wall_s")} for e in episodes],
+    }
+    results["paths"] = write(results, rows, render(meta, rows, lat), root)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.agentbench", description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="one scenario per fault type, 4 policies, 3 modes")
+    parser.add_argument("--repeats", type=int, default=3, help="seeds for noisy_follower (default 3)")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--no-latency", action="store_true", help="skip the real-transport latency measurement")
+    args = parser.parse_args(argv)
+    command = "python -m benchmarks.agentbench " + " ".join(sys.argv[1:] if argv is None else argv)
+    calls = None if args.no_latency else (40 if args.quick else 200)
+    results = run(args.seed, is_quick=args.quick, repeats=args.repeats, workers=args.workers, latency_calls=calls,
+                  command=command.strip())  # fmt: skip
+    m0, m3 = results["by_mode"]["M0"], results["by_mode"]["M3"]
+    sys.stdout.write(
+        f"{results['meta']['episodes']} episodes in {results['meta']['wall_s']:.0f} s; "
+        f"errors: {len(results['errors'])}\n"
+        f"task success M0 {m0['task_success_rate']['rate']} -> M3 {m3['task_success_rate']['rate']}; duplicates "
+        f"M0 {m0['duplicates']} -> M3 {m3['duplicates']}; proxy useless attempts M3 {m3['proxy_useless_attempts']}\n"
+        f"wrote {', '.join(results['paths'].values())}\n"
+    )
+    return 1 if results["errors"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
