@@ -14,10 +14,14 @@ from typing import Any
 import mcp_types as types
 import structlog
 from mcp.server import Server
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from . import __version__
 from .chain import ToolCall
@@ -47,14 +51,91 @@ class _Host:
         return await self._ctx.session.elicit(message, requested_schema, related_request_id=self._ctx.request_id)
 
 
-def _meta_dict(params: types.RequestParams) -> dict[str, Any] | None:
-    meta = params.meta
+def _meta_dict(meta: types.RequestParamsMeta | None) -> dict[str, Any] | None:
     if meta is None:
         return None
     # The progress token and the protocol's own envelope (2026-07-28: protocol version, client capabilities, log
     # level, ...) belong to this hop: the proxy speaks for itself toward the upstream.
     data = {k: v for k, v in meta.items() if k != PROGRESS_TOKEN and not k.startswith(RESERVED_META_PREFIX)}
     return data or None
+
+
+async def run_tool_call(
+    proxy: Proxy, ctx: Ctx, name: str, arguments: dict[str, Any] | None, meta: types.RequestParamsMeta | None
+) -> types.CallToolResult:
+    """One downstream tools/call through its compiled chain: the SDK handler and the fast path both land here."""
+    proxy.seen(ctx)
+    routing = proxy.routing
+    compiled = routing.chains.get(name)
+    call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex[:12]
+    if compiled is None:
+        return await proxy.pipeline.call_unlisted(
+            name, arguments, routing, session=session_key(ctx), call_id=call_id, host=_Host(ctx)
+        )
+    entry = compiled.entry
+    call = ToolCall(
+        name=name,
+        arguments=arguments,
+        upstream=entry.upstream,
+        upstream_tool=entry.name,
+        rule=compiled.rule,
+        tool=entry.tool,
+        meta=_meta_dict(meta),
+        session_id=session_key(ctx),
+        call_id=call_id,
+        host=_Host(ctx),
+    )
+    async with proxy.in_flight(entry.upstream, ctx):
+        return await compiled.chain(call)
+
+
+class ToolCallFastPath:
+    """``Server.middleware``: a well-formed handshake-era tools/call runs without the SDK's request models.
+
+    The SDK would validate the raw params twice (surface, then ``CallToolRequestParams``) before the handler.
+    Here a plain ``{name, arguments?, _meta?}`` goes straight to ``run_tool_call``; the result is still put through
+    the SDK's per-version sieve (a short-circuiting middleware is only dumped), so the wire is what the handler path
+    sends. Anything else (2026-era, before initialize, extra keys such as ``task``, malformed shapes) goes to
+    ``call_next``, so the SDK rejects it exactly as before.
+    """
+
+    def __init__(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+
+    async def __call__(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        name = _plain_call_name(ctx) if ctx.method == "tools/call" else None
+        if name is None or ctx.params is None:
+            return await call_next(ctx)
+        result = await run_tool_call(self._proxy, ctx, name, ctx.params.get("arguments"), ctx.meta)
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            return methods.serialize_server_result("tools/call", ctx.protocol_version, dumped)
+        except ValidationError:  # as the SDK's runner does: the detail echoes the result, so it stays in the log
+            log.exception("tool_call_invalid_result", tool=name)
+            raise MCPError(types.INTERNAL_ERROR, "Handler returned an invalid result") from None
+
+
+_PLAIN_KEYS = frozenset({"name", "arguments", "_meta"})
+
+
+def _plain_call_name(ctx: Ctx) -> str | None:
+    """The tool name of a tools/call the SDK would accept unchanged and hand to its handler, else ``None``.
+
+    Only an initialized handshake-era connection, params of at most ``name`` (a string), ``arguments`` (an object
+    or null) and ``_meta`` (an object the SDK parsed into ``ctx.meta``)."""
+    params = ctx.params
+    if (
+        ctx.request_id is None
+        or params is None
+        or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+        or ctx.session.client_params is None
+        or not _PLAIN_KEYS.issuperset(params)
+    ):
+        return None
+    name, args, raw_meta = params.get("name"), params.get("arguments"), params.get("_meta")
+    if not isinstance(name, str) or not (args is None or type(args) is dict):
+        return None
+    return name if raw_meta is None or (type(raw_meta) is dict and ctx.meta is not None) else None
 
 
 def _not_found(kind: str, name: str) -> MCPError:
@@ -69,29 +150,7 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
         return types.ListToolsResult(tools=proxy.routing.visible_tools)
 
     async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        proxy.seen(ctx)
-        routing = proxy.routing
-        compiled = routing.chains.get(params.name)
-        call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex[:12]
-        if compiled is None:
-            return await proxy.pipeline.call_unlisted(
-                params.name, params.arguments, routing, session=session_key(ctx), call_id=call_id, host=_Host(ctx)
-            )
-        entry = compiled.entry
-        call = ToolCall(
-            name=params.name,
-            arguments=params.arguments,
-            upstream=entry.upstream,
-            upstream_tool=entry.name,
-            rule=compiled.rule,
-            tool=entry.tool,
-            meta=_meta_dict(params),
-            session_id=session_key(ctx),
-            call_id=call_id,
-            host=_Host(ctx),
-        )
-        async with proxy.in_flight(entry.upstream, ctx):
-            return await compiled.chain(call)
+        return await run_tool_call(proxy, ctx, params.name, params.arguments, params.meta)
 
     async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
         proxy.seen(ctx)
@@ -211,6 +270,7 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
             on_subscriptions_listen=ListenHandler(proxy.bus),
             **handlers,
         )
+    server.middleware.append(ToolCallFastPath(proxy))
     server.add_notification_handler("notifications/initialized", types.NotificationParams, on_initialized)
     return server
 
