@@ -27,7 +27,7 @@ from resilient_mcp.pipeline import Pipeline
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.proxy import Proxy
 from resilient_mcp.server import build_server
-from tests.helpers import free_port, http_get_status, proxy_argv, running, wait_until
+from tests.helpers import await_until, free_port, http_get_status, proxy_argv, running, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -111,7 +111,8 @@ async def test_a_reset_after_the_server_ran_a_write_does_not_duplicate_it(chaos_
             lost = await client.call_tool("create_order", ORDER)
             assert lost.is_error and lost.meta[FAULT_META_KEY]["side_effect_status"] == "unknown"
             assert lost.meta[FAULT_META_KEY]["repair_action"] == "verify_state"
-            assert read_ledger(ledger).commits_for("create_order", "R1") == 1
+            # the reset reaches the proxy as soon as the request is forwarded: the commit may land a moment later
+            await await_until(lambda: read_ledger(ledger).commits_for("create_order", "R1") == 1, 10, "the commit")
             check = await client.call_tool("get_order", {"client_ref": "R1"})  # what the model is told to do
     assert not check.is_error and len(check.structured_content["orders"]) == 1
     assert read_ledger(ledger).commits_for("create_order", "R1") == 1

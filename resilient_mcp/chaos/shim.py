@@ -110,8 +110,11 @@ class FaultShim:
             try:
                 yield self
             finally:
+                # Shielded: an await in a cancelled scope would replace the body's own exception with the
+                # cancellation, which the task group then swallows (a failing test would look like a pass).
+                with anyio.CancelScope(shield=True):
+                    await self.refuse()
                 tg.cancel_scope.cancel()
-                await self.refuse()
 
     async def accept(self) -> None:
         """Listen (again) on the shim's port."""
