@@ -180,19 +180,7 @@ def _tool(upstream: Upstream, name: str) -> types.Tool | None:
 
 
 def _altered(p: Any, result: types.CallToolResult, tool: types.Tool | None) -> types.CallToolResult:
-    if result.is_error:
-        return result
-    if isinstance(p, pm.OutputSchemaParams):
-        return mut.break_output_schema(result, p, tool)
-    if isinstance(p, pm.IncompleteParams):
-        return mut.make_incomplete(result, p)
-    if isinstance(p, pm.OversizedParams):
-        return mut.make_oversized(result, p)
-    if isinstance(p, pm.CorruptionParams):
-        return mut.corrupt(result, p)
-    if isinstance(p, pm.InjectionParams):
-        return mut.inject_output(result, p)
-    raise AssertionError(f"no injection for {type(p).__name__}")  # pragma: no cover
+    return mut.alter(result, p, tool)
 
 
 async def _quietly(forward: CallTool) -> None:

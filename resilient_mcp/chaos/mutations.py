@@ -128,3 +128,22 @@ def drift(tools: list[types.Tool], name: str, params: DriftParams) -> list[types
             required.append(prop)
         out.append(t.model_copy(update={"input_schema": schema}))
     return out
+
+
+def alter(result: types.CallToolResult, p: Any, tool: types.Tool | None) -> types.CallToolResult:
+    """The real ``result`` changed as the fault's parameters ``p`` say (E2 E3 E4 E5 F4); errors pass unchanged.
+
+    Shared by the chaos server and the proxy's chaos mode, so one fault looks the same from either."""
+    if result.is_error:
+        return result
+    if isinstance(p, OutputSchemaParams):
+        return break_output_schema(result, p, tool)
+    if isinstance(p, IncompleteParams):
+        return make_incomplete(result, p)
+    if isinstance(p, OversizedParams):
+        return make_oversized(result, p)
+    if isinstance(p, CorruptionParams):
+        return corrupt(result, p)
+    if isinstance(p, InjectionParams):
+        return inject_output(result, p) if p.in_ == "output" else result
+    raise AssertionError(f"no injection for {type(p).__name__}")  # pragma: no cover

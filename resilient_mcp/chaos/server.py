@@ -210,20 +210,7 @@ class ChaosServer:
     def _altered(self, name: str, args: dict[str, Any], p: Any) -> types.CallToolResult:
         if isinstance(p, pm.CorruptionParams) and p.variant == "noop":
             return mut.noop_success()
-        result = self.run(name, args)
-        if result.is_error:
-            return result
-        if isinstance(p, pm.OutputSchemaParams):
-            return mut.break_output_schema(result, p, self.tool(name))
-        if isinstance(p, pm.IncompleteParams):
-            return mut.make_incomplete(result, p)
-        if isinstance(p, pm.OversizedParams):
-            return mut.make_oversized(result, p)
-        if isinstance(p, pm.CorruptionParams):
-            return mut.corrupt(result, p)
-        if isinstance(p, InjectionParams):
-            return mut.inject_output(result, p) if p.in_ == "output" else result
-        raise AssertionError(f"no injection for {type(p).__name__}")  # pragma: no cover
+        return mut.alter(self.run(name, args), p, self.tool(name))
 
     async def _hang(self, name: str, args: dict[str, Any], p: HangParams) -> types.CallToolResult:
         seconds = math.inf if p.hang_ms is None else p.hang_ms / 1000
