@@ -1,11 +1,15 @@
 """Compiles the chain of one tool from policy, in the fixed order where safety lives.
 
-    observe → guard → validate → access → provenance → output → idempotency → retry → breaker → terminal
+    observe → guard → validate → access → [fallback] → provenance → output → [cache] → idempotency → retry → breaker
+    → terminal
 
 Retry is never outside access; idempotency is outside retry so every attempt shares one key; retry is outside the
 breaker so each attempt is counted and an open breaker ends the retries; observe is outermost so every exception
 becomes one observation. The order is code, not configuration. Expensive work (validators, policy resolution) is
-done here, once per tool and policy version, never per call. State shared by all chains (failure counts, session
+done here, once per tool and policy version, never per call. The optional stages: fallback (``fallback_call``) is
+outside everything that can give up on the upstream, so it sees an open circuit or exhausted retries; cache
+(``cache.enabled``, read_only tools only) is inside output, so it stores capped results, and outside idempotency, retry
+and breaker, so a hit sends nothing. State shared by all chains (failure counts, session
 budgets, retry tokens, breakers, the state store) lives in ``Services`` and survives recompilation.
 """
 
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+import structlog
 from mcp.shared.exceptions import MCPError
 
 from . import drift
@@ -29,6 +34,8 @@ from .fingerprint import FailureStats
 from .policy import Policy, ToolRule
 from .stages.access import Access, denied_fault
 from .stages.breaker import Breaker, BreakerBoard
+from .stages.cache import Cache, ResponseCache
+from .stages.fallback import Fallback
 from .stages.guard import Guard, SessionGuards
 from .stages.idempotency import Idempotency, InFlight
 from .stages.observe import AuditSink, Observe
@@ -49,12 +56,17 @@ if TYPE_CHECKING:
     from .catalog import Entry
     from .proxy import Proxy, Routing
 
+log = structlog.get_logger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class CompiledTool:
     rule: ToolRule
     chain: CallNext
     entry: Entry
+    inner: CallNext
+    """The chain below observe, announce and guard: what another tool's fallback stage calls (counted once, by the
+    observe of the tool the host called)."""
 
 
 @dataclass
@@ -73,6 +85,8 @@ class Services:
     """Jitter source of the retry stage (tests inject a seeded one)."""
     store: StateStore | None = None
     """The embedded state (idempotency records, stored outputs, audit); opened by ``Pipeline.open``."""
+    cache: ResponseCache = field(default_factory=ResponseCache)
+    """Cached results of read_only tools with ``cache.enabled`` (tests inject one with a fake clock)."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -89,6 +103,8 @@ class Pipeline:
         """Chaos mode (``faults:`` in the config): upstream calls go through the fault injector."""
         self._outputs: StoredOutputs | None = None
         self.outputs_announced = False
+        self._cache_warned: set[str] = set()
+        """Tools whose ``cache.enabled`` was ignored (not read_only) and already logged."""
         """``read_stored_output`` is advertised from the first capped result on (tools/list stays the upstreams'
         own until then); calling it works either way."""
         self._compile_shared()
@@ -124,20 +140,40 @@ class Pipeline:
     def compile(self, entry: Entry) -> CompiledTool:
         assert entry.tool is not None
         rule = self.policy.resolve(entry.upstream, entry.name, entry.public_name, entry.tool.annotations)
-        stages: list[Stage] = [self._observe, self._announce, self._guard]
-        stages.append(Validate(entry.tool.input_schema, rule.validation, tool_name=entry.public_name))
+        stages: list[Stage] = [Validate(entry.tool.input_schema, rule.validation, tool_name=entry.public_name)]
         if rule.require_approval:
             stages.append(Access(rule))
+        if rule.fallback_call and rule.fallback:
+            stages.append(Fallback(rule, self._fallback_target))
         stages.append(Provenance(rule.effect, self.services.taint))
         store = self.services.store
         stages.append(OutputCap(rule.output, entry.tool.output_schema, store))
+        if self._caches(rule, entry):
+            stages.append(Cache(rule.cache, self.services.cache))
         if store is not None and _replays_writes(rule, entry.tool):
             stages.append(Idempotency(rule, store, self.services.in_flight))
         if rule.retry.enabled:
             stages.append(Retry(rule, self.services.budgets, sleep=self.services.sleep, random=self.services.random))
         if rule.breaker.enabled:
             stages.append(Breaker(rule, self.services.board))
-        return CompiledTool(rule=rule, chain=compose(stages, self._terminal), entry=entry)
+        inner = compose(stages, self._terminal)
+        chain = compose([self._observe, self._announce, self._guard], inner)
+        return CompiledTool(rule=rule, chain=chain, entry=entry, inner=inner)
+
+    def _fallback_target(self, name: str) -> CompiledTool | None:
+        """A fallback tool by host-visible name, in the routing current when the fallback is needed."""
+        return self.proxy.routing.chains.get(name)
+
+    def _caches(self, rule: ToolRule, entry: Entry) -> bool:
+        if not rule.cache.enabled:
+            return False
+        if rule.effect is EffectClass.READ_ONLY:
+            return True
+        if entry.public_name not in self._cache_warned:
+            self._cache_warned.add(entry.public_name)
+            log.warning("cache_ignored", tool=entry.public_name, effect=rule.effect.value,
+                        hint="the response cache applies to read_only tools only")  # fmt: skip
+        return False
 
     async def _terminal(self, call: ToolCall) -> types.CallToolResult:
         try:

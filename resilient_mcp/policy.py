@@ -110,6 +110,16 @@ class OutputRule(Strict):
     """Check structuredContent against the tool's outputSchema; a mismatch becomes an observation."""
 
 
+class CacheRule(Strict):
+    enabled: bool = False
+    """Answer an identical call (same upstream, tool and arguments) of a read_only tool from a cache, marked, within
+    ttl_s; shared by all host sessions. Ignored (with a warning) on a tool that is not read_only."""
+    ttl_s: float = Field(30.0, gt=0, le=86_400)
+    """How long a successful result is served from the cache, in seconds."""
+    max_entries: int = Field(1000, ge=1, le=1_000_000)
+    """Most cached results kept for this tool; the least recently used go first."""
+
+
 class VerifyWith(Strict):
     tool: str
     """A read-only tool (host-visible name) that tells whether a write took effect."""
@@ -128,6 +138,12 @@ class ToolRule(Strict):
     """A read-only tool the model is told to call to check whether a write whose outcome is unknown took effect."""
     fallback: list[str] = Field(default_factory=list)
     """Alternative tools (host-visible names), named in observations when this one is failing."""
+    fallback_call: bool = False
+    """Call the first available `fallback` tool automatically when this one's circuit is open or its transient faults
+    outlast the retries (same arguments: the fallback must accept them; its own validation applies); off: the
+    fallbacks are only named in the observation."""
+    fallback_writes: bool = False
+    """Allow calling a fallback that is not read_only."""
     validation: ValidationRule = ValidationRule()
     """Argument checks before anything is sent (see `validation`)."""
     timeouts: TimeoutRule = TimeoutRule()
@@ -140,6 +156,8 @@ class ToolRule(Strict):
     """Duplicate suppression and replay for writes (see `idempotency`)."""
     output: OutputRule = OutputRule()
     """Output size caps and outputSchema checks (see `output`)."""
+    cache: CacheRule = CacheRule()
+    """Response cache for read_only tools, off by default (see `cache`)."""
 
     @property
     def idempotency_on(self) -> bool:

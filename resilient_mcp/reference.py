@@ -14,6 +14,7 @@ from pydantic_core import PydanticUndefined
 from .config import ListenConfig, LoggingConfig, ProxyConfig, RemoteUpstream, StdioUpstream
 from .policy import (
     BreakerRule,
+    CacheRule,
     IdempotencyRule,
     ObservationRule,
     OutputRule,
@@ -39,6 +40,7 @@ POLICY_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("`breaker`", BreakerRule),
     ("`idempotency`", IdempotencyRule),
     ("`output`", OutputRule),
+    ("`cache`", CacheRule),
     ("`verify_with`", VerifyWith),
 ]
 
