@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import mcp_types as types
@@ -107,7 +108,8 @@ _HEURISTICS: tuple[tuple[re.Pattern[str], type[Fault], bool], ...] = tuple(
          r"|(invalid|expired) (api )?(token|credential)", Unauthenticated, _REFUSAL),
         (r"permission denied|forbidden|\b403\b|access denied|not permitted|approval required", PermissionDenied,
          _REFUSAL),
-        (r"unknown tool|tool .{0,80}not found", UnknownTool, _REFUSAL),
+        # Only the SDKs' own wording, at the start: "Error executing tool x: ... not found" is the tool's own error.
+        (r"^\s*unknown tool\b", UnknownTool, _REFUSAL),
         (r"time[d ]?\s?out|deadline exceeded", TransientExecutionError, _TRANSIENT),
         (r"unavailable|\b503\b|try again|temporar|connection reset|overloaded", TransientExecutionError, _TRANSIENT),
         (r"conflict|already exists|\b409\b|precondition|version mismatch", StateConflict, _REFUSAL),
@@ -160,6 +162,22 @@ def classify_result(result: types.CallToolResult, *, tool: types.Tool | None) ->
     return fault
 
 
+_TOKEN = re.compile(r"^[\w.\[\]/:+-]{1,64}$")
+
+
+def _plain_token(value: Any, *, datetime_ok: bool) -> bool:
+    """A field name, scope or timestamp an upstream sent: safe to quote in the proxy's own suggestion only if it is
+    one short token (no spaces, no sentences that could carry instructions)."""
+    if not isinstance(value, str) or not _TOKEN.match(value):
+        return False
+    if datetime_ok:
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return False
+    return True
+
+
 def _scalar(value: Any) -> Any:
     if isinstance(value, str):
         return value[:200]
@@ -194,12 +212,13 @@ def _from_hint(hint: Mapping[str, Any]) -> Fault | None:
     details: dict[str, Any] = {"error_type": kind}
     if retryable is not None:
         details["upstream_retryable"] = retryable
-    if isinstance(hint.get("field"), str):
-        details["field"] = hint["field"][:200]
+    if _plain_token(hint.get("field"), datetime_ok=False):
+        details["field"] = hint["field"]
     extra = {str(k)[:64]: _scalar(v) for k, v in hint.items() if k not in ("type", "retryable", "retry_after_ms")}
-    extra.pop("field", None)
-    for lifted in ("reset_at", "scope"):  # read by the suggestions ("quota resets at ...")
-        if lifted in extra:
+    if "field" in details:
+        extra.pop("field", None)
+    for lifted in ("reset_at", "scope"):  # quoted by the suggestions ("quota resets at ..."): checked first
+        if lifted in extra and _plain_token(extra[lifted], datetime_ok=lifted == "reset_at"):
             details[lifted] = extra.pop(lifted)
     if extra:
         details["upstream_error"] = extra
@@ -245,7 +264,8 @@ def fault_from_observation(obs: Mapping[str, Any], *, upstream_message: str | No
     details = obs.get("details")
     fault = cls(
         f"A chained resilient-mcp reported {cls.fault_type}.",
-        details={"chained": True, **(dict(details) if isinstance(details, Mapping) else {})},
+        # The upstream's details are its own words: kept apart, never read into the proxy's suggestion.
+        details={"chained": True, "upstream_details": dict(details) if isinstance(details, Mapping) else {}},
         upstream_message=upstream_message,
         transient=obs["is_transient"] if isinstance(obs.get("is_transient"), bool) else None,
         retry_safety=_enum(RetrySafety, obs.get("retry_safety")),

@@ -36,6 +36,7 @@ from .faults import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, Si
 from .fingerprint import Consecutive
 from .policy import ObservationLevel
 from .suggestions import suggestion_for
+from .textcut import utf8_head
 
 __all__ = [
     "FAULT_META_KEY",
@@ -200,10 +201,30 @@ def build_observation(
         content: list[types.ContentBlock] = [types.TextContent(text=_text(fault, obs))]
         meta: dict[str, Any] = {FAULT_META_KEY: obs}
     else:
-        # The upstream's own error content is kept as it was (never hidden from the model); the observation follows.
-        content = [*original.content, types.TextContent(text=_text(fault, obs, quote_upstream=False))]
+        # The upstream's own error content is kept (never hidden from the model), within the tool's output cap;
+        # the observation follows.
+        kept = capped_content(list(original.content), call.rule.output.max_text_bytes)
+        content = [*kept, types.TextContent(text=_text(fault, obs, quote_upstream=False))]
         meta = {**(original.meta or {}), FAULT_META_KEY: obs}
     return types.CallToolResult(content=content, structured_content=obs, is_error=True, _meta=meta)
+
+
+def capped_content(content: list[types.ContentBlock], budget: int) -> list[types.ContentBlock]:
+    """Error content within ``budget`` bytes of text, cut at a UTF-8 boundary, saying how much was cut."""
+    out: list[types.ContentBlock] = []
+    for block in content:
+        if not isinstance(block, types.TextContent):
+            out.append(block)
+            continue
+        size = len(block.text.encode("utf-8"))
+        if size <= budget:
+            out.append(block)
+            budget -= size
+            continue
+        head = utf8_head(block.text, max(budget, 0))
+        out.append(block.model_copy(update={"text": f"{head}\n[resilient-mcp: cut {size - len(head.encode())} bytes]"}))
+        budget = 0
+    return out
 
 
 def unknown_tool_error(

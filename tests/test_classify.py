@@ -342,7 +342,8 @@ def test_chained_proxy_observation_in_meta_is_read_back_as_its_fault() -> None:
     fault = classify_result(result("TIMEOUT: ...", meta={FAULT_META_KEY: obs}), tool=None)
     assert type(fault) is f.AttemptTimeout
     assert fault.repair_action is f.RepairAction.VERIFY_STATE
-    assert fault.details == {"chained": True, "a": 1}
+    # the upstream's details are its own words: kept apart from what the proxy's suggestions quote
+    assert fault.details == {"chained": True, "upstream_details": {"a": 1}}
 
 
 def test_a_chained_observation_with_garbage_values_falls_back_to_class_defaults() -> None:

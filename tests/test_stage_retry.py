@@ -391,3 +391,15 @@ async def test_disabled_retry_makes_one_attempt(rig: Rig) -> None:
         await rig.stage(r)(call, upstream)
     assert len(upstream.calls) == 1
     assert len(call.record.attempts) == 1
+
+
+async def test_a_not_sent_last_attempt_does_not_hide_an_earlier_attempt_that_may_have_run(rig: Rig) -> None:
+    r = rule(EffectClass.WRITE_UNSAFE, idempotency=IdempotencyRule(forward_key_as="idempotency_key"))
+    upstream = Upstream([timeout(), ConnectFailure("refused")])
+    with pytest.raises(ConnectFailure) as caught:
+        await rig.stage(r)(tool_call(r), upstream)
+    fault = caught.value
+    assert len(upstream.calls) == 2
+    assert fault.retry_safety is RetrySafety.MAYBE_EXECUTED, "the first attempt may have executed the write"
+    assert fault.side_effect_status.value == "unknown"
+    assert fault.details["earlier_attempt_maybe_executed"] is True

@@ -35,6 +35,7 @@ from ..faults import (
     SideEffectStatus,
 )
 from ..fingerprint import fingerprint
+from ..observations import capped_content
 from ..policy import SessionRule
 
 Fingerprint = str
@@ -193,7 +194,7 @@ class Guard:
         if previous is not None:
             fault.details.setdefault("repeat_count", count - 1)
             self._escalate(fault, count)
-        record = FailureRecord(fault, count, self._clock(), fault.retry_after_ms, call.name)
+        record = FailureRecord(_kept(fault), count, self._clock(), fault.retry_after_ms, call.name)
         self._guards.remember(state, key, record)
 
     def _escalate(self, fault: Fault, count: int) -> None:
@@ -221,6 +222,25 @@ class Guard:
 
 def _budget(limit: int | None, used: int) -> dict[str, int | None]:
     return {"limit": limit, "used": used, "remaining": None if limit is None else max(limit - used, 0)}
+
+
+KEPT_RESULT_BYTES = 8192
+"""How much of an upstream's error text a remembered failure keeps (sessions and fingerprints are bounded; this
+bounds each record)."""
+
+
+def _kept(fault: Fault) -> Fault:
+    """The fault as remembered for the loop guard: the upstream's error content capped, not the whole result."""
+    result = fault.upstream_result
+    if not isinstance(result, types.CallToolResult):
+        return fault
+    kept = _copy_fault(fault)
+    kept.upstream_result = result.model_copy(
+        update={"content": capped_content(list(result.content), KEPT_RESULT_BYTES)}
+    )
+    if kept.upstream_message is not None:
+        kept.upstream_message = kept.upstream_message[:KEPT_RESULT_BYTES]
+    return kept
 
 
 def _copy_fault(fault: Fault) -> Fault:

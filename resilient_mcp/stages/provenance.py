@@ -20,7 +20,7 @@ from typing import Any
 import mcp_types as types
 
 from ..chain import CallNext, ToolCall
-from ..faults import EffectClass, PromptInjection, RepairAction, RetrySafety, SideEffectStatus
+from ..faults import EffectClass, Fault, PromptInjection, RepairAction, RetrySafety, SideEffectStatus
 from .access import APPROVAL_SCHEMA, summarize_arguments
 
 UNTRUSTED_META = "io.github.resilient-mcp/untrusted"
@@ -99,7 +99,15 @@ class Provenance:
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         if self._destructive and (hits := self._taint.hits(call.session_id)):
             await self._approve(call, hits)
-        result = await call_next(call)
+        try:
+            result = await call_next(call)
+        except Fault as fault:
+            # An error's text reaches the model too (kept first in the observation): same check, same taint.
+            texts = _texts(fault.upstream_result) if isinstance(fault.upstream_result, types.CallToolResult) else []
+            if fault_hits := detect([*texts, fault.upstream_message or ""]):
+                self._taint.taint(call.session_id, fault_hits)
+                fault.details["untrusted_instructions"] = fault_hits
+            raise
         if result.is_error:
             return result
         hits = detect(_texts(result))

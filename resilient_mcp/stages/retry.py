@@ -191,7 +191,7 @@ class Retry:
                 result: types.CallToolResult = await self._retrying.copy()(self._attempt, run)
                 return result
             except Fault as failed:
-                self._surface(failed)
+                self._surface(failed, run)
                 raise
         # the total deadline passed: during an attempt (a timeout of that attempt) or while waiting to retry
         if not run.cut_in_attempt and run.last_fault is not None:
@@ -199,7 +199,7 @@ class Retry:
         else:
             fault = self._deadline_fault(total_s, sent=run.cut_in_attempt)
             self._classify(run, fault)
-        self._surface(fault)
+        self._surface(fault, run)
         raise fault
 
     # --- one attempt ----------------------------------------------------------------------------------------------
@@ -320,7 +320,13 @@ class Retry:
         )
 
     @staticmethod
-    def _surface(fault: Fault) -> None:
+    def _surface(fault: Fault, run: _Run) -> None:
+        if run.maybe_executed and fault.retry_safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED):
+            # An earlier attempt may have run: the call as a whole did not provably do nothing, whatever the last
+            # attempt says (idempotency, fallback and the model must not take it for "nothing was sent").
+            fault.retry_safety = RetrySafety.MAYBE_EXECUTED
+            fault.side_effect_status = SideEffectStatus.UNKNOWN
+            fault.details["earlier_attempt_maybe_executed"] = True
         if fault.retry_after_ms is not None and "retry_at" not in fault.details:
             at = datetime.fromtimestamp(time.time() + fault.retry_after_ms / 1000, UTC)
             fault.details["retry_at"] = at.isoformat(timespec="seconds")
