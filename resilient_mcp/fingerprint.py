@@ -77,7 +77,8 @@ class FailureStats:
     def __init__(self, max_calls: int = 10_000) -> None:
         self._max_calls = max_calls
         self._calls: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._tools: dict[tuple[str, str], int] = {}
+        self._tools: OrderedDict[tuple[str, str], int] = OrderedDict()
+        """Bounded like ``_calls``: a host can send any number of distinct (unknown) tool names."""
         self._servers: dict[str, int] = {}
 
     @staticmethod
@@ -93,7 +94,10 @@ class FailureStats:
         self._calls[call_key] = n_call
         while len(self._calls) > self._max_calls:
             self._calls.popitem(last=False)
-        n_tool = self._tools[tool_key] = self._tools.get(tool_key, 0) + 1
+        n_tool = self._tools.pop(tool_key, 0) + 1
+        self._tools[tool_key] = n_tool
+        while len(self._tools) > self._max_calls:
+            self._tools.popitem(last=False)
         n_server = self._servers.get(call.upstream, 0)
         if upstream_health:
             n_server = self._servers[call.upstream] = n_server + 1

@@ -83,9 +83,12 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
     )
 
     async def health(request: Request) -> JSONResponse:
-        ups = {name: {"state": up.state, "tools": len(up.catalog.tools)} for name, up in proxy.upstreams.items()}
-        ok = all(u["state"] == "ready" for u in ups.values())
-        return JSONResponse({"ok": ok, "upstreams": ups}, status_code=200 if ok else 503)
+        # Unauthenticated and outside DNS-rebinding protection: says only how many upstreams are ready, no names.
+        ready = sum(1 for up in proxy.upstreams.values() if up.state == "ready")
+        ok = ready == len(proxy.upstreams)
+        return JSONResponse(
+            {"ok": ok, "ready": ready, "upstreams": len(proxy.upstreams)}, status_code=200 if ok else 503
+        )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -107,6 +110,12 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
 async def serve_http(proxy: Proxy, server: Server[Any], host: str, port: int, listen: ListenConfig) -> None:
     if not is_loopback(host) and not listen.auth_tokens:
         log.warning("http_unauthenticated_remote_bind", host=host, port=port)
+    if listen.stateless:
+        log.warning(
+            "http_stateless",
+            lost="cancellation, out-of-band notifications, and per-session guards (loop guard, budgets, replay of "
+            "writes identified by a hash of their arguments): each request is its own session",
+        )
     app = build_app(proxy, server, host, listen)
     config = uvicorn.Config(
         app, host=host, port=port, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2

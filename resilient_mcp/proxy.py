@@ -61,6 +61,12 @@ class Sessions:
     def all(self) -> list[ServerSession]:
         return list(self._sessions.values())
 
+    def get(self, key: str) -> ServerSession | None:
+        return self._sessions.get(key)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
 
 def session_key(ctx: Ctx) -> str:
     """A stable id for the host connection of a request: the HTTP session id, or ``stdio:<host name>``.
@@ -103,6 +109,7 @@ class Proxy:
         self.bus = InMemorySubscriptionBus()
         self._active: dict[str, list[Ctx]] = {name: [] for name in self.upstreams}
         self._last_ctx: Ctx | None = None
+        self._subscribers: dict[str, set[str]] = {}
         self.pipeline = pipeline_factory(self)
         self.routing = Routing(catalog=Catalog(prefixes=dict(self.prefixes)))
         self._strict_names = True
@@ -194,10 +201,15 @@ class Proxy:
         self.sessions.touch(session_key(ctx), ctx.session)
 
     def _ctx_for(self, upstream: str) -> Ctx | None:
+        """The call whose host should answer a request the upstream makes, when that host is unambiguous.
+
+        The SDK does not say which of our calls an upstream's request belongs to; when calls of several hosts are
+        in flight on that upstream, or none is and several hosts are connected, nobody is asked (a wrong guess
+        would show one host another's prompt)."""
         active = self._active.get(upstream)
         if active:
-            return active[-1]
-        return self._last_ctx
+            return active[-1] if len({session_key(c) for c in active}) == 1 else None
+        return self._last_ctx if len(self.sessions) == 1 else None
 
     # --- UpstreamHooks ----------------------------------------------------------------------------------------------
 
@@ -249,10 +261,15 @@ class Proxy:
         await self.bus.publish(event)
 
     async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None:
-        ctx = self._active.get(upstream.name)
-        targets: list[tuple[ServerSession, Any]] = (
-            [(ctx[-1].session, ctx[-1].request_id)] if ctx else [(s, None) for s in self.sessions.all()]
-        )
+        active = self._active.get(upstream.name)
+        targets: list[tuple[ServerSession, Any]]
+        if not active:  # not about a call: every connected host hears the upstream
+            targets = [(s, None) for s in self.sessions.all()]
+        elif (ctx := self._ctx_for(upstream.name)) is not None:
+            targets = [(ctx.session, ctx.request_id)]
+        else:  # calls of several hosts in flight: the message cannot be attributed, so it goes to nobody
+            log.debug("upstream_log_unattributed", upstream=upstream.name)
+            targets = []
         logger = params.logger or upstream.name
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -262,8 +279,25 @@ class Proxy:
                 except Exception as exc:
                     log.debug("log_forward_failed", error=str(exc))
 
+    async def subscribe(self, uri: str, session: str, upstream: Upstream) -> None:
+        """A host subscribes: the upstream is asked once, for the first subscriber of the URI."""
+        subscribers = self._subscribers.setdefault(uri, set())
+        if not subscribers:
+            await upstream.subscribe(uri, True)
+        subscribers.add(session)
+
+    async def unsubscribe(self, uri: str, session: str, upstream: Upstream) -> None:
+        subscribers = self._subscribers.get(uri, set())
+        subscribers.discard(session)
+        if not subscribers:
+            self._subscribers.pop(uri, None)
+            await upstream.subscribe(uri, False)
+
     async def resource_updated(self, upstream: Upstream, uri: str) -> None:
-        for session in self.sessions.all():
+        for key in self._subscribers.get(uri, ()):  # only the hosts that subscribed to this URI
+            session = self.sessions.get(key)
+            if session is None:
+                continue
             try:
                 await session.send_resource_updated(uri)
             except Exception as exc:

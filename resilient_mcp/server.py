@@ -182,12 +182,14 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
 
     async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         proxy.seen(ctx)
-        await proxy.upstreams[_owner(str(params.uri))].subscribe(str(params.uri), True)
+        uri = str(params.uri)
+        await proxy.subscribe(uri, session_key(ctx), proxy.upstreams[_owner(uri)])
         return types.EmptyResult()
 
     async def unsubscribe(ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         proxy.seen(ctx)
-        await proxy.upstreams[_owner(str(params.uri))].subscribe(str(params.uri), False)
+        uri = str(params.uri)
+        await proxy.unsubscribe(uri, session_key(ctx), proxy.upstreams[_owner(uri)])
         return types.EmptyResult()
 
     async def list_prompts(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListPromptsResult:

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -207,7 +208,7 @@ class Upstream:
             with anyio.fail_after(self.config.connect_timeout_s):
                 init = await session.initialize()
                 self.catalog = await self._list_all(session, init)
-            await self._restore_session_state(session)
+                await self._restore_session_state(session)
             self._session = session
             self.start_failures = 0
             self._set_state("ready")
@@ -255,7 +256,10 @@ class Upstream:
 
     def _describe(self) -> str:
         cfg = self.config
-        return f"stdio: {cfg.command}" if isinstance(cfg, StdioUpstream) else f"{cfg.transport}: {cfg.url}"
+        if isinstance(cfg, StdioUpstream):
+            return f"stdio: {cfg.command}"
+        parts = urlsplit(cfg.url)  # no user-info or query in logs: they may hold credentials
+        return f"{cfg.transport}: {parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
     async def _list_all(self, session: ClientSession, init: types.InitializeResult) -> UpstreamCatalog:
         caps = init.capabilities
@@ -359,6 +363,8 @@ class Upstream:
             except Fault:
                 raise
             except Exception as exc:
+                if isinstance(exc, MCPError):
+                    self._restart_if_session_gone(exc)
                 http = self._http_statuses.pop(attempt_id) if attempt_id else None
                 fault = classify_http_status(*http) if http else classify_exception(exc, sent=True)
                 if self._ended.is_set() and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
@@ -372,14 +378,19 @@ class Upstream:
         )
 
     async def request(self, request: Any, result_type: type[R]) -> R:
-        """Forward a non-tool request (resources, prompts, completion). SDK errors pass through as ``MCPError``."""
+        """Forward a non-tool request (resources, prompts, completion). SDK errors pass through as ``MCPError``;
+        an upstream that does not answer within ``connect_timeout_s`` gets -32001 like any timed-out request."""
         session = await self.wait_ready(self.config.connect_timeout_s)
-        return await session.send_request(request, result_type)
+        try:
+            return await session.send_request(request, result_type, self.config.connect_timeout_s)
+        except MCPError as exc:
+            self._restart_if_session_gone(exc)
+            raise
 
     async def set_log_level(self, level: types.LoggingLevel) -> None:
         self._log_level = level
         if self.supports("logging") and self._session is not None:
-            await self._session.send_request(_set_level(level), types.EmptyResult)
+            await self._session.send_request(_set_level(level), types.EmptyResult, self.config.connect_timeout_s)
 
     async def subscribe(self, uri: str, on: bool) -> None:
         (self._subscriptions.add if on else self._subscriptions.discard)(uri)
@@ -389,6 +400,13 @@ class Upstream:
             else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
         )
         await self.request(req, types.EmptyResult)
+
+    def _restart_if_session_gone(self, exc: MCPError) -> None:
+        """A remote upstream that forgot our session (it restarted, or expired it) answers every request with
+        "Session terminated": reconnect, with a new handshake, instead of failing every later call."""
+        if isinstance(self.config, RemoteUpstream) and "session terminated" in exc.error.message.lower():
+            log.warning("upstream_session_lost", upstream=self.name)
+            self.request_restart()
 
     def supports(self, capability: str) -> bool:
         caps = self.catalog.capabilities

@@ -1,0 +1,42 @@
+"""Who hears what an upstream says or asks during a call: never a host it cannot be attributed to."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from resilient_mcp.config import ProxyConfig
+from resilient_mcp.pipeline import Pipeline
+from resilient_mcp.policy import Policy
+from resilient_mcp.proxy import Proxy
+
+
+def _ctx(host: str) -> Any:
+    info = SimpleNamespace(name=host)
+    session = SimpleNamespace(client_params=SimpleNamespace(client_info=info), can_send_request=True)
+    return SimpleNamespace(request=None, session=session, request_id=1)
+
+
+def _proxy() -> Proxy:
+    config = ProxyConfig.model_validate({"upstreams": {"up": {"command": "x"}}, "state_dir": ":memory:"})
+    return Proxy(config, Policy(), Pipeline)
+
+
+def test_a_request_during_calls_of_one_host_goes_to_that_host() -> None:
+    proxy, a1, a2 = _proxy(), _ctx("A"), _ctx("A")
+    proxy._active["up"] = [a1, a2]
+    assert proxy._ctx_for("up") is a2
+
+
+def test_a_request_during_calls_of_two_hosts_goes_to_neither() -> None:
+    proxy, a, b = _proxy(), _ctx("A"), _ctx("B")
+    proxy._active["up"] = [a, b]
+    assert proxy._ctx_for("up") is None, "a wrong guess would show one host another host's prompt"
+
+
+def test_with_no_call_in_flight_only_a_sole_host_is_asked() -> None:
+    proxy, a, b = _proxy(), _ctx("A"), _ctx("B")
+    proxy.seen(a)
+    assert proxy._ctx_for("up") is a
+    proxy.seen(b)
+    assert proxy._ctx_for("up") is None
