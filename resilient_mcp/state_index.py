@@ -78,15 +78,16 @@ class IdempotencyIndex:
         return len(self._rows) > self.max_rows + self._slack
 
     def prune(self, now: float) -> list[str]:
-        """Drop expired records, then trim to ``max_rows`` in the order SQLite's prune uses (completed records
-        first, oldest first; outcome-unknown ones last). Returns the keys trimmed (not the expired ones)."""
+        """Drop expired records, then trim completed ones, oldest first, to ``max_rows`` as SQLite's prune does
+        (in-flight and outcome-unknown records stay until they expire). Returns the keys trimmed (not the
+        expired ones)."""
         for key in [k for k, h in self._rows.items() if h.expires_at <= now]:
             del self._rows[key]
         excess = len(self._rows) - self.max_rows
         if excess <= 0:
             return []
-        order = sorted(self._rows.items(), key=lambda kv: (kv[1].status != "completed", kv[1].created_at))
-        victims = [k for k, _ in order[:excess]]
+        done = sorted((kv for kv in self._rows.items() if kv[1].status == "completed"), key=lambda kv: kv[1].created_at)
+        victims = [k for k, _ in done[:excess]]
         for key in victims:
             del self._rows[key]
         return victims

@@ -342,10 +342,12 @@ def prune(conn: sqlite3.Connection, limits: StateLimits, now: float) -> dict[str
     """Delete expired rows, then trim every table to its bounds, oldest first. Returns rows deleted per table."""
     with tx(conn):
         idem = conn.execute("DELETE FROM idempotency WHERE expires_at <= ?", (now,)).rowcount
-        order = "(status = 'completed') DESC, created_at"  # completed records go first, unknown outcomes last
-        idem += _trim_rows(conn, "idempotency", "key", order, limits.idempotency_max_rows)
+        # Only completed records are trimmed before they expire: an in-flight or outcome-unknown record is what keeps
+        # a write from running twice, so it stays until its window ends even past the bounds.
+        done = "status = 'completed'"
+        idem += _trim_rows(conn, "idempotency", "key", "created_at", limits.idempotency_max_rows, where=done)
         size = "COALESCE(LENGTH(CAST(result_json AS BLOB)), 0)"
-        idem += _trim_bytes(conn, "idempotency", "key", size, order, limits.idempotency_max_bytes)
+        idem += _trim_bytes(conn, "idempotency", "key", size, "created_at", limits.idempotency_max_bytes, where=done)
         audit = conn.execute("DELETE FROM audit WHERE ts < ?", (now - limits.audit_ttl_s,)).rowcount
         audit += _trim_rows(conn, "audit", "id", "id", limits.audit_max_rows)
     return {"idempotency": idem, "outputs": prune_outputs(conn, limits, now), "audit": audit}
@@ -360,19 +362,22 @@ def prune_outputs(conn: sqlite3.Connection, limits: StateLimits, now: float) -> 
     return n
 
 
-def _trim_rows(conn: sqlite3.Connection, table: str, key: str, order: str, max_rows: int) -> int:
+def _trim_rows(conn: sqlite3.Connection, table: str, key: str, order: str, max_rows: int, *, where: str = "1") -> int:
+    """Delete the first rows by ``order`` among those matching ``where`` until the table is within ``max_rows``."""
     excess = int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) - max_rows
     if excess <= 0:
         return 0
-    query = f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} ORDER BY {order} LIMIT ?)"
+    query = f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {where} ORDER BY {order} LIMIT ?)"
     return conn.execute(query, (excess,)).rowcount
 
 
-def _trim_bytes(conn: sqlite3.Connection, table: str, key: str, size: str, order: str, max_bytes: int) -> int:
+def _trim_bytes(
+    conn: sqlite3.Connection, table: str, key: str, size: str, order: str, max_bytes: int, *, where: str = "1"
+) -> int:
     total = int(conn.execute(f"SELECT COALESCE(SUM({size}), 0) FROM {table}").fetchone()[0])
     victims: list[tuple[Any]] = []
     if total > max_bytes:
-        for k, n in conn.execute(f"SELECT {key}, {size} FROM {table} ORDER BY {order}").fetchall():
+        for k, n in conn.execute(f"SELECT {key}, {size} FROM {table} WHERE {where} ORDER BY {order}").fetchall():
             if total <= max_bytes:
                 break
             victims.append((k,))

@@ -310,3 +310,19 @@ async def test_two_stores_on_one_database_claim_each_key_once(tmp_path: Path) ->
         await other.flush()  # complete is write-behind: the other store sees it once written
         seen = await one.get("k", now=3.0)
         assert seen is not None and seen.status == "completed"
+
+
+async def test_records_that_keep_a_write_from_running_twice_are_never_trimmed_before_they_expire(
+    tmp_path: Path,
+) -> None:
+    limits = StateLimits(idempotency_max_rows=1)
+    async with await StateStore.open(tmp_path, limits=limits) as store:
+        for i, key in enumerate(["unknown", "running", "done"]):
+            await store.begin(key, args_hash="h", tool="t", now=float(i), expires_at=9e9)
+        await store.mark_unknown("unknown", expires_at=9e9)
+        await store.complete("done", result("r"), expires_at=9e9)
+        assert (await store.prune())["idempotency"] == 1  # only the completed one, although 2 rows stay over bound
+        assert await store.get("done", now=5.0) is None
+        for key in ("unknown", "running"):
+            held = await store.get(key, now=5.0)
+            assert held is not None and held.status in ("unknown", "in_flight"), key
