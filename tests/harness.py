@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import mcp_types as types
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.server import Server
@@ -47,3 +48,20 @@ async def proxied(
         server = build_server(proxy)
         async with Client(server, mode="legacy", cache=None, **(client_kwargs or {})) as client:
             yield Harness(client=client, proxy=proxy)
+
+
+def classification(obs: dict[str, Any]) -> tuple[Any, ...]:
+    """The fields every acceptance test pins, in a fixed order."""
+    keys = ("fault_category", "fault_type", "is_transient", "retry_safety", "side_effect_status", "repair_action")
+    return (*(obs[k] for k in keys), obs["max_retry"])
+
+
+def observation(result: types.CallToolResult) -> dict[str, Any]:
+    """The structured observation of an error result (fails the test if the call did not fail)."""
+    assert result.is_error, result
+    assert isinstance(result.structured_content, dict), result
+    return result.structured_content
+
+
+def text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))

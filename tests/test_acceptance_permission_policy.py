@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 
 from resilient_mcp.policyfile import PolicyWatcher
 from tests.fixtures.scripted import ScriptedUpstream, error_text, hang, ok_text
-from tests.harness import proxied
+from tests.harness import classification, observation, proxied, text
 
 pytestmark = pytest.mark.anyio
 
@@ -29,21 +29,6 @@ FAST_RETRY = {"backoff_base_ms": 1, "backoff_cap_ms": 2}
 L1_KEYS = {"level", "fault_category", "fault_type", "is_transient", "retry_safety", "code", "upstream_message"}
 L2_KEYS = L1_KEYS | {"side_effect_status", "repair_action", "max_retry", "retry_after_ms", "attempts",
                      "consecutive_failures", "suggestion", "details"}  # fmt: skip
-
-
-def classification(obs: dict[str, Any]) -> tuple[Any, ...]:
-    keys = ("fault_category", "fault_type", "is_transient", "retry_safety", "side_effect_status", "repair_action")
-    return (*(obs[k] for k in keys), obs["max_retry"])
-
-
-def observation(result: types.CallToolResult) -> dict[str, Any]:
-    assert result.is_error, result
-    assert isinstance(result.structured_content, dict), result
-    return result.structured_content
-
-
-def text(result: types.CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 def failing(message: str, hint: dict[str, Any] | None = None) -> Callable[[dict[str, Any]], types.CallToolResult]:

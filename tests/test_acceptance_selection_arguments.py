@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from resilient_mcp.drift import NEW_SCHEMA_CHARS
 from resilient_mcp.stages.validate import schema_hash
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
-from tests.harness import proxied
+from tests.harness import classification, observation, proxied, text
 
 pytestmark = pytest.mark.anyio
 
@@ -48,22 +48,6 @@ EVENT_SCHEMA: dict[str, Any] = {
     "required": ["title", "start"],
     "additionalProperties": False,
 }
-
-
-def classification(obs: dict[str, Any]) -> tuple[Any, ...]:
-    """The fields every acceptance test pins, in a fixed order."""
-    keys = ("fault_category", "fault_type", "is_transient", "retry_safety", "side_effect_status", "repair_action")
-    return (*(obs[k] for k in keys), obs["max_retry"])
-
-
-def observation(result: types.CallToolResult) -> dict[str, Any]:
-    assert result.is_error, result
-    assert isinstance(result.structured_content, dict), result
-    return result.structured_content
-
-
-def text(result: types.CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 def unknown_tool(name: str) -> types.CallToolResult:
