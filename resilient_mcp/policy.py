@@ -25,10 +25,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .faults import EffectClass
 
@@ -208,29 +208,21 @@ def _check_glob(pattern: str) -> str:
     return pattern
 
 
+Glob = Annotated[str, AfterValidator(_check_glob)]
+"""A tool-name glob, checked where it is written (errors point at the item, not at its list)."""
+
+
 class UpstreamPolicy(Strict):
     trust_annotations: bool = False
     """Use the upstream's MCP tool annotations (readOnlyHint, destructiveHint, idempotentHint) as effect classes."""
-    allow: list[str] | None = None
+    allow: list[Glob] | None = None
     """Only tools matching one of these globs (upstream names) are offered; None offers all."""
-    deny: list[str] = Field(default_factory=list)
+    deny: list[Glob] = Field(default_factory=list)
     """Tools matching these globs (upstream names) are hidden and refused."""
     defaults: ToolRule = ToolRule()
     """A tool rule for every tool of this upstream."""
-    tools: dict[str, ToolRule] = Field(default_factory=dict)
+    tools: dict[Glob, ToolRule] = Field(default_factory=dict)
     """Glob on the upstream's tool name -> rule; later, more specific entries win field by field."""
-
-    @field_validator("allow", "deny")
-    @classmethod
-    def _globs(cls, v: list[str] | None) -> list[str] | None:
-        return None if v is None else [_check_glob(p) for p in v]
-
-    @field_validator("tools")
-    @classmethod
-    def _tool_globs(cls, v: dict[str, ToolRule]) -> dict[str, ToolRule]:
-        for p in v:
-            _check_glob(p)
-        return v
 
 
 class PolicyFile(Strict):
@@ -242,24 +234,12 @@ class PolicyFile(Strict):
     """Per-host-session budgets and the loop guard."""
     observations: ObservationRule = ObservationRule()
     """What failed calls tell the model."""
-    deny: list[str] = Field(default_factory=list)
+    deny: list[Glob] = Field(default_factory=list)
     """Host-visible tool names (globs) hidden and refused on every upstream."""
     upstreams: dict[str, UpstreamPolicy] = Field(default_factory=dict)
     """Per-upstream policy, by the upstream's configured name."""
-    tools: dict[str, ToolRule] = Field(default_factory=dict)
+    tools: dict[Glob, ToolRule] = Field(default_factory=dict)
     """Glob on the host-visible tool name -> rule; applied after upstream rules."""
-
-    @field_validator("deny")
-    @classmethod
-    def _globs(cls, v: list[str]) -> list[str]:
-        return [_check_glob(p) for p in v]
-
-    @field_validator("tools")
-    @classmethod
-    def _tool_globs(cls, v: dict[str, ToolRule]) -> dict[str, ToolRule]:
-        for p in v:
-            _check_glob(p)
-        return v
 
 
 # --- merging and resolution -----------------------------------------------------------------------------------------

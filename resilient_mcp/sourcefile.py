@@ -131,6 +131,8 @@ def _data_loc(loc: Loc, data: Any) -> Loc:
     """pydantic puts union tags and validator names into ``loc``; keep only the parts that walk the data."""
     out: list[str | int] = []
     for i, part in enumerate(loc):
+        if part == "[key]":  # pydantic's marker for an error in a dict key: the key itself is already named
+            continue
         in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
         if (isinstance(data, dict) and part in data) or in_list:
             data = data[part]

@@ -39,9 +39,9 @@ def write(path: Path, text: str) -> Path:
 BAD_POLICIES: list[tuple[str, str, int, str, str]] = [
     ("unknown-key", "defaults:\n  effect: read_only\n  retyr: {max_attempts: 2}\n", 3, "defaults.retyr",
      "unknown key"),
-    ("bad-glob", "version: 1\ndeny:\n  - 'delete_[*'\n", 2, "deny", "unbalanced '['"),
-    ("bad-glob-in-tool-rules", "upstreams:\n  fs:\n    tools:\n      'write_[x': {effect: read_only}\n", 3,
-     "upstreams.fs.tools", "unbalanced '['"),
+    ("bad-glob", "version: 1\ndeny:\n  - 'delete_[*'\n", 3, "deny[0]", "unbalanced '['"),
+    ("bad-glob-in-tool-rules", "upstreams:\n  fs:\n    tools:\n      'write_[x': {effect: read_only}\n", 4,
+     "upstreams.fs.tools.write_[x", "unbalanced '['"),
     ("wrong-type", "defaults:\n  timeouts:\n    attempt_s: soon\n", 3, "defaults.timeouts.attempt_s",
      "valid number"),
     ("out-of-bounds", "session:\n  loop_threshold: 1\n", 2, "session.loop_threshold", "greater than or equal to 2"),
