@@ -50,9 +50,6 @@ class Catalog:
     prefixes: dict[str, str] = field(default_factory=dict)
     """upstream name -> the prefix its names carry ("" when unprefixed)."""
 
-    def tool_list(self) -> list[types.Tool]:
-        return [e.tool.model_copy(update={"name": e.public_name}) for e in self.tools.values() if e.tool is not None]
-
     def prompt_list(self) -> list[types.Prompt]:
         return [
             e.prompt.model_copy(update={"name": e.public_name}) for e in self.prompts.values() if e.prompt is not None

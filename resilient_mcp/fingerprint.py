@@ -27,11 +27,6 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def arguments_hash(arguments: Any) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``arguments`` (``None`` hashes like ``{}``)."""
-    return hashlib.sha256(canonical_json(arguments or {}).encode()).hexdigest()
-
-
 def call_arguments_json(call: ToolCall) -> str:
     """The canonical JSON of ``call.arguments`` (``None`` as ``{}``), computed once per call and arguments object."""
     memo = call.record.canonical_args
@@ -44,7 +39,8 @@ def call_arguments_json(call: ToolCall) -> str:
 
 
 def call_arguments_hash(call: ToolCall) -> str:
-    """``arguments_hash(call.arguments)``, from the canonical JSON computed once per call."""
+    """SHA-256 (hex) of the canonical JSON of ``call.arguments`` (``None`` hashes like ``{}``), computed once per
+    call."""
     return hashlib.sha256(call_arguments_json(call).encode()).hexdigest()
 
 

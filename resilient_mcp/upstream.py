@@ -139,7 +139,6 @@ class Upstream:
         self.state: State = "starting"
         self.last_error: str | None = None
         self.start_failures = 0
-        self.restarts = 0
         self._session: ClientSession | None = None
         self._changed = anyio.Event()
         self._restart = anyio.Event()
@@ -181,7 +180,6 @@ class Upstream:
                     )  # fmt: skip
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, self._backoff_max_s)
-                self.restarts += 1
         finally:
             self._session = None
             self._set_state("stopped")
