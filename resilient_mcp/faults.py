@@ -2,7 +2,7 @@
 
 Inside the chain every failure is one of these exceptions; the observe stage turns it into the observation the model
 reads (see ``observations.py``). Only ``upstream.py`` and ``classify.py`` know the SDK's exceptions and error codes;
-everything above them speaks faults. The tree follows the lifecycle of a call (``shared/spec/fault-catalog.md`` §6)::
+everything above them speaks faults. The tree follows the lifecycle of a call (``docs/fault-catalog.md`` §4)::
 
     Fault
     ├── SelectionFault (A)       UnknownTool A1 · StaleToolList A2 · SchemaDrift A3 · ProtocolMismatch A4
