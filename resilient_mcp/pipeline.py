@@ -37,7 +37,7 @@ from .stages.breaker import Breaker, BreakerBoard
 from .stages.cache import Cache, ResponseCache
 from .stages.fallback import Fallback
 from .stages.guard import Guard, SessionGuards
-from .stages.idempotency import Idempotency, InFlight
+from .stages.idempotency import Idempotency, InFlight, upstream_identity
 from .stages.observe import AuditSink, Observe
 from .stages.output import TRUNCATED_META, OutputCap
 from .stages.provenance import Provenance, SessionTaint
@@ -151,7 +151,10 @@ class Pipeline:
         if self._caches(rule, entry):
             stages.append(Cache(rule.cache, self.services.cache))
         if store is not None and _replays_writes(rule, entry.tool):
-            stages.append(Idempotency(rule, store, self.services.in_flight))
+            identity = upstream_identity(self.proxy.config.enabled_upstreams().get(entry.upstream))
+            stages.append(
+                Idempotency(rule, store, self.services.in_flight, identity=identity, guards=self.services.guards)
+            )
         if rule.retry.enabled:
             stages.append(Retry(rule, self.services.budgets, sleep=self.services.sleep, random=self.services.random))
         if rule.breaker.enabled:

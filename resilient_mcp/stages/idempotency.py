@@ -37,6 +37,8 @@ A store that fails is logged and the call runs unguarded rather than failing eve
 from __future__ import annotations
 
 import copy
+import hashlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -60,6 +62,7 @@ from ..faults import (
 from ..fingerprint import canonical_json, fingerprint
 from ..policy import ToolRule
 from ..state import IdempotencyRecord, IdempotencyStore
+from .guard import SessionGuards
 
 log = structlog.get_logger(__name__)
 
@@ -85,6 +88,22 @@ class InFlight:
 
     def __init__(self) -> None:
         self._flights: dict[str, Flight] = {}
+        self._marked: dict[str, int] = {}
+        """Upstream-wide records of derived-key writes this process is running (key -> calls running it)."""
+
+    def mark(self, marker: str) -> None:
+        self._marked[marker] = self._marked.get(marker, 0) + 1
+
+    def unmark(self, marker: str) -> None:
+        left = self._marked.get(marker, 0) - 1
+        if left > 0:
+            self._marked[marker] = left
+        else:
+            self._marked.pop(marker, None)
+
+    def marked(self, marker: str, *, beyond: int = 0) -> bool:
+        """Whether more than ``beyond`` calls of this process are running under ``marker``."""
+        return self._marked.get(marker, 0) > beyond
 
     def __len__(self) -> int:
         return len(self._flights)
@@ -109,6 +128,9 @@ class _Key:
     value: str
     """The key as the host (or the upstream it is forwarded to) knows it."""
     explicit: bool
+    marker: str | None
+    """Derived keys: the upstream-wide record of an identical write whose outcome is unknown (any session)."""
+    tool: str
 
 
 def _iso(ts: float) -> str:
@@ -119,12 +141,21 @@ class Idempotency:
     """The idempotency stage; see the module docstring."""
 
     def __init__(
-        self, rule: ToolRule, store: IdempotencyStore, in_flight: InFlight, clock: Callable[[], float] = time.time
+        self,
+        rule: ToolRule,
+        store: IdempotencyStore,
+        in_flight: InFlight,
+        clock: Callable[[], float] = time.time,
+        *,
+        identity: str = "",
+        guards: SessionGuards | None = None,
     ) -> None:
         self.enabled = rule.idempotency_on
         self._rule = rule.idempotency
         self._verify_with = rule.verify_with
         self._in_flight_s = rule.idempotency.window_s + rule.timeouts.total_s
+        self._identity = identity
+        self._guards = guards
         self._store, self._flights, self._clock = store, in_flight, clock
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
@@ -155,11 +186,32 @@ class Idempotency:
             held = await self._store.begin(
                 key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
             )
+            if held is not None and key.marker is not None and held.status != "completed":
+                # A derived key's own record is only ever completed between calls; anything else is stale.
+                await self._store.release(key.stored)
+                held = await self._store.begin(
+                    key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
+                )
+            if held is not None:
+                return self._from_record(call, key, args_hash, held)
+            if key.marker is not None:
+                try:
+                    await self._claim_marker(call, key, key.marker, args_hash, now)
+                except Fault:
+                    await self._store.release(key.stored)
+                    raise
+        except Fault:
+            raise
         except Exception:
             log.exception("idempotency_store_failed", tool=call.name)
             return await call_next(self._forward(call, key))
-        if held is not None:
-            return self._from_record(call, key, args_hash, held)
+        try:
+            return await self._run(call, call_next, key)
+        finally:
+            if key.marker is not None:
+                self._flights.unmark(key.marker)
+
+    async def _run(self, call: ToolCall, call_next: CallNext, key: _Key) -> types.CallToolResult:
         try:
             result = await call_next(self._forward(call, key))
         except Fault as fault:
@@ -172,13 +224,48 @@ class Idempotency:
             await self._settle(key, reissuable=True)
         else:
             await self._settle(key, result=result)
+            self._forget_when_delivered(call, key)
         return result
+
+    async def _claim_marker(self, call: ToolCall, key: _Key, marker: str, args_hash: str, now: float) -> None:
+        """Claim the upstream-wide record of a derived-key write, or refuse while an identical write's outcome is
+        unknown and this session has not verified since."""
+        held = await self._store.begin(
+            marker, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._rule.unknown_outcome_s
+        )
+        if held is None or self._flights.marked(marker):  # free, or another session of this process runs it now
+            self._flights.mark(marker)
+            return
+        since = self._unknown_since(held)
+        verify_tool = self._verify_with.tool if self._verify_with is not None else None
+        by = None
+        if self._guards is not None:
+            by = self._guards.verified_since(call.session_id, call.upstream, verify_tool, since)
+        if by is None:
+            raise self._must_verify(call, key, held)
+        call.record.notes.append(
+            f"an identical call made at {_iso(held.created_at)} had an unknown outcome; {by} was called since, "
+            "so this call was sent"
+        )
+        await self._store.release(marker)
+        await self._store.begin(
+            marker, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._rule.unknown_outcome_s
+        )
+        self._flights.mark(marker)
+
+    def _unknown_since(self, held: IdempotencyRecord) -> float:
+        """When the held write's outcome became unknown: a verifying call must come after it."""
+        if held.status == "unknown":
+            return max(held.created_at, held.expires_at - self._rule.unknown_outcome_s)
+        return held.created_at
 
     async def _settle(self, key: _Key, *, result: types.CallToolResult | None = None, reissuable: bool = False) -> None:
         """Record how the call ended; shielded, since the call has already happened."""
         with anyio.CancelScope(shield=True):
             try:
-                if result is not None:
+                if key.marker is not None:
+                    await self._settle_derived(key, key.marker, result, reissuable)
+                elif result is not None:
                     await self._store.complete(key.stored, result, expires_at=self._clock() + self._rule.window_s)
                 elif reissuable:
                     await self._store.release(key.stored)
@@ -187,11 +274,45 @@ class Idempotency:
             except Exception:
                 log.exception("idempotency_store_failed", key=key.value)
 
+    async def _settle_derived(
+        self, key: _Key, marker: str, result: types.CallToolResult | None, reissuable: bool
+    ) -> None:
+        now = self._clock()
+        if result is not None:  # kept for a replay until the host has it (``_forget_when_delivered``)
+            await self._store.complete(key.stored, result, expires_at=now + self._rule.window_s)
+            if not self._flights.marked(marker, beyond=1):
+                await self._store.release(marker)
+            return
+        await self._store.release(key.stored)
+        if reissuable:
+            if not self._flights.marked(marker, beyond=1):
+                await self._store.release(marker)
+            return
+        # Outcome unknown: the upstream-wide record blocks an identical blind call, in any session, after restarts.
+        if await self._store.get(marker, now=now) is None:
+            await self._store.begin(
+                marker, args_hash=key.value, tool=key.tool, now=now, expires_at=now + self._rule.unknown_outcome_s
+            )
+        await self._store.mark_unknown(marker, expires_at=now + self._rule.unknown_outcome_s)
+
+    def _forget_when_delivered(self, call: ToolCall, key: _Key) -> None:
+        """A derived key's result the host received is never replayed: the next identical call runs."""
+        if key.marker is None:
+            return
+        store, stored = self._store, key.stored
+
+        async def forget() -> None:
+            await store.release(stored)
+
+        call.record.on_delivered.append(forget)
+
     def _from_record(self, call: ToolCall, key: _Key, args_hash: str, held: IdempotencyRecord) -> types.CallToolResult:
         if held.args_hash != args_hash:
             raise _mismatch(key)
         if held.status == "completed":
-            return _replay(call, key, held.result or _not_kept(held.created_at), held.created_at)
+            self._forget_when_delivered(call, key)
+            undelivered = key.marker is not None
+            return _replay(call, key, held.result or _not_kept(held.created_at), held.created_at, undelivered)
         if key.explicit or self._rule.forward_key_as:
             call.record.extra["idempotency_key"] = key.value
         raise self._outcome_unknown(key, held)
@@ -212,6 +333,7 @@ class Idempotency:
             raise _busy(key, flight)
         await flight.done.wait()
         if flight.result is not None:
+            self._forget_when_delivered(call, key)
             return _replay(call, key, flight.result, flight.started_at)
         error = flight.error
         if isinstance(error, Fault):
@@ -223,16 +345,50 @@ class Idempotency:
     # --- keys and refusals --------------------------------------------------------------------------------------
 
     def _key(self, call: ToolCall, args_hash: str) -> _Key:
-        scope = f"{call.upstream}/{call.upstream_tool or call.name}"
+        tool = call.upstream_tool or call.name
+        scope = f"{call.upstream}@{self._identity}/{tool}" if self._identity else f"{call.upstream}/{tool}"
         explicit = _meta_key(call.meta)
         name = self._rule.key_argument
         if explicit is None and name and isinstance(call.arguments, dict) and name in call.arguments:
             value = call.arguments[name]
             explicit = value if isinstance(value, str) else canonical_json(value)
         if explicit is not None:
-            return _Key(f"{scope}#key:{explicit}", explicit, True)
-        # A key derived from the arguments only stands for "the same agent asked again": scoped to the session.
-        return _Key(f"{scope}#session:{call.session_id}#sha256:{args_hash}", args_hash, False)
+            return _Key(f"{scope}#key:{explicit}", explicit, True, None, call.name)
+        # A key derived from the arguments only stands for "the same agent asked again": its result is scoped to
+        # the session; whether its outcome is unknown is about the server, so that record is upstream-wide.
+        return _Key(
+            f"{scope}#session:{call.session_id}#sha256:{args_hash}", args_hash, False,
+            f"{scope}#outcome#sha256:{args_hash}", call.name,
+        )  # fmt: skip
+
+    def _must_verify(self, call: ToolCall, key: _Key, held: IdempotencyRecord) -> StateConflict:
+        """The refusal of a blind identical call after a write whose outcome is unknown (derived keys)."""
+        at = _iso(held.created_at)
+        if held.status == "in_flight":
+            why = (
+                "was started by another resilient-mcp process (another window or agent run, or a proxy that "
+                "stopped mid-call), and its outcome is not known here"
+            )
+        else:
+            why = "may have executed, but its outcome is unknown (timed out, cancelled, or the connection was lost)"
+        verify: list[str] = []
+        details: dict[str, Any] = {
+            "idempotency_key": key.value, "conflict": "outcome_unknown", "original_at": at,
+            "blocked_until": _iso(held.expires_at), "unblocked_by": "verify_call",
+        }  # fmt: skip
+        if self._verify_with is not None:
+            verify.append(self._verify_with.tool)
+            details["verify_with"] = self._verify_with.model_dump()
+        upstream = f" of {call.upstream!r}" if call.upstream else ""
+        verify.append(f"any read-only tool{upstream}")
+        how = " or ".join(verify)
+        return StateConflict(
+            f"An identical call made at {at} {why}; this one was not sent.",
+            details=details, retry_safety=RetrySafety.MAYBE_EXECUTED, side_effect_status=SideEffectStatus.UNKNOWN,
+            repair_action=RepairAction.VERIFY_STATE, max_retry=0,
+            suggestion=f"Check whether it took effect: call {how}. Once you have, repeating this identical call "
+            "sends it (only do that if it did not take effect), or change the arguments.",
+        )  # fmt: skip
 
     def _outcome_unknown(self, key: _Key, held: IdempotencyRecord | None, started: float = 0.0) -> StateConflict:
         at = _iso(held.created_at if held else started)
@@ -250,6 +406,14 @@ class Idempotency:
         if self._verify_with is not None:
             check = f"Call {self._verify_with.tool} to check whether it took effect"
             details["verify_with"] = self._verify_with.model_dump()
+        if key.marker is not None:  # a derived key's joiner: the shared call's outcome is unknown
+            return StateConflict(
+                f"An identical call made at {at} {why}; it was not run again.",
+                details=details, retry_safety=RetrySafety.MAYBE_EXECUTED,
+                side_effect_status=SideEffectStatus.UNKNOWN, repair_action=RepairAction.VERIFY_STATE, max_retry=0,
+                suggestion=f"{check} before doing anything else (a read-only call of the same server counts); "
+                "after that, repeating this identical call sends it.",
+            )  # fmt: skip
         return StateConflict(
             f"An identical call made at {at} {why}; it was not run again.",
             details=details, retry_safety=RetrySafety.MAYBE_EXECUTED, side_effect_status=SideEffectStatus.UNKNOWN,
@@ -257,6 +421,21 @@ class Idempotency:
             suggestion=f"{check} before doing anything else. If it did not, re-issue it after "
             f"{details.get('blocked_until', 'the idempotency window')} or with changed arguments.",
         )  # fmt: skip
+
+
+def upstream_identity(config: object) -> str:
+    """What makes an upstream the server it is, hashed: its URL, or its command, arguments and working directory.
+
+    Records are namespaced by it (with the configured name), so two different servers never share one, even when
+    two proxies on one state directory both call theirs "upstream"."""
+    url = getattr(config, "url", None)
+    if url:
+        parts: list[Any] = ["url", str(url)]
+    else:
+        cwd = getattr(config, "cwd", None)
+        where = os.path.abspath(os.path.expanduser(cwd)) if cwd else os.getcwd()
+        parts = ["stdio", getattr(config, "command", ""), list(getattr(config, "args", []) or []), where]
+    return hashlib.sha256(canonical_json(parts).encode()).hexdigest()[:16]
 
 
 def _reissuable(fault: Fault) -> bool:
@@ -280,14 +459,22 @@ def _meta_key(meta: dict[str, Any] | None) -> str | None:
     return None
 
 
-def _replay(call: ToolCall, key: _Key, result: types.CallToolResult, original: float) -> types.CallToolResult:
+def _replay(
+    call: ToolCall, key: _Key, result: types.CallToolResult, original: float, undelivered: bool = False
+) -> types.CallToolResult:
     call.record.decided_by = "idempotency"
     replayed = (result.meta or {}).get(REPLAY_META)
     at = str(replayed.get("original_at")) if isinstance(replayed, dict) else _iso(original)
-    note = (
-        f"resilient-mcp: an identical call made at {at} already ran; this is its result, replayed. "
-        "The tool was not called again."
-    )
+    if undelivered:
+        note = (
+            f"resilient-mcp: an identical call made at {at} ran, but its result never reached you (cancelled, timed "
+            "out or disconnected first); this is that result, replayed. The tool was not called again."
+        )
+    else:
+        note = (
+            f"resilient-mcp: an identical call made at {at} already ran; this is its result, replayed. "
+            "The tool was not called again."
+        )
     if replayed is not None:  # a replay shared with a waiting duplicate: already marked
         return result
     meta = {**(result.meta or {}), REPLAY_META: {"key": key.value, "original_at": at}}
