@@ -360,3 +360,13 @@ class Policy:
             if hinted is not None:
                 rule = rule.model_copy(update={"effect": hinted})
         return rule
+
+    def effect_source(self, upstream: str, rule: ToolRule, annotations: types.ToolAnnotations | None) -> str:
+        """Where ``rule.effect`` came from, in words (``check --connect``, ``explain``)."""
+        if "effect" in rule.model_fields_set:
+            return "policy"
+        if self.upstream(upstream).trust_annotations:
+            if effect_from_annotations(annotations) is not None:
+                return "annotations (trust_annotations: true)"
+            return "default (trust_annotations: true, but the tool has no annotations)"
+        return "default (no policy entry; the upstream's annotations are not trusted)"

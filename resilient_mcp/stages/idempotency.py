@@ -1,19 +1,19 @@
-"""The idempotency stage: one agent write call never becomes two side effects.
+"""The idempotency stage: one agent write call never becomes two side effects, and no write the host meant is lost.
 
-On by default for ``write_unsafe`` and ``destructive`` tools (``ToolRule.idempotency_on``); elsewhere the stage passes
-calls straight through. It sits outside the retry stage, so every attempt of one call shares one key.
+On by default for ``write_unsafe`` and ``destructive`` tools (``replays_writes``); elsewhere the stage passes calls
+straight through. It sits outside the retry stage, so every attempt of one call shares one key.
 
 The key of a call, first found:
 
 1. ``_meta`` of the request: ``io.github.resilient-mcp/idempotency-key``, ``idempotency-key`` or ``Idempotency-Key``
    (the IETF header name), a non-empty string or a number;
 2. the argument named by ``idempotency.key_argument`` (e.g. ``client_ref``), when the call has it;
-3. otherwise SHA-256 of the canonical JSON of ``[upstream, upstream tool, arguments]`` (``fingerprint.fingerprint``):
-   an identical call of the same host session within ``idempotency.window_s`` (60 s) is the same write.
+3. otherwise SHA-256 of the canonical JSON of ``[upstream, upstream tool, arguments]`` (``fingerprint.fingerprint``).
 
-Keys are scoped per upstream tool. Explicit keys (1, 2) are shared by every session of the proxy (and every proxy on
-one state store), so that a host reconnecting after a proxy restart still finds its write; derived keys (3) carry the
-host session too, so two agents making the same call are not mistaken for one. What a call finds under its key:
+Keys are scoped per upstream tool and per upstream *identity* (``upstream_identity``: its URL, or its command,
+arguments and working directory, with its configured name), so two different servers never share a record.
+
+**Explicit keys** (1, 2) have the Stripe/IETF semantics, shared by every session (and every proxy on one store):
 
 =====================================  =========================================================================
 nothing (or expired)                   runs; a success is stored as completed for ``window_s`` and replayed
@@ -26,12 +26,34 @@ outcome unknown, or in flight in the   ``StateConflict``: side effect unknown, r
 store but not in this process          runs until the record expires (``window_s``) or the arguments change
 =====================================  =========================================================================
 
-How a call ends decides its record: a success (not ``isError``) is stored as completed; an ``isError`` result, or a
-fault that provably did not execute (``not_sent``, ``rejected``, or ``executed_failed`` with nothing committed),
-deletes it so the call may be re-issued; anything else (``maybe_executed``, a committed or unknown side effect,
-cancellation, a bug) keeps it as outcome unknown. With ``idempotency.forward_key_as`` the key also goes upstream in
-that ``_meta`` field, and into ``call.record.extra["idempotency_key"]`` (as it does when the key was explicit).
-A store that fails is logged and the call runs unguarded rather than failing every write.
+**Derived keys** (3) stand for "the same host asked again". A host session is one host connection
+(``proxy.session_key``). An identical call:
+
+=====================================  =========================================================================
+while the first runs (same session)    waits and shares its result (one execution, both answered), or 409 with
+                                       ``on_in_flight: conflict``
+after the first's result was           runs: repeating a write is the host's intent (v1, v2, v1 ends as v1)
+delivered to the host
+after a success the host never got     the stored result, replayed and marked, within ``window_s``, same session
+(it cancelled, timed out or
+disconnected first)
+after a write whose outcome is         ``StateConflict`` with ``verify_state`` until *this* session has made a
+unknown (timeout, lost connection,     verifying call: the ``verify_with`` tool, or any successful read-only call
+a proxy stopped mid-call), in any      of the same upstream (``SessionGuards.verified_since``); then it runs.
+session, also after a restart          Kept ``unknown_outcome_s`` (a day) at most
+=====================================  =========================================================================
+
+For this, a derived-key write keeps two records: its own, per session (in flight, then completed until the result
+is delivered: ``CallRecord.on_delivered``, run by ``server.run_tool_call``), and an upstream-wide one, claimed
+while the call runs and kept as "outcome unknown" when the outcome is unknown. A claim found in the store that this
+process is not running (another proxy process, or one that stopped mid-call) reads as outcome unknown.
+
+How a call ends decides its records: a success is completed (derived keys: until delivered); an ``isError``
+result, or a fault that provably did not execute (``not_sent``, ``rejected``, or ``executed_failed`` with nothing
+committed), deletes them so the call may be re-issued; anything else (``maybe_executed``, a committed or unknown
+side effect, cancellation, a bug) keeps the outcome unknown. With ``idempotency.forward_key_as`` the key also goes
+upstream in that ``_meta`` field, and into ``call.record.extra["idempotency_key"]`` (as it does when the key was
+explicit). A store that fails is logged and the call runs unguarded rather than failing every write.
 """
 
 from __future__ import annotations
@@ -357,9 +379,12 @@ class Idempotency:
         # A key derived from the arguments only stands for "the same agent asked again": its result is scoped to
         # the session; whether its outcome is unknown is about the server, so that record is upstream-wide.
         return _Key(
-            f"{scope}#session:{call.session_id}#sha256:{args_hash}", args_hash, False,
-            f"{scope}#outcome#sha256:{args_hash}", call.name,
-        )  # fmt: skip
+            f"{scope}#session:{call.session_id}#sha256:{args_hash}",
+            args_hash,
+            False,
+            f"{scope}#outcome#sha256:{args_hash}",
+            call.name,
+        )
 
     def _must_verify(self, call: ToolCall, key: _Key, held: IdempotencyRecord) -> StateConflict:
         """The refusal of a blind identical call after a write whose outcome is unknown (derived keys)."""
@@ -373,9 +398,12 @@ class Idempotency:
             why = "may have executed, but its outcome is unknown (timed out, cancelled, or the connection was lost)"
         verify: list[str] = []
         details: dict[str, Any] = {
-            "idempotency_key": key.value, "conflict": "outcome_unknown", "original_at": at,
-            "blocked_until": _iso(held.expires_at), "unblocked_by": "verify_call",
-        }  # fmt: skip
+            "idempotency_key": key.value,
+            "conflict": "outcome_unknown",
+            "original_at": at,
+            "blocked_until": _iso(held.expires_at),
+            "unblocked_by": "verify_call",
+        }
         if self._verify_with is not None:
             verify.append(self._verify_with.tool)
             details["verify_with"] = self._verify_with.model_dump()
@@ -384,11 +412,14 @@ class Idempotency:
         how = " or ".join(verify)
         return StateConflict(
             f"An identical call made at {at} {why}; this one was not sent.",
-            details=details, retry_safety=RetrySafety.MAYBE_EXECUTED, side_effect_status=SideEffectStatus.UNKNOWN,
-            repair_action=RepairAction.VERIFY_STATE, max_retry=0,
+            details=details,
+            retry_safety=RetrySafety.MAYBE_EXECUTED,
+            side_effect_status=SideEffectStatus.UNKNOWN,
+            repair_action=RepairAction.VERIFY_STATE,
+            max_retry=0,
             suggestion=f"Check whether it took effect: call {how}. Once you have, repeating this identical call "
             "sends it (only do that if it did not take effect), or change the arguments.",
-        )  # fmt: skip
+        )
 
     def _outcome_unknown(self, key: _Key, held: IdempotencyRecord | None, started: float = 0.0) -> StateConflict:
         at = _iso(held.created_at if held else started)
@@ -409,11 +440,14 @@ class Idempotency:
         if key.marker is not None:  # a derived key's joiner: the shared call's outcome is unknown
             return StateConflict(
                 f"An identical call made at {at} {why}; it was not run again.",
-                details=details, retry_safety=RetrySafety.MAYBE_EXECUTED,
-                side_effect_status=SideEffectStatus.UNKNOWN, repair_action=RepairAction.VERIFY_STATE, max_retry=0,
+                details=details,
+                retry_safety=RetrySafety.MAYBE_EXECUTED,
+                side_effect_status=SideEffectStatus.UNKNOWN,
+                repair_action=RepairAction.VERIFY_STATE,
+                max_retry=0,
                 suggestion=f"{check} before doing anything else (a read-only call of the same server counts); "
                 "after that, repeating this identical call sends it.",
-            )  # fmt: skip
+            )
         return StateConflict(
             f"An identical call made at {at} {why}; it was not run again.",
             details=details, retry_safety=RetrySafety.MAYBE_EXECUTED, side_effect_status=SideEffectStatus.UNKNOWN,
@@ -421,6 +455,41 @@ class Idempotency:
             suggestion=f"{check} before doing anything else. If it did not, re-issue it after "
             f"{details.get('blocked_until', 'the idempotency window')} or with changed arguments.",
         )  # fmt: skip
+
+
+def replays_writes(rule: ToolRule, tool: types.Tool | None) -> bool:
+    """Whether the idempotency stage runs for this tool.
+
+    Explicit policy wins. By default it runs for write_unsafe and destructive tools, except those whose own
+    annotations say they are read-only: replaying the stored result of a read would serve stale data, so that hint
+    is honoured even from an untrusted upstream (it can only switch replay off; retries still treat the tool as the
+    write its effect class says it is)."""
+    if rule.idempotency.enabled is not None:
+        return rule.idempotency.enabled
+    hinted_read_only = tool is not None and tool.annotations is not None and bool(tool.annotations.read_only_hint)
+    return rule.idempotency_on and not hinted_read_only
+
+
+def identical_call(rule: ToolRule, tool: types.Tool | None) -> dict[str, str]:
+    """What the proxy does with a call identical to an earlier one of this tool (``check --connect``, ``explain``)."""
+    if not replays_writes(rule, tool):
+        why = "idempotency.enabled: false" if rule.idempotency.enabled is False else f"effect {rule.effect.value}"
+        if rule.idempotency.enabled is None and rule.idempotency_on:
+            why = "the tool's readOnlyHint"
+        return {"summary": "run", "why": f"no duplicate protection ({why}): every call is sent"}
+    behaviour = {
+        "summary": "join / replay-if-undelivered / block-until-verified, else run",
+        "while_the_first_runs": "wait and share its result" if rule.idempotency.on_in_flight == "wait" else "409",
+        "after_its_result_was_delivered": "run",
+        "after_the_host_missed_its_result": f"replay, marked (same session, {rule.idempotency.window_s:g} s)",
+        "after_an_unknown_outcome": "block until this session verifies ("
+        + (f"{rule.verify_with.tool} or " if rule.verify_with else "")
+        + "any read-only call of the upstream)",
+        "with_an_explicit_key": "replay while the key is kept; 409 in flight; 422 on other arguments",
+    }
+    if rule.idempotency.key_argument:
+        behaviour["summary"] = f"explicit key from argument {rule.idempotency.key_argument!r}: replay, 409, 422"
+    return behaviour
 
 
 def upstream_identity(config: object) -> str:
