@@ -72,6 +72,7 @@ import mcp_types as types
 import structlog
 
 from ..chain import CallNext, ToolCall
+from ..error_results import FAULT_META_KEY
 from ..faults import (
     Fault,
     MalformedArguments,
@@ -237,7 +238,7 @@ class Idempotency:
         try:
             result = await call_next(self._forward(call, key))
         except Fault as fault:
-            await self._settle(key, reissuable=_reissuable(fault))
+            await self._settle(key, reissuable=_reissuable(fault, derived=key.marker is not None))
             raise
         except BaseException:  # cancelled, or a bug: the call may have been sent
             await self._settle(key, reissuable=False)
@@ -353,6 +354,7 @@ class Idempotency:
             raise _mismatch(key)
         if self._rule.on_in_flight == "conflict":
             raise _busy(key, flight)
+        log.info("idempotency_joined", tool=call.name, key=key.value[:16])
         await flight.done.wait()
         if flight.result is not None:
             self._forget_when_delivered(call, key)
@@ -507,10 +509,20 @@ def upstream_identity(config: object) -> str:
     return hashlib.sha256(canonical_json(parts).encode()).hexdigest()[:16]
 
 
-def _reissuable(fault: Fault) -> bool:
-    """Whether the failed call provably changed nothing, so an identical call may run."""
+def _reissuable(fault: Fault, *, derived: bool = False) -> bool:
+    """Whether an identical call may run after this failure.
+
+    Explicit keys: only when the failed call provably changed nothing. Derived keys: also when the tool itself
+    answered with a failure (an ``isError`` result, ``executed_failed``): its outcome is what the server said, not
+    unknown (a timeout, a lost connection, a chained proxy's unknown outcome are), and a repeat is the host's
+    decision (the loop guard answers identical failures that cannot change)."""
     if fault.retry_safety in _REISSUABLE:
         return True
+    if derived:
+        answered = fault.upstream_result
+        if isinstance(answered, types.CallToolResult) and FAULT_META_KEY not in (answered.meta or {}):
+            return True
+        return fault.retry_safety is RetrySafety.EXECUTED_FAILED
     return fault.retry_safety is RetrySafety.EXECUTED_FAILED and fault.side_effect_status in _NOTHING_DONE
 
 
