@@ -336,7 +336,7 @@ async def test_stateless_http_ignores_a_forged_session_id(tmp_path: Path) -> Non
         attacker = _post(url, {**call, "id": 1}, forged)
         victim = _post(url, {**call, "id": 2}, forged)
     assert attacker["result"]["isError"] and victim["result"]["isError"]
-    victim_obs = victim["result"]["structuredContent"] if "structuredContent" in victim["result"] else {}
+    victim_obs = victim["result"].get("structuredContent", {})
     assert not victim_obs.get("details", {}).get("short_circuited")
     assert lines(ledger) == ["attempt z", "attempt z"], "the victim's call was sent: no session was shared"
     sessions = {row["session"] for row in recent_audit(tmp_path / "state", limit=10)}
