@@ -303,13 +303,14 @@ class Idempotency:
         now = self._clock()
         if result is not None:  # kept for a replay until the host has it (``_forget_when_delivered``)
             await self._store.complete(key.stored, result, expires_at=now + self._rule.window_s)
+        else:
+            await self._store.release(key.stored)
+        if result is not None or reissuable:
             if not self._flights.marked(marker, beyond=1):
                 await self._store.release(marker)
-            return
-        await self._store.release(key.stored)
-        if reissuable:
-            if not self._flights.marked(marker, beyond=1):
-                await self._store.release(marker)
+                # Writes are queued; a read through the store runs after them. So another proxy process sharing
+                # the database (a second window) sees the claim gone before this host has the answer.
+                await self._store.get(marker, now=now)
             return
         # Outcome unknown: the upstream-wide record blocks an identical blind call, in any session, after restarts.
         if await self._store.get(marker, now=now) is None:
