@@ -71,6 +71,8 @@ class Sessions:
 
 
 _CONNECTION_KEYS: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+PER_REQUEST = "http-request:"
+"""The session key prefix of a connection that carries one request (stateless HTTP, 2026-07-28-era HTTP)."""
 
 
 def session_key(ctx: Ctx) -> str:
@@ -94,7 +96,7 @@ def _new_session_key(ctx: Ctx, connection: object) -> str:
     token = uuid.uuid4().hex[:12]
     if getattr(ctx.request, "headers", None) is not None:  # HTTP
         sid = getattr(connection, "session_id", None)
-        return f"http:{sid}" if sid else f"http-request:{token}"
+        return f"http:{sid}" if sid else f"{PER_REQUEST}{token}"
     params = ctx.session.client_params
     name = params.client_info.name if params is not None else "host"
     return f"stdio:{name}:{token}"
@@ -212,7 +214,9 @@ class Proxy:
 
     def seen(self, ctx: Ctx) -> None:
         self._last_ctx = ctx
-        self.sessions.touch(session_key(ctx), ctx.session)
+        key = session_key(ctx)
+        if not key.startswith(PER_REQUEST):  # a one-request connection can be told nothing later: not kept
+            self.sessions.touch(key, ctx.session)
 
     def _ctx_for(self, upstream: str) -> Ctx | None:
         """The call whose host should answer a request the upstream makes, when that host is unambiguous.
