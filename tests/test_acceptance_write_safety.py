@@ -362,3 +362,39 @@ async def test_two_2026_era_clients_on_one_http_connection_are_two_sessions(tmp_
     assert all(r.is_error for r in results)
     assert not observation(results[1])["details"].get("short_circuited")
     assert lines(ledger) == ["attempt z", "attempt z"]
+
+
+# --- what check --connect says ---------------------------------------------------------------------------------------
+
+
+def test_check_connect_says_per_tool_what_an_identical_call_does_and_where_the_effect_came_from(tmp_path: Path) -> None:
+    config = write_yaml(
+        tmp_path / "proxy.yaml",
+        {
+            "upstreams": {
+                "ledger": {"command": sys.executable, "args": [str(LEDGER), "--ledger", str(tmp_path / "l")]}
+            },
+            "state_dir": str(tmp_path / "state"),
+        },
+    )
+    policy = write_yaml(
+        tmp_path / "policy.yaml", {"upstreams": {"ledger": {"tools": {"ping": {"effect": "read_only"}}}}}
+    )
+    done = subprocess.run(
+        proxy_argv("check", "--config", str(config), "--policy", str(policy), "--connect"),
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_S,
+        env=child_env(),
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    tools = {t["name"]: t for t in json.loads(done.stdout)["ledger"]["tools"]}
+    assert tools["append"]["effect"] == "write_unsafe"
+    assert tools["append"]["effect_from"].startswith("default")
+    assert (
+        tools["append"]["identical_call"]["summary"] == "join / replay-if-undelivered / block-until-verified, else run"
+    )
+    assert tools["ping"]["effect_from"] == "policy" and tools["ping"]["identical_call"]["summary"] == "run"
+    assert tools["read_ledger"]["identical_call"]["summary"] == "run", "its own readOnlyHint switches replay off"
