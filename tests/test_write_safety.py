@@ -160,6 +160,30 @@ async def test_an_unknown_outcome_blocks_every_session_until_that_session_verifi
     assert upstream.calls == 4 and not again.is_error, "the re-issue succeeded: the block is gone for all"
 
 
+async def test_blind_reissues_that_reach_abort_advice_still_run_once_the_session_verified(
+    store: StateStore, clock: FakeClock
+) -> None:
+    guards = SessionGuards()
+    guard = Guard(SessionRule(loop_threshold=2), guards, wall=clock)
+    upstream = Upstream()
+    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
+
+    async def chain(call: ToolCall) -> types.CallToolResult:
+        return await stage(call, upstream)
+
+    await timed_out(stage, write_call(), upstream)
+    for _ in range(3):
+        with pytest.raises(StateConflict) as blind:
+            await guard(write_call(), chain)
+    assert blind.value.repair_action is RepairAction.ABORT, "repeating blindly is a loop"
+    clock.now += 1
+    await guard(read_call(hint=True), upstream)
+    call = write_call()
+    result = await guard(call, chain)
+    await delivered(call)
+    assert not result.is_error and upstream.calls == 3  # the timed-out write, the read, the verified re-issue
+
+
 async def test_an_untrusted_read_only_hint_may_lift_a_block(store: StateStore, clock: FakeClock) -> None:
     guards = SessionGuards()
     guard = Guard(SessionRule(), guards, wall=clock)

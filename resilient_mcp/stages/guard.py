@@ -206,8 +206,8 @@ class Guard:
         fault = record.fault
         if fault.is_transient or isinstance(fault, PersistentOutage):
             return False
-        if fault.repair_action is RepairAction.VERIFY_STATE:  # the idempotency stage decides, and lifts it
-            return False
+        if fault.repair_action is RepairAction.VERIFY_STATE or fault.details.get("conflict") == "outcome_unknown":
+            return False  # the idempotency stage decides, and lifts it once the session verified (even after abort)
         return not (isinstance(fault, PermissionDenied) and fault.details.get("approval") in _PERSON_DECIDES)
 
     def _short_circuit(self, call: ToolCall, state: SessionState, key: Fingerprint, record: FailureRecord) -> Fault:

@@ -391,6 +391,7 @@ class Idempotency:
 
     def _must_verify(self, call: ToolCall, key: _Key, held: IdempotencyRecord) -> StateConflict:
         """The refusal of a blind identical call after a write whose outcome is unknown (derived keys)."""
+        call.record.decided_by = "idempotency"
         at = _iso(held.created_at)
         if held.status == "in_flight":
             why = (
