@@ -45,6 +45,9 @@ class CallRecord:
     canonical_args: tuple[object, str] | None = None
     """``(arguments, their canonical JSON)``, computed once per call by ``fingerprint`` for every stage that hashes
     them (guard, idempotency, audit); valid while ``call.arguments`` is that same object."""
+    on_delivered: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run once the result is handed to the host's connection (not when the host cancelled first): the idempotency
+    stage forgets a write the host has seen, so an identical call later runs (``server.run_tool_call`` calls them)."""
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)

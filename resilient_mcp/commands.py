@@ -16,6 +16,7 @@ from .config import ProxyConfig
 from .pipeline import Pipeline
 from .policy import Policy
 from .proxy import Proxy
+from .stages.idempotency import identical_call
 
 Loader = Callable[[argparse.Namespace], tuple[ProxyConfig, Policy]]
 
@@ -37,8 +38,16 @@ def _catalog(config: ProxyConfig, policy: Policy) -> tuple[dict[str, Any], int]:
                 if up.state != "ready":
                     code = 1
             for public, compiled in proxy.routing.chains.items():
-                report[compiled.entry.upstream]["tools"].append(
-                    {"name": public, "effect": compiled.rule.effect.value, "upstream_name": compiled.entry.name}
+                entry, rule = compiled.entry, compiled.rule
+                annotations = entry.tool.annotations if entry.tool is not None else None
+                report[entry.upstream]["tools"].append(
+                    {
+                        "name": public,
+                        "effect": rule.effect.value,
+                        "upstream_name": entry.name,
+                        "effect_from": policy.effect_source(entry.upstream, rule, annotations),
+                        "identical_call": identical_call(rule, entry.tool),
+                    }
                 )
             for public, entry in proxy.routing.catalog.tools.items():
                 if public not in proxy.routing.chains:
@@ -76,17 +85,22 @@ def explain(args: argparse.Namespace, load: Loader) -> int:
     if upstream is None:
         matches = [n for n, p in prefixes.items() if p and args.tool.startswith(p)]
         upstream = matches[0] if matches else (next(iter(ups)) if len(ups) == 1 else "")
-    tool = args.tool[len(prefixes.get(upstream, "")) :] if upstream else args.tool
-    rule = policy.resolve(upstream, tool, args.tool)
+    prefix = prefixes.get(upstream, "") if upstream else ""
+    tool = args.tool[len(prefix) :] if prefix and args.tool.startswith(prefix) else args.tool
+    public = args.tool if not prefix or args.tool.startswith(prefix) else prefix + args.tool
+    rule = policy.resolve(upstream, tool, public)
     report = {
-        "tool": args.tool,
+        "tool": public,
         "upstream": upstream or None,
         "upstream_tool_name": tool,
-        "visible": policy.is_visible(upstream, tool, args.tool),
+        "visible": policy.is_visible(upstream, tool, public),
         "policy_files": policy.sources,
-        "note": "annotations are used only for upstreams with trust_annotations: true (not consulted here)",
+        "note": "annotations are used only for upstreams with trust_annotations: true (not consulted here; "
+        "check --connect shows the effect with the server's annotations)",
         "rule": json.loads(rule.model_dump_json()),
+        "effect_from": policy.effect_source(upstream, rule, None),
         "idempotency_on": rule.idempotency_on,
+        "identical_call": identical_call(rule, None),
     }
     _out(json.dumps(report, indent=2))
     return 0

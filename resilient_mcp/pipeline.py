@@ -37,7 +37,7 @@ from .stages.breaker import Breaker, BreakerBoard
 from .stages.cache import Cache, ResponseCache
 from .stages.fallback import Fallback
 from .stages.guard import Guard, SessionGuards
-from .stages.idempotency import Idempotency, InFlight
+from .stages.idempotency import Idempotency, InFlight, replays_writes, upstream_identity
 from .stages.observe import AuditSink, Observe
 from .stages.output import TRUNCATED_META, OutputCap
 from .stages.provenance import Provenance, SessionTaint
@@ -150,8 +150,11 @@ class Pipeline:
         stages.append(OutputCap(rule.output, entry.tool.output_schema, store))
         if self._caches(rule, entry):
             stages.append(Cache(rule.cache, self.services.cache))
-        if store is not None and _replays_writes(rule, entry.tool):
-            stages.append(Idempotency(rule, store, self.services.in_flight))
+        if store is not None and replays_writes(rule, entry.tool):
+            identity = upstream_identity(self.proxy.config.enabled_upstreams().get(entry.upstream))
+            stages.append(
+                Idempotency(rule, store, self.services.in_flight, identity=identity, guards=self.services.guards)
+            )
         if rule.retry.enabled:
             stages.append(Retry(rule, self.services.budgets, sleep=self.services.sleep, random=self.services.random))
         if rule.breaker.enabled:
@@ -280,19 +283,6 @@ class Pipeline:
             return await self._outputs.read_stored_output_resource(uri)
         except StoredOutputMissing as exc:
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
-
-
-def _replays_writes(rule: ToolRule, tool: types.Tool) -> bool:
-    """Whether the idempotency stage runs for this tool.
-
-    Explicit policy wins. By default it runs for write_unsafe and destructive tools, except those whose own
-    annotations say they are read-only: replaying the stored result of a read would serve stale data, so that hint
-    is honoured even from an untrusted upstream (it can only switch replay off; retries still treat the tool as the
-    write its effect class says it is)."""
-    if rule.idempotency.enabled is not None:
-        return rule.idempotency.enabled
-    hinted_read_only = tool.annotations is not None and bool(tool.annotations.read_only_hint)
-    return rule.idempotency_on and not hinted_read_only
 
 
 class _AnnounceStoredOutputs:

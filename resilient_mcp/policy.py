@@ -88,8 +88,14 @@ class IdempotencyRule(Strict):
     enabled: bool | None = None
     """None: on for write_unsafe and destructive tools, off otherwise."""
     window_s: float = Field(60.0, gt=0, le=7 * 86_400)
-    """How long a completed write is replayed for an identical call. Keys derived from the arguments are scoped to
-    the host session; explicit keys (``_meta`` idempotency-key, ``key_argument``) are global."""
+    """How long a completed write is replayed for an identical call. With a key derived from the arguments only a
+    result the host never received (it cancelled, timed out or disconnected first) is replayed, to the same host
+    session; one it received is not: an identical call runs again. Explicit keys (``_meta`` idempotency-key,
+    ``key_argument``) replay every completed write for any session."""
+    unknown_outcome_s: float = Field(86_400.0, gt=0, le=30 * 86_400)
+    """How long a write whose outcome is unknown (timeout, lost connection, proxy stopped mid-call) blocks an
+    identical call with a key derived from the arguments, unless the session verified first (``verify_with``, or
+    any read-only call of the same upstream). Survives restarts of the proxy."""
     key_argument: str | None = None
     """An argument whose value is the idempotency key (e.g. client_ref), instead of a hash of all arguments."""
     forward_key_as: str | None = None
@@ -177,12 +183,14 @@ class ObservationLevel(StrEnum):
 
 
 class SessionRule(Strict):
-    max_tool_calls: int | None = Field(1000, ge=1)
-    """Tool calls one host session may make; None for no limit."""
-    max_failures: int | None = Field(100, ge=1)
-    """Failed tool calls one host session may make; None for no limit."""
+    max_tool_calls: int | None = Field(None, ge=1)
+    """Tool calls one host session (one host connection) may make; null (the default): no limit. Opt-in, for
+    agents that should stop after a bound; a long-lived host (a desktop app) would fail every call once spent."""
+    max_failures: int | None = Field(None, ge=1)
+    """Failed tool calls one host session may make; null (the default): no limit. Opt-in, like max_tool_calls."""
     loop_threshold: int = Field(3, ge=2, le=100)
-    """Identical failures after which the repair action becomes abort."""
+    """Identical failures after which the repair action becomes abort (the loop guard; always on). Identical
+    successful calls are never refused."""
 
 
 class ObservationRule(Strict):
@@ -352,3 +360,13 @@ class Policy:
             if hinted is not None:
                 rule = rule.model_copy(update={"effect": hinted})
         return rule
+
+    def effect_source(self, upstream: str, rule: ToolRule, annotations: types.ToolAnnotations | None) -> str:
+        """Where ``rule.effect`` came from, in words (``check --connect``, ``explain``)."""
+        if "effect" in rule.model_fields_set:
+            return "policy"
+        if self.upstream(upstream).trust_annotations:
+            if effect_from_annotations(annotations) is not None:
+                return "annotations (trust_annotations: true)"
+            return "default (trust_annotations: true, but the tool has no annotations)"
+        return "default (no policy entry; the upstream's annotations are not trusted)"

@@ -8,7 +8,9 @@ It implements ``UpstreamHooks``: upstream log messages, resource updates, list c
 
 from __future__ import annotations
 
+import uuid
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -68,22 +70,36 @@ class Sessions:
         return len(self._sessions)
 
 
-def session_key(ctx: Ctx) -> str:
-    """A stable id for the host connection of a request: the HTTP session id, or ``stdio:<host name>``.
+_CONNECTION_KEYS: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+PER_REQUEST = "http-request:"
+"""The session key prefix of a connection that carries one request (stateless HTTP, 2026-07-28-era HTTP)."""
 
-    Over stdio there is one host per proxy process; naming it by the host's clientInfo keeps two hosts that share a
-    state directory apart, while the same host restarting the proxy (after a crash, say) is still the same session:
-    its unfinished writes are still recognised."""
-    request = ctx.request
-    headers = getattr(request, "headers", None)
-    if headers is not None:
-        sid = headers.get("mcp-session-id")
-        if sid:
-            return str(sid)
-        client = getattr(request, "client", None)
-        return f"http:{client.host}:{client.port}" if client else "http"
+
+def session_key(ctx: Ctx) -> str:
+    """The id of the host connection a request came on: one per connection, never chosen by the client.
+
+    The SDK builds one ``Connection`` per host connection: one per stdio proxy process, one per MCP HTTP session,
+    and one per request in stateless HTTP and for 2026-07-28-era HTTP clients (whose requests are self-contained).
+    Each gets a fresh random id the first time it is seen, readable in logs and the audit trail:
+    ``stdio:<clientInfo.name>:<random>``, ``http:<mcp-session-id the SDK issued>``, ``http-request:<random>``.
+    So two proxy processes of one host (two IDE windows, two agent runs) are two sessions, and a header a client
+    sends in stateless mode names nothing: guards and replay of writes keyed by their arguments never cross
+    connections (explicit idempotency keys are global by design)."""
+    connection: object = getattr(ctx.session, "_connection", None) or ctx.session
+    key = _CONNECTION_KEYS.get(connection)
+    if key is None:
+        key = _CONNECTION_KEYS[connection] = _new_session_key(ctx, connection)
+    return key
+
+
+def _new_session_key(ctx: Ctx, connection: object) -> str:
+    token = uuid.uuid4().hex[:12]
+    if getattr(ctx.request, "headers", None) is not None:  # HTTP
+        sid = getattr(connection, "session_id", None)
+        return f"http:{sid}" if sid else f"{PER_REQUEST}{token}"
     params = ctx.session.client_params
-    return f"stdio:{params.client_info.name}" if params is not None else "stdio"
+    name = params.client_info.name if params is not None else "host"
+    return f"stdio:{name}:{token}"
 
 
 class Proxy:
@@ -198,7 +214,9 @@ class Proxy:
 
     def seen(self, ctx: Ctx) -> None:
         self._last_ctx = ctx
-        self.sessions.touch(session_key(ctx), ctx.session)
+        key = session_key(ctx)
+        if not key.startswith(PER_REQUEST):  # a one-request connection can be told nothing later: not kept
+            self.sessions.touch(key, ctx.session)
 
     def _ctx_for(self, upstream: str) -> Ctx | None:
         """The call whose host should answer a request the upstream makes, when that host is unambiguous.

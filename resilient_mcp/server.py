@@ -11,6 +11,7 @@ import uuid
 import warnings
 from typing import Any
 
+import anyio
 import mcp_types as types
 import structlog
 from mcp.server import Server
@@ -86,7 +87,20 @@ async def run_tool_call(
         host=_Host(ctx),
     )
     async with proxy.in_flight(entry.upstream, ctx):
-        return await compiled.chain(call)
+        result = await compiled.chain(call)
+    if call.record.on_delivered:
+        await delivered(call)
+    return result
+
+
+async def delivered(call: ToolCall) -> None:
+    """The chain's result goes to the host now: run what waited for that (shielded, errors logged)."""
+    with anyio.CancelScope(shield=True):
+        for hook in call.record.on_delivered:
+            try:
+                await hook()
+            except Exception:
+                log.exception("delivery_hook_failed", tool=call.name)
 
 
 class ToolCallFastPath:

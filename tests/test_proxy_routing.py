@@ -11,9 +11,20 @@ from resilient_mcp.policy import Policy
 from resilient_mcp.proxy import Proxy
 
 
+class _Connection:
+    """One host connection (the SDK's ``Connection``): what makes two requests one host session."""
+
+
+_CONNECTIONS: dict[str, _Connection] = {}
+
+
 def _ctx(host: str) -> Any:
+    """A request of host ``host``; requests of one host name come on one connection here."""
     info = SimpleNamespace(name=host)
-    session = SimpleNamespace(client_params=SimpleNamespace(client_info=info), can_send_request=True)
+    connection = _CONNECTIONS.setdefault(host, _Connection())
+    session = SimpleNamespace(
+        client_params=SimpleNamespace(client_info=info), can_send_request=True, _connection=connection
+    )
     return SimpleNamespace(request=None, session=session, request_id=1)
 
 
@@ -26,6 +37,15 @@ def test_a_request_during_calls_of_one_host_goes_to_that_host() -> None:
     proxy, a1, a2 = _proxy(), _ctx("A"), _ctx("A")
     proxy._active["up"] = [a1, a2]
     assert proxy._ctx_for("up") is a2
+
+
+def test_two_connections_of_hosts_with_one_name_are_two_hosts() -> None:
+    proxy, a = _proxy(), _ctx("A")
+    other = SimpleNamespace(
+        **{**vars(a), "session": SimpleNamespace(**{**vars(a.session), "_connection": _Connection()})}
+    )
+    proxy._active["up"] = [a, other]
+    assert proxy._ctx_for("up") is None, "two windows of one host app are two hosts"
 
 
 def test_a_request_during_calls_of_two_hosts_goes_to_neither() -> None:

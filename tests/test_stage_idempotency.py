@@ -91,11 +91,11 @@ def stage(rule: ToolRule, store: StateStore, clock: FakeClock, flights: InFlight
     return Idempotency(rule, store, flights or InFlight(), clock)
 
 
-async def test_identical_write_made_twice_runs_once_and_the_second_is_a_replay(
+async def test_an_identical_write_whose_first_result_never_reached_the_host_is_a_replay(
     store: StateStore, clock: FakeClock
 ) -> None:
     upstream, guard = Upstream(), stage(WRITE, store, clock)
-    first = await guard(make_call(WRITE), upstream)
+    first = await guard(make_call(WRITE), upstream)  # never delivered: the delivery hooks did not run
     clock.now += 30
     second_call = make_call(WRITE, {"qty": 1, "item": "book"})  # same arguments, other key order
     second = await guard(second_call, upstream)
@@ -105,6 +105,7 @@ async def test_identical_write_made_twice_runs_once_and_the_second_is_a_replay(
     assert second.content[0] == first.content[0]
     replay = (second.meta or {})[REPLAY_META]
     assert replay["original_at"] == "2023-11-14T22:13:20+00:00" and len(replay["key"]) == 64
+    assert "never reached you" in second.content[-1].text  # type: ignore[union-attr]
     assert "not called again" in second.content[-1].text  # type: ignore[union-attr]
     assert second_call.record.decided_by == "idempotency"
     assert not second_call.record.notes, "the replay note is in the content already; observe must not repeat it"
@@ -282,7 +283,7 @@ async def test_an_in_flight_record_left_by_a_stopped_proxy_is_an_outcome_unknown
             await stage(WRITE, restarted, clock)(make_call(WRITE), upstream)
     assert len(upstream.calls) == 1
     fault = conflict.value
-    assert "process that is gone" in fault.message and "blocked_until" in fault.details
+    assert "another resilient-mcp process" in fault.message and "blocked_until" in fault.details
     assert fault.side_effect_status is SideEffectStatus.UNKNOWN and fault.repair_action is RepairAction.VERIFY_STATE
 
 

@@ -1,17 +1,28 @@
 """Guard stage: per-session budgets and the loop guard (catalog §5.2, cross-cutting guards).
 
 ``SessionGuards`` is the shared state, one ``SessionState`` per host session (LRU-bounded): calls made, calls that
-succeeded and failed, and a bounded, most-recent-last map of failed call fingerprints. ``Guard`` is built per tool
+succeeded and failed, a bounded, most-recent-last map of failed call fingerprints, and when the session last made a
+call that can verify a write (``verified_since``, read by the idempotency stage). A host session is one host
+connection (``proxy.session_key``), so nothing here crosses connections or processes. ``Guard`` is built per tool
 from the ``SessionRule`` and that shared state, and per call:
 
-1. refuses with ``BudgetExhausted`` once the session spent its tool-call or failure budget;
+1. refuses with ``BudgetExhausted`` once the session spent its tool-call or failure budget (both opt-in: no limit
+   unless the policy sets ``session.max_tool_calls`` / ``max_failures``);
 2. answers an identical call (same upstream, tool and canonical arguments) that already failed for a reason that
    repeating cannot fix with a copy of that fault, without calling next: ``details.repeat_count`` says how often the
    call was repeated, ``details.short_circuited`` is true, and from ``loop_threshold`` identical failures on the
    repair action is ``abort``. Transient faults are let through (once their ``retry_after`` elapsed, if they had
    one); so are faults that time or a person can change: an open breaker with no reopen time, and an approval the
-   user declined or cancelled (asking again is the user's decision);
+   user declined or cancelled (asking again is the user's decision), and a write blocked until its outcome is
+   verified (the idempotency stage lifts that block itself once the session has verified);
 3. counts the outcome: a success forgets the fingerprint, a failure is recorded. Cancellation is not a failure.
+   A success also records that the session verified: by tool name, and by upstream when the call was read-only
+   (class read_only by policy or trusted annotations, or an upstream's own ``readOnlyHint``: a hint may lift a
+   block, it never makes the proxy retry anything).
+
+Identical *successful* calls are never refused or counted as a loop, however often and fast they repeat: the
+same write twice is the host's intent (write v1, v2, v1 again; commit twice). Budgets, opt-in, are the bound for a
+runaway agent.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import mcp_types as types
 from ..chain import CallNext, ToolCall
 from ..faults import (
     BudgetExhausted,
+    EffectClass,
     Fault,
     PermissionDenied,
     PersistentOutage,
@@ -62,6 +74,9 @@ class SessionState:
     calls_ok: int = 0
     calls_failed: int = 0
     failures: OrderedDict[Fingerprint, FailureRecord] = field(default_factory=OrderedDict)
+    verified: dict[str, float] = field(default_factory=dict)
+    """``tool:<host-visible name>`` / ``upstream:<name>`` -> wall-clock time of the last successful call that can
+    tell whether a write took effect (any call by tool name; read-only calls for their whole upstream)."""
 
 
 class SessionGuards:
@@ -86,6 +101,18 @@ class SessionGuards:
     def peek(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
 
+    def verified_since(self, session_id: str, upstream: str, tool: str | None, since: float) -> str | None:
+        """What this session called after ``since`` (wall clock) that verifies a write on ``upstream``: the tool
+        ``tool`` (a write's ``verify_with``) or any read-only call of that upstream; None when nothing did."""
+        state = self._sessions.get(session_id)
+        if state is None:
+            return None
+        if tool is not None and state.verified.get(f"tool:{tool}", 0.0) > since:
+            return tool
+        if state.verified.get(f"upstream:{upstream}", 0.0) > since:
+            return f"a read-only call of {upstream!r}"
+        return None
+
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
@@ -100,11 +127,17 @@ class Guard:
     """Budgets and loop guard for one tool; see the module docstring."""
 
     def __init__(
-        self, rule: SessionRule, guards: SessionGuards, *, clock: Callable[[], float] = time.monotonic
+        self,
+        rule: SessionRule,
+        guards: SessionGuards,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._rule = rule
         self._guards = guards
         self._clock = clock
+        self._wall = wall
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         state = self._guards.session(call.session_id)
@@ -129,7 +162,14 @@ class Guard:
         else:
             state.calls_ok += 1
             state.failures.pop(key, None)
+            self._record_verification(call, state)
         return result
+
+    def _record_verification(self, call: ToolCall, state: SessionState) -> None:
+        now = self._wall()
+        state.verified[f"tool:{call.name}"] = now
+        if call.upstream and _reads_only(call):
+            state.verified[f"upstream:{call.upstream}"] = now
 
     def _check_budgets(self, call: ToolCall, state: SessionState) -> None:
         calls_limit, failures_limit = self._rule.max_tool_calls, self._rule.max_failures
@@ -166,6 +206,8 @@ class Guard:
         fault = record.fault
         if fault.is_transient or isinstance(fault, PersistentOutage):
             return False
+        if fault.repair_action is RepairAction.VERIFY_STATE or fault.details.get("conflict") == "outcome_unknown":
+            return False  # the idempotency stage decides, and lifts it once the session verified (even after abort)
         return not (isinstance(fault, PermissionDenied) and fault.details.get("approval") in _PERSON_DECIDES)
 
     def _short_circuit(self, call: ToolCall, state: SessionState, key: Fingerprint, record: FailureRecord) -> Fault:
@@ -218,6 +260,15 @@ class Guard:
                 for r in reversed(recent)
             ],
         }
+
+
+def _reads_only(call: ToolCall) -> bool:
+    """Whether a successful call of this tool can verify a write: read_only by policy or trusted annotations, or by
+    the upstream's own readOnlyHint (trusted or not: a hint may only lift a block here, never enable a retry)."""
+    if call.rule.effect is EffectClass.READ_ONLY:
+        return True
+    annotations = call.tool.annotations if call.tool is not None else None
+    return annotations is not None and bool(annotations.read_only_hint)
 
 
 def _budget(limit: int | None, used: int) -> dict[str, int | None]:

@@ -1,19 +1,19 @@
-"""The idempotency stage: one agent write call never becomes two side effects.
+"""The idempotency stage: one agent write call never becomes two side effects, and no write the host meant is lost.
 
-On by default for ``write_unsafe`` and ``destructive`` tools (``ToolRule.idempotency_on``); elsewhere the stage passes
-calls straight through. It sits outside the retry stage, so every attempt of one call shares one key.
+On by default for ``write_unsafe`` and ``destructive`` tools (``replays_writes``); elsewhere the stage passes calls
+straight through. It sits outside the retry stage, so every attempt of one call shares one key.
 
 The key of a call, first found:
 
 1. ``_meta`` of the request: ``io.github.resilient-mcp/idempotency-key``, ``idempotency-key`` or ``Idempotency-Key``
    (the IETF header name), a non-empty string or a number;
 2. the argument named by ``idempotency.key_argument`` (e.g. ``client_ref``), when the call has it;
-3. otherwise SHA-256 of the canonical JSON of ``[upstream, upstream tool, arguments]`` (``fingerprint.fingerprint``):
-   an identical call of the same host session within ``idempotency.window_s`` (60 s) is the same write.
+3. otherwise SHA-256 of the canonical JSON of ``[upstream, upstream tool, arguments]`` (``fingerprint.fingerprint``).
 
-Keys are scoped per upstream tool. Explicit keys (1, 2) are shared by every session of the proxy (and every proxy on
-one state store), so that a host reconnecting after a proxy restart still finds its write; derived keys (3) carry the
-host session too, so two agents making the same call are not mistaken for one. What a call finds under its key:
+Keys are scoped per upstream tool and per upstream *identity* (``upstream_identity``: its URL, or its command,
+arguments and working directory, with its configured name), so two different servers never share a record.
+
+**Explicit keys** (1, 2) have the Stripe/IETF semantics, shared by every session (and every proxy on one store):
 
 =====================================  =========================================================================
 nothing (or expired)                   runs; a success is stored as completed for ``window_s`` and replayed
@@ -26,17 +26,41 @@ outcome unknown, or in flight in the   ``StateConflict``: side effect unknown, r
 store but not in this process          runs until the record expires (``window_s``) or the arguments change
 =====================================  =========================================================================
 
-How a call ends decides its record: a success (not ``isError``) is stored as completed; an ``isError`` result, or a
-fault that provably did not execute (``not_sent``, ``rejected``, or ``executed_failed`` with nothing committed),
-deletes it so the call may be re-issued; anything else (``maybe_executed``, a committed or unknown side effect,
-cancellation, a bug) keeps it as outcome unknown. With ``idempotency.forward_key_as`` the key also goes upstream in
-that ``_meta`` field, and into ``call.record.extra["idempotency_key"]`` (as it does when the key was explicit).
-A store that fails is logged and the call runs unguarded rather than failing every write.
+**Derived keys** (3) stand for "the same host asked again". A host session is one host connection
+(``proxy.session_key``). An identical call:
+
+=====================================  =========================================================================
+while the first runs (same session)    waits and shares its result (one execution, both answered), or 409 with
+                                       ``on_in_flight: conflict``
+after the first's result was           runs: repeating a write is the host's intent (v1, v2, v1 ends as v1)
+delivered to the host
+after a success the host never got     the stored result, replayed and marked, within ``window_s``, same session
+(it cancelled, timed out or
+disconnected first)
+after a write whose outcome is         ``StateConflict`` with ``verify_state`` until *this* session has made a
+unknown (timeout, lost connection,     verifying call: the ``verify_with`` tool, or any successful read-only call
+a proxy stopped mid-call), in any      of the same upstream (``SessionGuards.verified_since``); then it runs.
+session, also after a restart          Kept ``unknown_outcome_s`` (a day) at most
+=====================================  =========================================================================
+
+For this, a derived-key write keeps two records: its own, per session (in flight, then completed until the result
+is delivered: ``CallRecord.on_delivered``, run by ``server.run_tool_call``), and an upstream-wide one, claimed
+while the call runs and kept as "outcome unknown" when the outcome is unknown. A claim found in the store that this
+process is not running (another proxy process, or one that stopped mid-call) reads as outcome unknown.
+
+How a call ends decides its records: a success is completed (derived keys: until delivered); an ``isError``
+result, or a fault that provably did not execute (``not_sent``, ``rejected``, or ``executed_failed`` with nothing
+committed), deletes them so the call may be re-issued; anything else (``maybe_executed``, a committed or unknown
+side effect, cancellation, a bug) keeps the outcome unknown. With ``idempotency.forward_key_as`` the key also goes
+upstream in that ``_meta`` field, and into ``call.record.extra["idempotency_key"]`` (as it does when the key was
+explicit). A store that fails is logged and the call runs unguarded rather than failing every write.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -48,6 +72,7 @@ import mcp_types as types
 import structlog
 
 from ..chain import CallNext, ToolCall
+from ..error_results import FAULT_META_KEY
 from ..faults import (
     Fault,
     MalformedArguments,
@@ -60,6 +85,7 @@ from ..faults import (
 from ..fingerprint import canonical_json, fingerprint
 from ..policy import ToolRule
 from ..state import IdempotencyRecord, IdempotencyStore
+from .guard import SessionGuards
 
 log = structlog.get_logger(__name__)
 
@@ -85,6 +111,22 @@ class InFlight:
 
     def __init__(self) -> None:
         self._flights: dict[str, Flight] = {}
+        self._marked: dict[str, int] = {}
+        """Upstream-wide records of derived-key writes this process is running (key -> calls running it)."""
+
+    def mark(self, marker: str) -> None:
+        self._marked[marker] = self._marked.get(marker, 0) + 1
+
+    def unmark(self, marker: str) -> None:
+        left = self._marked.get(marker, 0) - 1
+        if left > 0:
+            self._marked[marker] = left
+        else:
+            self._marked.pop(marker, None)
+
+    def marked(self, marker: str, *, beyond: int = 0) -> bool:
+        """Whether more than ``beyond`` calls of this process are running under ``marker``."""
+        return self._marked.get(marker, 0) > beyond
 
     def __len__(self) -> int:
         return len(self._flights)
@@ -109,6 +151,9 @@ class _Key:
     value: str
     """The key as the host (or the upstream it is forwarded to) knows it."""
     explicit: bool
+    marker: str | None
+    """Derived keys: the upstream-wide record of an identical write whose outcome is unknown (any session)."""
+    tool: str
 
 
 def _iso(ts: float) -> str:
@@ -119,12 +164,21 @@ class Idempotency:
     """The idempotency stage; see the module docstring."""
 
     def __init__(
-        self, rule: ToolRule, store: IdempotencyStore, in_flight: InFlight, clock: Callable[[], float] = time.time
+        self,
+        rule: ToolRule,
+        store: IdempotencyStore,
+        in_flight: InFlight,
+        clock: Callable[[], float] = time.time,
+        *,
+        identity: str = "",
+        guards: SessionGuards | None = None,
     ) -> None:
         self.enabled = rule.idempotency_on
         self._rule = rule.idempotency
         self._verify_with = rule.verify_with
         self._in_flight_s = rule.idempotency.window_s + rule.timeouts.total_s
+        self._identity = identity
+        self._guards = guards
         self._store, self._flights, self._clock = store, in_flight, clock
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
@@ -155,15 +209,36 @@ class Idempotency:
             held = await self._store.begin(
                 key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
             )
+            if held is not None and key.marker is not None and held.status != "completed":
+                # A derived key's own record is only ever completed between calls; anything else is stale.
+                await self._store.release(key.stored)
+                held = await self._store.begin(
+                    key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
+                )
+            if held is not None:
+                return self._from_record(call, key, args_hash, held)
+            if key.marker is not None:
+                try:
+                    await self._claim_marker(call, key, key.marker, args_hash, now)
+                except Fault:
+                    await self._store.release(key.stored)
+                    raise
+        except Fault:
+            raise
         except Exception:
             log.exception("idempotency_store_failed", tool=call.name)
             return await call_next(self._forward(call, key))
-        if held is not None:
-            return self._from_record(call, key, args_hash, held)
+        try:
+            return await self._run(call, call_next, key)
+        finally:
+            if key.marker is not None:
+                self._flights.unmark(key.marker)
+
+    async def _run(self, call: ToolCall, call_next: CallNext, key: _Key) -> types.CallToolResult:
         try:
             result = await call_next(self._forward(call, key))
         except Fault as fault:
-            await self._settle(key, reissuable=_reissuable(fault))
+            await self._settle(key, reissuable=_reissuable(fault, derived=key.marker is not None))
             raise
         except BaseException:  # cancelled, or a bug: the call may have been sent
             await self._settle(key, reissuable=False)
@@ -172,13 +247,48 @@ class Idempotency:
             await self._settle(key, reissuable=True)
         else:
             await self._settle(key, result=result)
+            self._forget_when_delivered(call, key)
         return result
+
+    async def _claim_marker(self, call: ToolCall, key: _Key, marker: str, args_hash: str, now: float) -> None:
+        """Claim the upstream-wide record of a derived-key write, or refuse while an identical write's outcome is
+        unknown and this session has not verified since."""
+        held = await self._store.begin(
+            marker, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._rule.unknown_outcome_s
+        )
+        if held is None or self._flights.marked(marker):  # free, or another session of this process runs it now
+            self._flights.mark(marker)
+            return
+        since = self._unknown_since(held)
+        verify_tool = self._verify_with.tool if self._verify_with is not None else None
+        by = None
+        if self._guards is not None:
+            by = self._guards.verified_since(call.session_id, call.upstream, verify_tool, since)
+        if by is None:
+            raise self._must_verify(call, key, held)
+        call.record.notes.append(
+            f"an identical call made at {_iso(held.created_at)} had an unknown outcome; {by} was called since, "
+            "so this call was sent"
+        )
+        await self._store.release(marker)
+        await self._store.begin(
+            marker, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._rule.unknown_outcome_s
+        )
+        self._flights.mark(marker)
+
+    def _unknown_since(self, held: IdempotencyRecord) -> float:
+        """When the held write's outcome became unknown: a verifying call must come after it."""
+        if held.status == "unknown":
+            return max(held.created_at, held.expires_at - self._rule.unknown_outcome_s)
+        return held.created_at
 
     async def _settle(self, key: _Key, *, result: types.CallToolResult | None = None, reissuable: bool = False) -> None:
         """Record how the call ended; shielded, since the call has already happened."""
         with anyio.CancelScope(shield=True):
             try:
-                if result is not None:
+                if key.marker is not None:
+                    await self._settle_derived(key, key.marker, result, reissuable)
+                elif result is not None:
                     await self._store.complete(key.stored, result, expires_at=self._clock() + self._rule.window_s)
                 elif reissuable:
                     await self._store.release(key.stored)
@@ -187,11 +297,46 @@ class Idempotency:
             except Exception:
                 log.exception("idempotency_store_failed", key=key.value)
 
+    async def _settle_derived(
+        self, key: _Key, marker: str, result: types.CallToolResult | None, reissuable: bool
+    ) -> None:
+        now = self._clock()
+        if result is not None:  # kept for a replay until the host has it (``_forget_when_delivered``)
+            await self._store.complete(key.stored, result, expires_at=now + self._rule.window_s)
+        else:
+            await self._store.release(key.stored)
+        if result is not None or reissuable:
+            if not self._flights.marked(marker, beyond=1):
+                await self._store.release(marker)
+                # Writes are queued; a read through the store runs after them. So another proxy process sharing
+                # the database (a second window) sees the claim gone before this host has the answer.
+                await self._store.get(marker, now=now)
+            return
+        # Outcome unknown: the upstream-wide record blocks an identical blind call, in any session, after restarts.
+        if await self._store.get(marker, now=now) is None:
+            await self._store.begin(
+                marker, args_hash=key.value, tool=key.tool, now=now, expires_at=now + self._rule.unknown_outcome_s
+            )
+        await self._store.mark_unknown(marker, expires_at=now + self._rule.unknown_outcome_s)
+
+    def _forget_when_delivered(self, call: ToolCall, key: _Key) -> None:
+        """A derived key's result the host received is never replayed: the next identical call runs."""
+        if key.marker is None:
+            return
+        store, stored = self._store, key.stored
+
+        async def forget() -> None:
+            await store.release(stored)
+
+        call.record.on_delivered.append(forget)
+
     def _from_record(self, call: ToolCall, key: _Key, args_hash: str, held: IdempotencyRecord) -> types.CallToolResult:
         if held.args_hash != args_hash:
             raise _mismatch(key)
         if held.status == "completed":
-            return _replay(call, key, held.result or _not_kept(held.created_at), held.created_at)
+            self._forget_when_delivered(call, key)
+            undelivered = key.marker is not None
+            return _replay(call, key, held.result or _not_kept(held.created_at), held.created_at, undelivered)
         if key.explicit or self._rule.forward_key_as:
             call.record.extra["idempotency_key"] = key.value
         raise self._outcome_unknown(key, held)
@@ -210,8 +355,10 @@ class Idempotency:
             raise _mismatch(key)
         if self._rule.on_in_flight == "conflict":
             raise _busy(key, flight)
+        log.info("idempotency_joined", tool=call.name, key=key.value[:16])
         await flight.done.wait()
         if flight.result is not None:
+            self._forget_when_delivered(call, key)
             return _replay(call, key, flight.result, flight.started_at)
         error = flight.error
         if isinstance(error, Fault):
@@ -223,16 +370,60 @@ class Idempotency:
     # --- keys and refusals --------------------------------------------------------------------------------------
 
     def _key(self, call: ToolCall, args_hash: str) -> _Key:
-        scope = f"{call.upstream}/{call.upstream_tool or call.name}"
+        tool = call.upstream_tool or call.name
+        scope = f"{call.upstream}@{self._identity}/{tool}" if self._identity else f"{call.upstream}/{tool}"
         explicit = _meta_key(call.meta)
         name = self._rule.key_argument
         if explicit is None and name and isinstance(call.arguments, dict) and name in call.arguments:
             value = call.arguments[name]
             explicit = value if isinstance(value, str) else canonical_json(value)
         if explicit is not None:
-            return _Key(f"{scope}#key:{explicit}", explicit, True)
-        # A key derived from the arguments only stands for "the same agent asked again": scoped to the session.
-        return _Key(f"{scope}#session:{call.session_id}#sha256:{args_hash}", args_hash, False)
+            return _Key(f"{scope}#key:{explicit}", explicit, True, None, call.name)
+        # A key derived from the arguments only stands for "the same agent asked again": its result is scoped to
+        # the session; whether its outcome is unknown is about the server, so that record is upstream-wide.
+        return _Key(
+            f"{scope}#session:{call.session_id}#sha256:{args_hash}",
+            args_hash,
+            False,
+            f"{scope}#outcome#sha256:{args_hash}",
+            call.name,
+        )
+
+    def _must_verify(self, call: ToolCall, key: _Key, held: IdempotencyRecord) -> StateConflict:
+        """The refusal of a blind identical call after a write whose outcome is unknown (derived keys)."""
+        call.record.decided_by = "idempotency"
+        at = _iso(held.created_at)
+        if held.status == "in_flight":
+            why = (
+                "was started by another resilient-mcp process (another window or agent run, or a proxy that "
+                "stopped mid-call), and its outcome is not known here"
+            )
+        else:
+            why = "may have executed, but its outcome is unknown (timed out, cancelled, or the connection was lost)"
+        verify: list[str] = []
+        details: dict[str, Any] = {
+            "idempotency_key": key.value,
+            "conflict": "outcome_unknown",
+            "original_at": at,
+            "blocked_until": _iso(held.expires_at),
+            "unblocked_by": "verify_call",
+        }
+        if self._verify_with is not None:
+            verify.append(self._verify_with.tool)
+            details["verify_with"] = self._verify_with.model_dump()
+        upstream = f" of {call.upstream!r}" if call.upstream else ""
+        verify.append(f"any read-only tool{upstream}")
+        how = " or ".join(verify)
+        return StateConflict(
+            f"An identical call made at {at} {why}; this one was not sent.",
+            details=details,
+            retry_safety=RetrySafety.MAYBE_EXECUTED,
+            side_effect_status=SideEffectStatus.UNKNOWN,
+            repair_action=RepairAction.VERIFY_STATE,
+            max_retry=0,
+            suggestion=f"Check whether it took effect: call {how}. Once you have, repeating this identical call "
+            "sends it (only do that if it did not take effect), or change the arguments.",
+        )
 
     def _outcome_unknown(self, key: _Key, held: IdempotencyRecord | None, started: float = 0.0) -> StateConflict:
         at = _iso(held.created_at if held else started)
@@ -250,6 +441,17 @@ class Idempotency:
         if self._verify_with is not None:
             check = f"Call {self._verify_with.tool} to check whether it took effect"
             details["verify_with"] = self._verify_with.model_dump()
+        if key.marker is not None:  # a derived key's joiner: the shared call's outcome is unknown
+            return StateConflict(
+                f"An identical call made at {at} {why}; it was not run again.",
+                details=details,
+                retry_safety=RetrySafety.MAYBE_EXECUTED,
+                side_effect_status=SideEffectStatus.UNKNOWN,
+                repair_action=RepairAction.VERIFY_STATE,
+                max_retry=0,
+                suggestion=f"{check} before doing anything else (a read-only call of the same server counts); "
+                "after that, repeating this identical call sends it.",
+            )
         return StateConflict(
             f"An identical call made at {at} {why}; it was not run again.",
             details=details, retry_safety=RetrySafety.MAYBE_EXECUTED, side_effect_status=SideEffectStatus.UNKNOWN,
@@ -259,10 +461,70 @@ class Idempotency:
         )  # fmt: skip
 
 
-def _reissuable(fault: Fault) -> bool:
-    """Whether the failed call provably changed nothing, so an identical call may run."""
+def replays_writes(rule: ToolRule, tool: types.Tool | None) -> bool:
+    """Whether the idempotency stage runs for this tool.
+
+    Explicit policy wins. By default it runs for write_unsafe and destructive tools, except those whose own
+    annotations say they are read-only: replaying the stored result of a read would serve stale data, so that hint
+    is honoured even from an untrusted upstream (it can only switch replay off; retries still treat the tool as the
+    write its effect class says it is)."""
+    if rule.idempotency.enabled is not None:
+        return rule.idempotency.enabled
+    hinted_read_only = tool is not None and tool.annotations is not None and bool(tool.annotations.read_only_hint)
+    return rule.idempotency_on and not hinted_read_only
+
+
+def identical_call(rule: ToolRule, tool: types.Tool | None) -> dict[str, str]:
+    """What the proxy does with a call identical to an earlier one of this tool (``check --connect``, ``explain``)."""
+    if not replays_writes(rule, tool):
+        why = "idempotency.enabled: false" if rule.idempotency.enabled is False else f"effect {rule.effect.value}"
+        if rule.idempotency.enabled is None and rule.idempotency_on:
+            why = "the tool's readOnlyHint"
+        return {"summary": "run", "why": f"no duplicate protection ({why}): every call is sent"}
+    behaviour = {
+        "summary": "join / replay-if-undelivered / block-until-verified, else run",
+        "while_the_first_runs": "wait and share its result" if rule.idempotency.on_in_flight == "wait" else "409",
+        "after_its_result_was_delivered": "run",
+        "after_the_host_missed_its_result": f"replay, marked (same session, {rule.idempotency.window_s:g} s)",
+        "after_an_unknown_outcome": "block until this session verifies ("
+        + (f"{rule.verify_with.tool} or " if rule.verify_with else "")
+        + "any read-only call of the upstream)",
+        "with_an_explicit_key": "replay while the key is kept; 409 in flight; 422 on other arguments",
+    }
+    if rule.idempotency.key_argument:
+        behaviour["summary"] = f"explicit key from argument {rule.idempotency.key_argument!r}: replay, 409, 422"
+    return behaviour
+
+
+def upstream_identity(config: object) -> str:
+    """What makes an upstream the server it is, hashed: its URL, or its command, arguments and working directory.
+
+    Records are namespaced by it (with the configured name), so two different servers never share one, even when
+    two proxies on one state directory both call theirs "upstream"."""
+    url = getattr(config, "url", None)
+    if url:
+        parts: list[Any] = ["url", str(url)]
+    else:
+        cwd = getattr(config, "cwd", None)
+        where = os.path.abspath(os.path.expanduser(cwd)) if cwd else os.getcwd()
+        parts = ["stdio", getattr(config, "command", ""), list(getattr(config, "args", []) or []), where]
+    return hashlib.sha256(canonical_json(parts).encode()).hexdigest()[:16]
+
+
+def _reissuable(fault: Fault, *, derived: bool = False) -> bool:
+    """Whether an identical call may run after this failure.
+
+    Explicit keys: only when the failed call provably changed nothing. Derived keys: also when the tool itself
+    answered with a failure (an ``isError`` result, ``executed_failed``): its outcome is what the server said, not
+    unknown (a timeout, a lost connection, a chained proxy's unknown outcome are), and a repeat is the host's
+    decision (the loop guard answers identical failures that cannot change)."""
     if fault.retry_safety in _REISSUABLE:
         return True
+    if derived:
+        answered = fault.upstream_result
+        if isinstance(answered, types.CallToolResult) and FAULT_META_KEY not in (answered.meta or {}):
+            return True
+        return fault.retry_safety is RetrySafety.EXECUTED_FAILED
     return fault.retry_safety is RetrySafety.EXECUTED_FAILED and fault.side_effect_status in _NOTHING_DONE
 
 
@@ -280,14 +542,22 @@ def _meta_key(meta: dict[str, Any] | None) -> str | None:
     return None
 
 
-def _replay(call: ToolCall, key: _Key, result: types.CallToolResult, original: float) -> types.CallToolResult:
+def _replay(
+    call: ToolCall, key: _Key, result: types.CallToolResult, original: float, undelivered: bool = False
+) -> types.CallToolResult:
     call.record.decided_by = "idempotency"
     replayed = (result.meta or {}).get(REPLAY_META)
     at = str(replayed.get("original_at")) if isinstance(replayed, dict) else _iso(original)
-    note = (
-        f"resilient-mcp: an identical call made at {at} already ran; this is its result, replayed. "
-        "The tool was not called again."
-    )
+    if undelivered:
+        note = (
+            f"resilient-mcp: an identical call made at {at} ran, but its result never reached you (cancelled, timed "
+            "out or disconnected first); this is that result, replayed. The tool was not called again."
+        )
+    else:
+        note = (
+            f"resilient-mcp: an identical call made at {at} already ran; this is its result, replayed. "
+            "The tool was not called again."
+        )
     if replayed is not None:  # a replay shared with a waiting duplicate: already marked
         return result
     meta = {**(result.meta or {}), REPLAY_META: {"key": key.value, "original_at": at}}

@@ -1,0 +1,358 @@
+"""Write safety in memory: delivered writes run again, undelivered ones replay, unknown outcomes wait for a
+verifying call, records are namespaced by upstream identity, budgets are opt-in, and the CLI says all of it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from resilient_mcp.chain import ToolCall
+from resilient_mcp.commands import explain
+from resilient_mcp.config import ProxyConfig
+from resilient_mcp.faults import AttemptTimeout, EffectClass, Fault, RepairAction, StateConflict
+from resilient_mcp.policy import Policy, PolicyFile, SessionRule, ToolRule, VerifyWith
+from resilient_mcp.server import delivered
+from resilient_mcp.stages.guard import Guard, SessionGuards
+from resilient_mcp.stages.idempotency import REPLAY_META, Idempotency, InFlight, identical_call, upstream_identity
+from resilient_mcp.state import StateStore
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(clock: FakeClock) -> AsyncIterator[StateStore]:
+    async with await StateStore.open(":memory:", clock=clock) as s:
+        yield s
+
+
+WRITE = ToolRule(effect=EffectClass.WRITE_UNSAFE)
+READ_HINT = types.ToolAnnotations(read_only_hint=True)
+
+
+class Upstream:
+    """Counts executions; fails with ``fail`` while it is set."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.fail: Fault | None = None
+
+    async def __call__(self, call: ToolCall) -> types.CallToolResult:
+        self.calls += 1
+        if self.fail is not None:
+            raise self.fail
+        return types.CallToolResult(content=[types.TextContent(text=f"done #{self.calls}")])
+
+
+def write_call(session: str = "s1", upstream: str = "shop", content: str = "v1", rule: ToolRule = WRITE) -> ToolCall:
+    return ToolCall(
+        name="write_file",
+        arguments={"path": "notes.txt", "content": content},
+        upstream=upstream,
+        upstream_tool="write_file",
+        rule=rule,
+        session_id=session,
+    )
+
+
+def read_call(session: str = "s1", *, rule: ToolRule | None = None, hint: bool = False, name: str = "read") -> ToolCall:
+    tool = types.Tool(name=name, input_schema={"type": "object"}, annotations=READ_HINT if hint else None)
+    return ToolCall(
+        name=name,
+        arguments={},
+        upstream="shop",
+        upstream_tool=name,
+        rule=rule or ToolRule(),
+        tool=tool,
+        session_id=session,
+    )
+
+
+async def host(stage: Idempotency, call: ToolCall, upstream: Upstream) -> types.CallToolResult:
+    """What ``server.run_tool_call`` does around the chain: the result reaches the host, then the hooks run."""
+    result = await stage(call, upstream)
+    await delivered(call)
+    return result
+
+
+async def timed_out(stage: Idempotency, call: ToolCall, upstream: Upstream) -> None:
+    upstream.fail = AttemptTimeout("timed out")
+    with pytest.raises(AttemptTimeout):
+        await stage(call, upstream)
+    upstream.fail = None
+
+
+async def test_a_write_whose_result_was_delivered_runs_again_when_repeated(store: StateStore, clock: FakeClock) -> None:
+    upstream, stage = Upstream(), Idempotency(WRITE, store, InFlight(), clock)
+    results = [await host(stage, write_call(content=c), upstream) for c in ("v1", "v2", "v1")]
+    assert upstream.calls == 3
+    assert not any(REPLAY_META in (r.meta or {}) for r in results)
+
+
+async def test_a_replayed_undelivered_result_once_delivered_is_not_replayed_again(
+    store: StateStore, clock: FakeClock
+) -> None:
+    upstream, stage = Upstream(), Idempotency(WRITE, store, InFlight(), clock)
+    await stage(write_call(), upstream)  # the host cancelled before the answer reached it
+    replay = await host(stage, write_call(), upstream)
+    assert upstream.calls == 1 and REPLAY_META in (replay.meta or {})
+    third = await host(stage, write_call(), upstream)
+    assert upstream.calls == 2 and REPLAY_META not in (third.meta or {})
+
+
+async def test_an_undelivered_result_is_replayed_only_to_its_own_session(store: StateStore, clock: FakeClock) -> None:
+    upstream, stage = Upstream(), Idempotency(WRITE, store, InFlight(), clock)
+    await stage(write_call("s1"), upstream)
+    other = await host(stage, write_call("s2"), upstream)
+    assert upstream.calls == 2 and REPLAY_META not in (other.meta or {})
+
+
+async def test_an_unknown_outcome_blocks_every_session_until_that_session_verifies_then_runs_once(
+    store: StateStore, clock: FakeClock
+) -> None:
+    guards = SessionGuards()
+    guard = Guard(SessionRule(), guards, wall=clock)
+    upstream = Upstream()
+    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
+    await timed_out(stage, write_call("s1"), upstream)
+    for session in ("s1", "s2"):
+        with pytest.raises(StateConflict) as blocked:
+            await stage(write_call(session), upstream)
+        fault = blocked.value
+        assert fault.repair_action is RepairAction.VERIFY_STATE and fault.retry_after_ms is None
+        assert "any read-only tool of 'shop'" in str(fault.suggestion)
+        assert "re-issue it after" not in str(fault.suggestion)
+    assert upstream.calls == 1
+
+    clock.now += 1
+    await guard(read_call("s2", rule=ToolRule(effect=EffectClass.READ_ONLY)), upstream)  # verified by s2 only
+    with pytest.raises(StateConflict):
+        await stage(write_call("s1"), upstream)
+    call = write_call("s2")
+    await host(stage, call, upstream)
+    assert upstream.calls == 3  # the timed-out write, s2's read, s2's re-issue
+    assert any("was called since" in note for note in call.record.notes)
+    again = await host(stage, write_call("s1"), upstream)
+    assert upstream.calls == 4 and not again.is_error, "the re-issue succeeded: the block is gone for all"
+
+
+async def test_blind_reissues_that_reach_abort_advice_still_run_once_the_session_verified(
+    store: StateStore, clock: FakeClock
+) -> None:
+    guards = SessionGuards()
+    guard = Guard(SessionRule(loop_threshold=2), guards, wall=clock)
+    upstream = Upstream()
+    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
+
+    async def chain(call: ToolCall) -> types.CallToolResult:
+        return await stage(call, upstream)
+
+    await timed_out(stage, write_call(), upstream)
+    for _ in range(3):
+        with pytest.raises(StateConflict) as blind:
+            await guard(write_call(), chain)
+    assert blind.value.repair_action is RepairAction.ABORT, "repeating blindly is a loop"
+    clock.now += 1
+    await guard(read_call(hint=True), upstream)
+    call = write_call()
+    result = await guard(call, chain)
+    await delivered(call)
+    assert not result.is_error and upstream.calls == 3  # the timed-out write, the read, the verified re-issue
+
+
+async def test_an_untrusted_read_only_hint_may_lift_a_block(store: StateStore, clock: FakeClock) -> None:
+    guards = SessionGuards()
+    guard = Guard(SessionRule(), guards, wall=clock)
+    upstream = Upstream()
+    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
+    await timed_out(stage, write_call(), upstream)
+    clock.now += 1
+    await guard(read_call(), upstream)  # write_unsafe by default, no hint: does not verify
+    with pytest.raises(StateConflict):
+        await stage(write_call(), upstream)
+    await guard(read_call(hint=True), upstream)  # the server's own readOnlyHint, not trusted: lifts the block
+    await host(stage, write_call(), upstream)
+    assert upstream.calls == 4
+
+
+async def test_the_verify_with_tool_lifts_a_block_and_is_named(store: StateStore, clock: FakeClock) -> None:
+    rule = ToolRule(effect=EffectClass.WRITE_UNSAFE, verify_with=VerifyWith(tool="get_file"))
+    guards = SessionGuards()
+    guard = Guard(SessionRule(), guards, wall=clock)
+    upstream = Upstream()
+    stage = Idempotency(rule, store, InFlight(), clock, guards=guards)
+    await timed_out(stage, write_call(rule=rule), upstream)
+    with pytest.raises(StateConflict) as blocked:
+        await stage(write_call(rule=rule), upstream)
+    assert "call get_file or any read-only tool" in str(blocked.value.suggestion)
+    clock.now += 1
+    await guard(read_call(name="get_file"), upstream)
+    await host(stage, write_call(rule=rule), upstream)
+    assert upstream.calls == 3
+
+
+async def test_a_verifying_call_made_before_the_outcome_became_unknown_does_not_count(
+    store: StateStore, clock: FakeClock
+) -> None:
+    guards = SessionGuards()
+    guard = Guard(SessionRule(), guards, wall=clock)
+    upstream = Upstream()
+    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
+    await guard(read_call(hint=True), upstream)
+    clock.now += 1
+    await timed_out(stage, write_call(), upstream)
+    with pytest.raises(StateConflict):
+        await stage(write_call(), upstream)
+
+
+async def test_an_unknown_outcome_survives_a_restart_and_an_undelivered_result_does_not_cross_processes(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    upstream = Upstream()
+    async with await StateStore.open(tmp_path, clock=clock) as before:
+        stage = Idempotency(WRITE, before, InFlight(), clock)
+        await timed_out(stage, write_call("proc1", content="unknown"), upstream)
+        await stage(write_call("proc1", content="undelivered"), upstream)
+    async with await StateStore.open(tmp_path, clock=clock) as after:
+        stage = Idempotency(WRITE, after, InFlight(), clock, guards=SessionGuards())
+        with pytest.raises(StateConflict):
+            await stage(write_call("proc2", content="unknown"), upstream)
+        fresh = await host(stage, write_call("proc2", content="undelivered"), upstream)
+    assert upstream.calls == 3 and REPLAY_META not in (fresh.meta or {})
+
+
+async def test_two_servers_with_one_configured_name_never_share_a_record(store: StateStore, clock: FakeClock) -> None:
+    a = upstream_identity(
+        ProxyConfig.model_validate({"upstreams": {"u": {"command": "srv", "args": ["a"]}}}).upstreams["u"]
+    )
+    b = upstream_identity(
+        ProxyConfig.model_validate({"upstreams": {"u": {"command": "srv", "args": ["b"]}}}).upstreams["u"]
+    )
+    assert a != b
+    flights, upstream = InFlight(), Upstream()
+    await timed_out(Idempotency(WRITE, store, flights, clock, identity=a), write_call(upstream="upstream"), upstream)
+    other = Idempotency(WRITE, store, flights, clock, identity=b, guards=SessionGuards())
+    await host(other, write_call(upstream="upstream"), upstream)
+    assert upstream.calls == 2, "the other server's unknown outcome did not block this one"
+
+
+async def test_identical_successful_calls_are_never_refused_and_budgets_are_off_by_default() -> None:
+    rule = SessionRule()
+    assert rule.max_tool_calls is None and rule.max_failures is None
+    guard, upstream = Guard(rule, SessionGuards()), Upstream()
+    for _ in range(1100):
+        await guard(write_call(), upstream)
+    upstream.fail = AttemptTimeout("timed out")  # transient: let through
+    for _ in range(120):
+        with pytest.raises(AttemptTimeout):
+            await guard(write_call(content="other"), upstream)
+    upstream.fail = None
+    await guard(write_call(), upstream)
+    assert upstream.calls == 1221
+
+
+async def test_the_loop_guard_never_short_circuits_a_write_waiting_for_verification() -> None:
+    guard, upstream = Guard(SessionRule(), SessionGuards()), Upstream()
+    upstream.fail = StateConflict("outcome unknown", repair_action=RepairAction.VERIFY_STATE)
+    for _ in range(2):
+        with pytest.raises(StateConflict) as info:
+            await guard(write_call(), upstream)
+        assert not info.value.details.get("short_circuited")
+    assert upstream.calls == 2, "the idempotency stage, not the loop guard, decides when it may run"
+
+
+async def test_concurrent_identical_writes_of_one_session_join_even_when_delivered(
+    store: StateStore, clock: FakeClock
+) -> None:
+    gate = anyio.Event()
+    calls = 0
+
+    async def slow(call: ToolCall) -> types.CallToolResult:
+        nonlocal calls
+        calls += 1
+        await gate.wait()
+        return types.CallToolResult(content=[types.TextContent(text="ok")])
+
+    stage = Idempotency(WRITE, store, InFlight(), clock)
+    results: list[types.CallToolResult] = []
+
+    async def one() -> None:
+        call = write_call()
+        results.append(await stage(call, slow))
+        await delivered(call)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(one)
+            await anyio.wait_all_tasks_blocked()
+            gate.set()
+    assert calls == 1 and len(results) == 2
+    upstream = Upstream()
+    await host(stage, write_call(), upstream)
+    assert upstream.calls == 1, "once delivered, the next identical call runs"
+
+
+# --- what the CLI says -----------------------------------------------------------------------------------------------
+
+
+def test_identical_call_behaviour_per_tool() -> None:
+    assert identical_call(ToolRule(effect=EffectClass.READ_ONLY), None)["summary"] == "run"
+    hinted = types.Tool(name="read", input_schema={"type": "object"}, annotations=READ_HINT)
+    assert identical_call(WRITE, hinted)["summary"] == "run"
+    write = identical_call(WRITE, None)
+    assert write["summary"] == "join / replay-if-undelivered / block-until-verified, else run"
+    assert write["after_its_result_was_delivered"] == "run"
+    keyed = ToolRule.model_validate({"idempotency": {"key_argument": "client_ref"}})
+    assert "client_ref" in identical_call(keyed, None)["summary"]
+
+
+def _explain(capsys: pytest.CaptureFixture[str], config: dict[str, Any], policy: dict[str, Any], *argv: str) -> Any:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--upstream")
+    parser.add_argument("tool")
+    args = parser.parse_args(list(argv))
+    loaded = (ProxyConfig.model_validate(config), Policy(PolicyFile.model_validate(policy)))
+    assert explain(args, lambda _: loaded) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_explain_with_an_upstream_resolves_the_name_with_or_without_its_prefix(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = {"upstreams": {"fs": {"command": "a"}, "git": {"command": "b"}}}
+    policy = {"upstreams": {"fs": {"tools": {"write_file": {"effect": "destructive"}}}}}
+    bare = _explain(capsys, config, policy, "--upstream", "fs", "write_file")
+    prefixed = _explain(capsys, config, policy, "--upstream", "fs", "fs__write_file")
+    for report in (bare, prefixed):
+        assert report["upstream_tool_name"] == "write_file" and report["tool"] == "fs__write_file"
+        assert report["rule"]["effect"] == "destructive" and report["effect_from"] == "policy"
+        assert report["identical_call"]["after_an_unknown_outcome"].startswith("block until this session verifies")
+    guessed = _explain(capsys, config, {}, "git__git_commit")
+    assert guessed["upstream"] == "git" and guessed["upstream_tool_name"] == "git_commit"
+    assert guessed["effect_from"].startswith("default")
