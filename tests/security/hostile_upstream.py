@@ -85,13 +85,18 @@ def main() -> None:
             name, arguments = params.get("name"), params.get("arguments") or {}
             if name == "big":
                 size = int(arguments["bytes"])
-                body = b'{"content": [{"type": "text", "text": "' + b"x" * size + b'"}], "isError": false}'
                 rid_json = json.dumps(rid).encode()
+                head = b'{"content": [{"type": "text", "text": "'
+                tail = b'"}], "isError": false}'
                 if arguments.get("id_last"):
-                    line = b'{"result": ' + body + b', "jsonrpc": "2.0", "id": ' + rid_json + b"}\n"
+                    head, tail = b'{"result": ' + head, tail + b', "jsonrpc": "2.0", "id": ' + rid_json + b"}\n"
                 else:
-                    line = b'{"jsonrpc": "2.0", "id": ' + rid_json + b', "result": ' + body + b"}\n"
-                _write(out, line)
+                    head, tail = b'{"jsonrpc": "2.0", "id": ' + rid_json + b', "result": ' + head, tail + b"}\n"
+                out.write(head)
+                block = b"x" * (1 << 20)
+                for start in range(0, size, len(block)):  # written in pieces: a 200 MB result costs 1 MB here
+                    out.write(block[: min(len(block), size - start)])
+                _write(out, tail)
                 continue
             result = _text(str(arguments.get("text", "")) if name == "echo" else str(os.getpid()))
         elif method == "ping":
