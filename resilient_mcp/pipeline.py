@@ -131,6 +131,7 @@ class Pipeline:
             stats=self.services.stats,
             audit=self.services.audit,
             session_context=self._session_context,
+            arguments_hash=self.services.store.arguments_hash if self.services.store is not None else None,
         )
         self._guard = Guard(self.policy.session, self.services.guards)
         self._announce = _AnnounceStoredOutputs(self)
