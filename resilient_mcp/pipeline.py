@@ -313,9 +313,14 @@ class _AnnounceStoredOutputs:
         return result
 
 
+MAX_NAME_SHOWN = 256
+"""An unknown tool name is echoed (message, observation) cut to this many characters: no real name is longer."""
+
+
 def _unknown(name: str, known: list[str]) -> Fault:
-    candidates = suggest_tools(name, known)
+    long = len(name) > MAX_NAME_SHOWN
+    shown = f"{name[:MAX_NAME_SHOWN]}…[{len(name) - MAX_NAME_SHOWN} more chars]" if long else name
     return UnknownTool(
-        f"there is no tool named {name!r}",
-        details={"requested_name": name, "candidates": candidates},
+        f"there is no tool named {shown!r}",
+        details={"requested_name": shown, "candidates": [] if long else suggest_tools(name, known)},
     )
