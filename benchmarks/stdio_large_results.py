@@ -4,7 +4,8 @@ For each size (default 16, 32, 50 MB) and each transport, one client session cal
 server (tests/security/hostile_upstream.py, which writes the result in 1 MB pieces) while a second session on a
 second upstream process calls ``echo`` in a loop, in the same event loop (as two host sessions share one proxy).
 Printed per run: the time until the big result is parsed (or "none within LIMIT s"), the echo latency p50 / p90 /
-max during that read, and the growth of the process's peak RSS. A first line gives the echo latency with no big
+max during that read, and the growth of the process's peak RSS (memory an earlier run freed but the allocator
+still holds is reused, so later runs can read lower, even 0). A first line gives the echo latency with no big
 read. Then one result over the default ``max_message_bytes`` (64 MiB; default 200 MB) through ``stdio_upstream``:
 the time until its stand-in E4 error arrives.
 
