@@ -296,7 +296,8 @@ async def _stop(process: anyio.abc.Process, watchdog: tuple[anyio.abc.Process, i
     from mcp.os.posix.utilities import terminate_posix_process_tree
 
     if process.stdin is not None:
-        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        # bounded: closing waits for buffered data to be written, which a server that stopped reading never allows
+        with anyio.move_on_after(GRACE_S), suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             await process.stdin.aclose()
     await _exited(process, GRACE_S)
     await terminate_posix_process_tree(process, KILL_AFTER_S)
