@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import mcp_types as types
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -39,6 +40,8 @@ log = structlog.get_logger(__name__)
 
 _CHUNK = 1 << 16
 _FLUSH_S = 5.0
+_LARGE_LINE = 1 << 20
+"""Lines at least this long are parsed in a worker thread, with ``json.loads``."""
 MAX_LINE_BYTES = 32 * 1024 * 1024
 """The longest message a host may send over stdio; a longer line is read through (not kept) and refused."""
 
@@ -128,7 +131,7 @@ async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
     async def on_line(line: bytes) -> None:
         if not line.strip():
             return
-        item = _parse(line)
+        item = await anyio.to_thread.run_sync(_parse, line) if len(line) >= _LARGE_LINE else _parse(line)
         if isinstance(item, Exception):
             log.warning("stdin_message_unreadable", error=_first_line(item), size_bytes=len(line))
             await answer(_refusal(line, item))
@@ -184,9 +187,12 @@ async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
-    """One JSON-RPC message, or the error as a value for the session (as the SDK's transport does). Bytes that are
-    not UTF-8 are replaced, not refused, as the SDK's text wrapper does."""
+    """One JSON-RPC message, or the error as a value. Bytes that are not UTF-8 are replaced, not refused, as the
+    SDK's text wrapper does. A large line is decoded with ``json.loads`` and validated in Python mode: the same
+    message, several times faster than pydantic's JSON mode for documents with many keys."""
     try:
+        if len(line) >= _LARGE_LINE:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_python(json.loads(line), by_name=False))
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except Exception as exc:
         try:
@@ -194,7 +200,8 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         except UnicodeDecodeError:
             text = line.decode("utf-8", "replace")
         else:
-            return exc
+            if len(line) < _LARGE_LINE:
+                return exc
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
     except Exception as exc:
