@@ -190,8 +190,8 @@ _SCHEMA = (
 )
 
 
-PRIVATE_SUFFIXES = ("", "-wal", "-shm", "-journal")
-"""The database file and SQLite's companions: all created (or tightened to) 0600."""
+PRIVATE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".users")
+"""The database file, SQLite's companions and the proxies' lock file: all created (or tightened to) 0600."""
 
 
 def make_private(path: Path) -> None:
