@@ -19,6 +19,7 @@ from .policy import Policy, PolicyFile
 from .policyfile import PolicyWatcher
 from .proxy import Proxy
 from .server import build_server, init_options
+from .state_sqlite import StateError
 from .stdio import stdio_transport
 
 log = structlog.get_logger(__name__)
@@ -81,14 +82,14 @@ async def run_proxy(
         except OSError as exc:
             raise StartupError(str(exc)) from None
     proxy = Proxy(config, policy, Pipeline)
-    conflict: CatalogConflict | None = None
+    conflict: CatalogConflict | StateError | None = None
     async with anyio.create_task_group() as outer:
         stop = anyio.CancelScope()
         outer.start_soon(_signals, stop)
         with stop:
             try:
                 await _serve(proxy, config, listen_at, base_policy)
-            except CatalogConflict as exc:  # kept out of the task group, which would wrap it in a group
+            except (CatalogConflict, StateError) as exc:  # kept out of the task group, which would wrap it in a group
                 conflict = exc
         outer.cancel_scope.cancel()  # every upstream is closed: signals may have their default effect again
     if conflict is not None:

@@ -16,6 +16,7 @@ from .logs import configure_logging
 from .policy import Policy, PolicyFile
 from .policyfile import load_policy
 from .sourcefile import SourceError
+from .state_sqlite import StateError
 
 EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 2
 
@@ -123,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except SourceError as exc:
         _err(f"resilient-mcp: configuration error\n{exc}")
+        return EXIT_CONFIG
+    except StateError as exc:
+        _err(f"resilient-mcp: state directory error: {exc}")
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return EXIT_OK

@@ -69,6 +69,8 @@ class StdioUpstream(_UpstreamCommon):
     (HOME LOGNAME PATH SHELL TERM USER), "all" passes everything, a list passes those names plus the minimal set."""
     cwd: str | None = None
     """Working directory of the server."""
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Largest message (one JSON-RPC line) read from the server; a larger result becomes an E4 oversized observation."""
 
 
 class RemoteUpstream(_UpstreamCommon):

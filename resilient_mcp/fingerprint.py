@@ -13,6 +13,7 @@ in-memory object shared by the observe stage of one proxy; it never grows withou
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -38,10 +39,12 @@ def call_arguments_json(call: ToolCall) -> str:
     return text
 
 
-def call_arguments_hash(call: ToolCall) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``call.arguments`` (``None`` hashes like ``{}``), computed once per
-    call."""
-    return hashlib.sha256(call_arguments_json(call).encode()).hexdigest()
+def call_arguments_hash(call: ToolCall, key: bytes) -> str:
+    """HMAC-SHA-256 (hex), keyed with ``key``, of the canonical JSON of ``call.arguments`` (``None`` like ``{}``).
+
+    Keyed, because an unkeyed hash of small arguments is reversed by guessing (``{"pin": "4821"}`` in 17 ms): the
+    audit keeps this, with the state directory's per-installation secret (``StateStore.arguments_hash``)."""
+    return hmac.new(key, call_arguments_json(call).encode(), hashlib.sha256).hexdigest()
 
 
 def fingerprint(call: ToolCall) -> str:

@@ -241,7 +241,8 @@ def unknown_tool_error(
         fault, call, level=level, consecutive=consecutive, repeat_count=repeat_count,
         upstream_message_chars=upstream_message_chars,
     )  # fmt: skip
-    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {call.name}", data=result.structured_content)
+    name = call.name if len(call.name) <= 256 else f"{call.name[:256]}…"  # a 1 MB name is not echoed whole
+    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data=result.structured_content)
 
 
 # --- schema and instructions ----------------------------------------------------------------------------------------

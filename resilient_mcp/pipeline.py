@@ -131,6 +131,7 @@ class Pipeline:
             stats=self.services.stats,
             audit=self.services.audit,
             session_context=self._session_context,
+            arguments_hash=self.services.store.arguments_hash if self.services.store is not None else None,
         )
         self._guard = Guard(self.policy.session, self.services.guards)
         self._announce = _AnnounceStoredOutputs(self)
@@ -302,9 +303,14 @@ class _AnnounceStoredOutputs:
         return result
 
 
+MAX_NAME_SHOWN = 256
+"""An unknown tool name is echoed (message, observation) cut to this many characters: no real name is longer."""
+
+
 def _unknown(name: str, known: list[str]) -> Fault:
-    candidates = suggest_tools(name, known)
+    long = len(name) > MAX_NAME_SHOWN
+    shown = f"{name[:MAX_NAME_SHOWN]}…[{len(name) - MAX_NAME_SHOWN} more chars]" if long else name
     return UnknownTool(
-        f"there is no tool named {name!r}",
-        details={"requested_name": name, "candidates": candidates},
+        f"there is no tool named {shown!r}",
+        details={"requested_name": shown, "candidates": [] if long else suggest_tools(name, known)},
     )
