@@ -50,7 +50,7 @@ import mcp_types as types
 import structlog
 
 from . import state_sqlite as sql
-from .fingerprint import call_arguments_hash
+from .fingerprint import call_arguments_hash, keyed_fingerprint
 from .state_index import Held, IdempotencyIndex, SoleUser
 from .state_sqlite import StateError, StateLimits
 
@@ -143,6 +143,9 @@ class IdempotencyStore(Protocol):
     async def mark_unknown(self, key: str, *, expires_at: float) -> None: ...
     async def release(self, key: str) -> None: ...
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None: ...
+    def call_fingerprint(self, call: ToolCall) -> str:
+        """What identifies ``call`` (upstream, tool, arguments) in stored records: keyed, so not reversible."""
+        ...
 
 
 class OutputStore(Protocol):
@@ -451,6 +454,10 @@ class StateStore:
         return await self._run(lambda: sql.output_manifest(self._db(), handle, self._clock()))
 
     # --- AuditStore ----------------------------------------------------------------------------------------------
+
+    def call_fingerprint(self, call: ToolCall) -> str:
+        """``keyed_fingerprint`` with this installation's secret: identical calls match, arguments stay unreadable."""
+        return keyed_fingerprint(call, self._hash_key)
 
     def arguments_hash(self, call: ToolCall) -> str:
         """The audit's hash of ``call``'s arguments: HMAC-SHA-256 keyed with this installation's secret."""

@@ -8,7 +8,8 @@ The key of a call, first found:
 1. ``_meta`` of the request: ``io.github.resilient-mcp/idempotency-key``, ``idempotency-key`` or ``Idempotency-Key``
    (the IETF header name), a non-empty string or a number;
 2. the argument named by ``idempotency.key_argument`` (e.g. ``client_ref``), when the call has it;
-3. otherwise SHA-256 of the canonical JSON of ``[upstream, upstream tool, arguments]`` (``fingerprint.fingerprint``).
+3. otherwise an HMAC-SHA-256, keyed with the installation's secret, of the canonical JSON of ``[upstream, upstream
+   tool, arguments]`` (``StateStore.call_fingerprint``).
 
 Keys are scoped per upstream tool and per upstream *identity* (``upstream_identity``: its URL, or its command,
 arguments and working directory, with its configured name), so two different servers never share a record.
@@ -82,7 +83,7 @@ from ..faults import (
     SideEffectStatus,
     StateConflict,
 )
-from ..fingerprint import canonical_json, fingerprint
+from ..fingerprint import canonical_json
 from ..policy import ToolRule
 from ..state import IdempotencyRecord, IdempotencyStore
 from .guard import SessionGuards
@@ -184,7 +185,7 @@ class Idempotency:
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         if not self.enabled:
             return await call_next(call)
-        args_hash = fingerprint(call)
+        args_hash = self._store.call_fingerprint(call)
         key = self._key(call, args_hash)
         flight = self._flights.get(key.stored)
         if flight is not None:
@@ -382,10 +383,10 @@ class Idempotency:
         # A key derived from the arguments only stands for "the same agent asked again": its result is scoped to
         # the session; whether its outcome is unknown is about the server, so that record is upstream-wide.
         return _Key(
-            f"{scope}#session:{call.session_id}#sha256:{args_hash}",
+            f"{scope}#session:{call.session_id}#hmac:{args_hash}",
             args_hash,
             False,
-            f"{scope}#outcome#sha256:{args_hash}",
+            f"{scope}#outcome#hmac:{args_hash}",
             call.name,
         )
 

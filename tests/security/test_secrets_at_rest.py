@@ -85,6 +85,40 @@ async def test_the_audit_hash_is_keyed_with_the_installations_own_secret(tmp_pat
     assert hashes[0] != hashes[1], "two installations must not share a key"
 
 
+async def test_idempotency_records_on_disk_carry_no_unkeyed_hash_of_the_arguments(tmp_path: Path) -> None:
+    import sqlite3
+
+    import mcp_types as types
+
+    from resilient_mcp.faults import EffectClass
+    from resilient_mcp.fingerprint import fingerprint
+    from resilient_mcp.stages.idempotency import Idempotency, InFlight
+
+    call = ToolCall(
+        name="unlock",
+        arguments={"pin": "4821"},
+        upstream="door",
+        upstream_tool="unlock",
+        rule=ToolRule(effect=EffectClass.WRITE_UNSAFE),
+    )
+    store = await StateStore.open(tmp_path)
+    try:
+
+        async def upstream(_: ToolCall) -> types.CallToolResult:
+            return types.CallToolResult(content=[types.TextContent(type="text", text="open")])
+
+        stage = Idempotency(call.rule, store, InFlight())
+        assert not (await stage(call, upstream)).is_error
+        await store.flush()
+        keyed = store.call_fingerprint(call)
+    finally:
+        await store.aclose()
+    dump = "\n".join(sqlite3.connect(tmp_path / "state.sqlite3").iterdump())
+    assert keyed in dump, "the record is stored under the keyed fingerprint"
+    assert fingerprint(call) not in dump, "a plain SHA-256 of upstream, tool and arguments is reversible by guessing"
+    assert '"pin"' not in dump and "4821" not in dump
+
+
 def test_url_credentials_and_query_values_are_redacted_and_values_capped() -> None:
     line = "POST https://alice:hunter2@mcp.example.com:8443/mcp?token=SEKRET&v=2#x failed"
     assert redact(line) == "POST https://***@mcp.example.com:8443/mcp?token=***&v=***#x failed"
