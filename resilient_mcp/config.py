@@ -385,11 +385,8 @@ def parse_config(doc: Document, environ: dict[str, str] | None = None) -> ProxyC
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SourceError(
-            doc.path,
-            [f"{doc.path}:1: the file must hold a mapping (upstreams: ..., mcpServers: ..., servers: ... or "
-             "context_servers: ...)"],
-        )  # fmt: skip
+        what = "upstreams: ..., mcpServers: ..., servers: ... or context_servers: ..."
+        raise SourceError(doc.path, [f"{doc.path}:1: the file must hold a mapping ({what})"])
     host = read_host_file(doc, data)
     cfg = validate_document(ProxyConfig, doc, data=data) if host is None else _validate_host(doc, data, host)
     cfg = cfg.model_copy(update={"base_dir": str(Path(doc.path).resolve().parent)})

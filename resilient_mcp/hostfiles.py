@@ -44,9 +44,23 @@ TOPS: tuple[tuple[tuple[str, ...], str], ...] = (
 """Where each host keeps its servers, and the host's name in messages."""
 
 NATIVE_KEYS = frozenset(
-    {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "prefix", "enabled", "disabled",
-     "connect_timeout_s", "inherit_env", "env_file"}
-)  # fmt: skip
+    {
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "url",
+        "headers",
+        "type",
+        "transport",
+        "prefix",
+        "enabled",
+        "disabled",
+        "connect_timeout_s",
+        "inherit_env",
+        "env_file",
+    }
+)
 """Keys an upstream entry of resilient-mcp's own format has (a host file may use them too)."""
 
 RENAMED = {"envFile": "env_file", "transportType": "type"}
@@ -200,8 +214,10 @@ def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc
         elif key == "timeout":
             seconds = _timeout_s(value)
             if seconds is None:
-                problems.append(f"{where}: a number of seconds (Cline, Roo Code) or milliseconds above "
-                                f"{TIMEOUT_MS_ABOVE} (Gemini CLI) (got {value!r})")  # fmt: skip
+                problems.append(
+                    f"{where}: a number of seconds (Cline, Roo Code) or milliseconds above "
+                    f"{TIMEOUT_MS_ABOVE} (Gemini CLI) (got {value!r})"
+                )
                 continue
             settings.attempt_s[name] = seconds
             unit = "milliseconds" if value > TIMEOUT_MS_ABOVE else "seconds"
