@@ -8,8 +8,8 @@
 Each server's keys are read as follows:
 
 - ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``type`` (``stdio``, ``sse``, ``http``,
-  ``streamableHttp``), Cline's ``transportType``, VS Code's and Cursor's ``envFile``, Zed's ``enabled``: as the host
-  reads them;
+  ``streamableHttp``), Cline's ``transportType``, VS Code's and Cursor's ``envFile``, Gemini CLI's ``httpUrl``, Zed's
+  ``enabled``: as the host reads them;
 - ``disabled: true`` (Cline, Cursor, Roo Code): the server is not started (``upstream_disabled`` is logged once);
 - ``timeout`` (Cline, Roo Code: seconds; Gemini CLI: milliseconds; a value above 3600 is read as milliseconds): the
   per-attempt timeout of this upstream's tool calls (policy ``timeouts.attempt_s`` of the upstream, ``total_s`` at
@@ -63,7 +63,7 @@ NATIVE_KEYS = frozenset(
 )
 """Keys an upstream entry of resilient-mcp's own format has (a host file may use them too)."""
 
-RENAMED = {"envFile": "env_file", "transportType": "type"}
+RENAMED = {"envFile": "env_file", "transportType": "type", "httpUrl": "url"}
 TYPES = {
     "streamableHttp": "streamable-http",
     "streamable_http": "streamable-http",
