@@ -233,8 +233,8 @@ def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc
             ignored.append(str(key))
     if isinstance(entry.get("type"), str) and entry["type"] in TYPES:
         entry["type"] = TYPES[entry["type"]]
-    if "command" not in entry and "url" not in entry:
-        # e.g. a Zed server provided by an extension: nothing this proxy can start
+    if "command" not in entry and "url" not in entry and settings.app == "Zed":
+        # a server provided by a Zed extension: nothing this proxy can start
         settings.notes.append(
             ("host_server_skipped", {"upstream": name, "reason": "no command or url (provided by the host itself)"})
         )

@@ -102,6 +102,14 @@ def test_a_bad_timeout_is_an_error_naming_the_line_and_key(tmp_path: Path) -> No
     assert "mcp.json:3: mcpServers.a.timeout" in str(err.value) and "'soon'" in str(err.value)
 
 
+def test_every_wrong_server_entry_of_a_host_file_is_named_with_its_line(tmp_path: Path) -> None:
+    body = '{"mcpServers": {\n "a": {"command": 5},\n "b": {"args": []},\n "c": {"command": "x", "prefix": "a b"}}}\n'
+    with pytest.raises(SourceError) as err:
+        load_config(_write(tmp_path / "mcp.json", body))
+    assert [line.split(":")[1] for line in err.value.problems] == ["2", "3", "4"]
+    assert "mcpServers.b: an upstream needs either 'command'" in str(err.value)
+
+
 def test_a_claude_desktop_file_keeps_working_and_its_app_settings_are_ignored(tmp_path: Path) -> None:
     body = {"globalShortcut": "Ctrl+Space", "mcpServers": {"orders": {"command": PY, "args": DEMO}}}
     config = load_config(_write(tmp_path / "claude_desktop_config.json", json.dumps(body)))
