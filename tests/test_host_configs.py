@@ -276,8 +276,15 @@ async def test_serve_with_every_upstream_failing_says_no_tools_are_available_and
     assert "uvx-not-installed-here" in instructions
 
 
-def test_serve_logs_an_error_for_a_missing_command_and_for_no_tools(tmp_path: Path) -> None:
-    body = {"mcpServers": {"git": {"command": "uvx-not-installed-here"}}}
+def test_serve_logs_an_error_for_a_missing_command_and_for_no_tools_and_one_info_per_skipped_thing(
+    tmp_path: Path,
+) -> None:
+    body = {
+        "mcpServers": {
+            "git": {"command": "uvx-not-installed-here", "autoApprove": ["git_status"]},
+            "old": {"command": "gone", "disabled": True},
+        }
+    }
     config = _write(tmp_path / "mcp.json", json.dumps(body))
     hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
@@ -292,6 +299,8 @@ def test_serve_logs_an_error_for_a_missing_command_and_for_no_tools(tmp_path: Pa
     events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     names = {(e.get("event"), e.get("level")) for e in events}
     assert ("upstream_command_not_found", "error") in names and ("no_tools_available", "error") in names, done.stderr
+    once = [(e["event"], e.get("upstream")) for e in events if e["event"] in ("upstream_disabled", "host_keys_ignored")]
+    assert once == [("upstream_disabled", "old"), ("host_keys_ignored", "git")]
     answer = json.loads(done.stdout.splitlines()[0])
     assert answer["result"]["instructions"].startswith("NOTICE: No tools are available")
 
