@@ -222,7 +222,14 @@ def _from_hint(hint: Mapping[str, Any]) -> Fault | None:
             details[lifted] = extra.pop(lifted)
     if extra:
         details["upstream_error"] = extra
-    return cls(_MESSAGES.get(cls, f"The tool reported an error ({cls.fault_type})."), details=details, **kw)
+    fault = cls(_MESSAGES.get(cls, f"The tool reported an error ({cls.fault_type})."), details=details, **kw)
+    fault.claimed_by_upstream = _claims_not_run(fault)
+    return fault
+
+
+def _claims_not_run(fault: Fault) -> bool:
+    """A transient fault the upstream's typed words call not executed: retryable on its word alone."""
+    return fault.is_transient and fault.retry_safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
 
 
 def _from_text(text: str, tool: types.Tool | None) -> Fault:
@@ -275,4 +282,5 @@ def fault_from_observation(obs: Mapping[str, Any], *, upstream_message: str | No
         retry_after_ms=after if isinstance(after, int) and not isinstance(after, bool) else None,
         upstream_code=cls.code,
     )
+    fault.claimed_by_upstream = _claims_not_run(fault)
     return fault

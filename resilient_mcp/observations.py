@@ -10,13 +10,16 @@ facts as ``structuredContent`` and under ``_meta["io.github.resilient-mcp/fault"
   details, repeat_count (when known);
 - L3: + session (remaining budgets, recent failed fingerprints, alternatives: whatever the session context gives).
 
-Repair rule: a fault whose side effect is unknown because the call may have executed (``maybe_executed``) becomes
-``verify_state`` with ``max_retry`` 0 on a tool that is not safe to repeat (``write_unsafe``/``destructive``) unless
-the fault already says ``abort`` or ``ask_user`` (e.g. the loop guard's verdict),
-naming the tool's ``verify_with`` call with its ``"{name}"`` placeholders filled from the call's arguments. Reads and
-idempotent writes keep the fault's own action (``backoff_retry`` for a transient fault). Upstream text is never
-presented as an instruction: it appears only inside ``upstream_message`` (``untrusted: true``) and as one quoted,
-truncated line of the text block.
+Repair rule (rule R, ``repeat.decide``): a fault whose side effect is unknown because the call may have executed
+(``maybe_executed``) becomes ``verify_state`` with ``max_retry`` 0 on a tool that is not safe to repeat
+(``write_unsafe``/``destructive`` without a forwarded idempotency key; any write whose "did not run" is only the
+claim of an upstream without ``trust_annotations``, shown as ``maybe_executed``) unless the fault already says
+``abort`` or ``ask_user`` (e.g. the loop guard's verdict),
+naming the tool's ``verify_with`` call with its ``"{name}"`` placeholders filled from the call's arguments. Reads,
+idempotent writes and writes whose key the upstream honours keep the fault's own action (``backoff_retry`` for a
+transient fault); a read_only tool's output-schema violation gets ``max_retry`` 1 (one re-read) until it repeats.
+Upstream text is never presented as an instruction: it appears only inside ``upstream_message`` (``untrusted: true``)
+and as one quoted, truncated line of the text block.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .error_results import FAULT_META_KEY
 from .faults import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, SideEffectStatus
 from .fingerprint import Consecutive
 from .policy import ObservationLevel
+from .repeat import decide
 from .suggestions import suggestion_for
 from .textcut import utf8_head
 
@@ -71,13 +75,13 @@ def _fill(template: Any, args: Mapping[str, Any]) -> Any:
 def plan_repair(fault: Fault, call: ToolCall) -> tuple[RepairAction, int, dict[str, Any] | None]:
     """The repair action and useful identical retries for this fault on this tool, and the filled verify call."""
     action, max_retry = fault.repair_action, fault.max_retry
-    if (
-        action not in _STOPS
-        and fault.side_effect_status is SideEffectStatus.UNKNOWN
-        and fault.retry_safety is RetrySafety.MAYBE_EXECUTED
-        and not call.rule.effect.repeatable
-    ):
-        action, max_retry = RepairAction.VERIFY_STATE, 0
+    verdict = decide(fault, call.rule)
+    unknown = fault.side_effect_status is SideEffectStatus.UNKNOWN or verdict.reason == "untrusted_claim"
+    if verdict.safety is RetrySafety.MAYBE_EXECUTED and not verdict.safe and unknown:
+        if action not in _STOPS:
+            action, max_retry = RepairAction.VERIFY_STATE, 0
+    elif verdict.reason == "reread_once" and action not in _STOPS and fault.details.get("repeat_count", 0) < 1:
+        max_retry = verdict.max_repeats
     verify = None
     if action is RepairAction.VERIFY_STATE and call.rule.verify_with is not None:
         spec = call.rule.verify_with
@@ -115,7 +119,7 @@ def observation_dict(
         "fault_category": fault.category.value,
         "fault_type": fault.fault_type,
         "is_transient": fault.is_transient,
-        "retry_safety": fault.retry_safety.value,
+        "retry_safety": decide(fault, call.rule).safety.value,
         "code": fault.code,
         "upstream_message": _upstream(fault, upstream_message_chars),
     }

@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
 import mcp_types as types
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
 from .faults import EffectClass
 
@@ -158,6 +158,14 @@ class ToolRule(Strict):
     """Output size caps and outputSchema checks (see `output`)."""
     cache: CacheRule = CacheRule()
     """Response cache for read_only tools, off by default (see `cache`)."""
+
+    _trusted_upstream: bool = PrivateAttr(default=False)
+
+    @property
+    def trusted_upstream(self) -> bool:
+        """Resolved, not configured: the tool's upstream has ``trust_annotations: true``, so its typed hints that a
+        write did not run are believed (rule R, ``repeat.decide``)."""
+        return self._trusted_upstream
 
     @property
     def idempotency_on(self) -> bool:
@@ -351,4 +359,7 @@ class Policy:
             hinted = effect_from_annotations(annotations)
             if hinted is not None:
                 rule = rule.model_copy(update={"effect": hinted})
+        if up.trust_annotations:
+            rule = rule.model_copy()
+            rule._trusted_upstream = True
         return rule

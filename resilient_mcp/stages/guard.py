@@ -8,9 +8,10 @@ from the ``SessionRule`` and that shared state, and per call:
 2. answers an identical call (same upstream, tool and canonical arguments) that already failed for a reason that
    repeating cannot fix with a copy of that fault, without calling next: ``details.repeat_count`` says how often the
    call was repeated, ``details.short_circuited`` is true, and from ``loop_threshold`` identical failures on the
-   repair action is ``abort``. Transient faults are let through (once their ``retry_after`` elapsed, if they had
-   one); so are faults that time or a person can change: an open breaker with no reopen time, and an approval the
-   user declined or cancelled (asking again is the user's decision);
+   repair action is ``abort``. Faults rule R says an identical call can fix (``repeat.decide``) are let through:
+   transient faults (once their ``retry_after`` elapsed, if they had one), a read_only tool's output-schema
+   violation once (one re-read); so are faults that time or a person can change: an open breaker with no reopen
+   time, and an approval the user declined or cancelled (asking again is the user's decision);
 3. counts the outcome: a success forgets the fingerprint, a failure is recorded. Cancellation is not a failure.
 """
 
@@ -37,6 +38,7 @@ from ..faults import (
 from ..fingerprint import fingerprint
 from ..observations import capped_content
 from ..policy import SessionRule
+from ..repeat import decide
 
 Fingerprint = str
 """``fingerprint.fingerprint(call)``: identical calls (upstream, tool, canonical arguments) have equal ones."""
@@ -112,7 +114,7 @@ class Guard:
         key = fingerprint(call)
         record = state.failures.get(key)
         state.calls += 1
-        if record is not None and self._blocks(record):
+        if record is not None and self._blocks(record, call):
             state.calls_failed += 1
             raise self._short_circuit(call, state, key, record)
         try:
@@ -160,11 +162,14 @@ class Guard:
             suggestion=f"{made}; the budget is spent: {close}",
         )
 
-    def _blocks(self, record: FailureRecord) -> bool:
+    def _blocks(self, record: FailureRecord, call: ToolCall) -> bool:
         if record.retry_after_ms is not None:
             return (self._clock() - record.last_failed_at) * 1000 < record.retry_after_ms
         fault = record.fault
-        if fault.is_transient or isinstance(fault, PersistentOutage):
+        verdict = decide(fault, call.rule)  # rule R: can an identical call help (its safety is idempotency's)
+        if verdict.reason == "reread_once":
+            return record.count > verdict.max_repeats
+        if verdict.helps or isinstance(fault, PersistentOutage):
             return False
         return not (isinstance(fault, PermissionDenied) and fault.details.get("approval") in _PERSON_DECIDES)
 

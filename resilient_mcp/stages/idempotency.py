@@ -59,14 +59,13 @@ from ..faults import (
 )
 from ..fingerprint import canonical_json, fingerprint
 from ..policy import ToolRule
+from ..repeat import decide, decide_outcome_unknown
 from ..state import IdempotencyRecord, IdempotencyStore
 
 log = structlog.get_logger(__name__)
 
 REPLAY_META = "io.github.resilient-mcp/replay"
 KEY_META_FIELDS = ("io.github.resilient-mcp/idempotency-key", "idempotency-key", "Idempotency-Key")
-_REISSUABLE = (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
-_NOTHING_DONE = (SideEffectStatus.NONE, SideEffectStatus.NOT_COMMITTED)
 
 
 @dataclass(eq=False)
@@ -151,10 +150,13 @@ class Idempotency:
         self, call: ToolCall, call_next: CallNext, key: _Key, args_hash: str, flight: Flight
     ) -> types.CallToolResult:
         now = flight.started_at
+        expires_at = now + self._in_flight_s
         try:
-            held = await self._store.begin(
-                key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
-            )
+            held = await self._claim(call, key, args_hash, now, expires_at)
+            unknown = held is not None and held.status == "unknown" and held.args_hash == args_hash
+            if unknown and decide_outcome_unknown(call.rule).safe:  # rule R: the upstream dedupes by the sent key
+                await self._store.release(key.stored)
+                held = await self._claim(call, key, args_hash, now, expires_at)
         except Exception:
             log.exception("idempotency_store_failed", tool=call.name)
             return await call_next(self._forward(call, key))
@@ -163,7 +165,7 @@ class Idempotency:
         try:
             result = await call_next(self._forward(call, key))
         except Fault as fault:
-            await self._settle(key, reissuable=_reissuable(fault))
+            await self._settle(key, reissuable=decide(fault, call.rule).nothing_done)
             raise
         except BaseException:  # cancelled, or a bug: the call may have been sent
             await self._settle(key, reissuable=False)
@@ -173,6 +175,11 @@ class Idempotency:
         else:
             await self._settle(key, result=result)
         return result
+
+    async def _claim(
+        self, call: ToolCall, key: _Key, args_hash: str, now: float, expires_at: float
+    ) -> IdempotencyRecord | None:
+        return await self._store.begin(key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=expires_at)
 
     async def _settle(self, key: _Key, *, result: types.CallToolResult | None = None, reissuable: bool = False) -> None:
         """Record how the call ended; shielded, since the call has already happened."""
@@ -257,13 +264,6 @@ class Idempotency:
             suggestion=f"{check} before doing anything else. If it did not, re-issue it after "
             f"{details.get('blocked_until', 'the idempotency window')} or with changed arguments.",
         )  # fmt: skip
-
-
-def _reissuable(fault: Fault) -> bool:
-    """Whether the failed call provably changed nothing, so an identical call may run."""
-    if fault.retry_safety in _REISSUABLE:
-        return True
-    return fault.retry_safety is RetrySafety.EXECUTED_FAILED and fault.side_effect_status in _NOTHING_DONE
 
 
 def _meta_key(meta: dict[str, Any] | None) -> str | None:
