@@ -9,7 +9,9 @@ Sources, in order of trust:
    ``"not_found"``, ...). ``retryable: true`` makes a fault that can be transient transient and ``rejected`` (the
    server said it did not execute); ``retryable: false`` makes any fault non-transient and, where the class would
    say "maybe executed", ``executed_failed``. Faults the catalog never retries (argument, conflict, permission, ...)
-   stay non-transient whatever the server says;
+   stay non-transient whatever the server says. A transient "did not run" read from a hint or a chained observation
+   is marked ``claimed_by_upstream``: rule R (``repeat.decide``) believes it for a write only when the upstream has
+   ``trust_annotations: true``;
 3. text heuristics over the result's text, for servers that follow no convention.
 
 **The rule for untyped errors** (catalog §5.2 S2 and D4): an untyped error is never both transient and safe to

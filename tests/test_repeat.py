@@ -60,8 +60,8 @@ def rule_for(trust: bool, effect: str = "write_unsafe") -> ToolRule:
 
 
 def make_call(rule: ToolRule, args: dict[str, Any] | None = None) -> ToolCall:
-    return ToolCall(name="create_order", arguments=args or {"qty": 1}, upstream="shop", upstream_tool="create_order",
-                    rule=rule)  # fmt: skip
+    arguments = args or {"qty": 1}
+    return ToolCall(name="create_order", arguments=arguments, upstream="shop", upstream_tool="create_order", rule=rule)
 
 
 @dataclass
@@ -141,8 +141,8 @@ async def test_a_write_whose_upstream_honours_the_key_is_retried_and_not_told_to
 
 
 def hinted(meta: dict[str, Any]) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text="busy")], is_error=True,
-                                                 _meta=meta), tool=None)  # fmt: skip
+    result = types.CallToolResult(content=[types.TextContent(text="busy")], is_error=True, _meta=meta)
+    fault = classify_result(result, tool=None)
     assert fault is not None
     return fault
 
