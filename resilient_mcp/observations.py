@@ -80,8 +80,11 @@ def plan_repair(fault: Fault, call: ToolCall) -> tuple[RepairAction, int, dict[s
     if verdict.safety is RetrySafety.MAYBE_EXECUTED and not verdict.safe and unknown:
         if action not in _STOPS:
             action, max_retry = RepairAction.VERIFY_STATE, 0
-    elif verdict.reason == "reread_once" and action not in _STOPS and fault.details.get("repeat_count", 0) < 1:
-        max_retry = verdict.max_repeats
+    elif verdict.reason == "reread_once" and action not in _STOPS:  # a read whose result broke its promise
+        if fault.details.get("repeat_count", 0) < 1:
+            action, max_retry = RepairAction.BACKOFF_RETRY, verdict.max_repeats
+        else:
+            action, max_retry = RepairAction.DEGRADE, 0
     verify = None
     if action is RepairAction.VERIFY_STATE and call.rule.verify_with is not None:
         spec = call.rule.verify_with
@@ -202,15 +205,26 @@ def build_observation(
     )  # fmt: skip
     original = fault.upstream_result if isinstance(fault.upstream_result, types.CallToolResult) else None
     if original is None:
-        content: list[types.ContentBlock] = [types.TextContent(text=_text(fault, obs))]
+        content: list[types.ContentBlock] = [types.TextContent(text=_text(fault, obs)), *_degraded(fault)]
         meta: dict[str, Any] = {FAULT_META_KEY: obs}
     else:
         # The upstream's own error content is kept (never hidden from the model), within the tool's output cap;
         # the observation follows.
         kept = capped_content(list(original.content), call.rule.output.max_text_bytes)
-        content = [*kept, types.TextContent(text=_text(fault, obs, quote_upstream=False))]
+        content = [*kept, types.TextContent(text=_text(fault, obs, quote_upstream=False)), *_degraded(fault)]
         meta = {**(original.meta or {}), FAULT_META_KEY: obs}
     return types.CallToolResult(content=content, structured_content=obs, is_error=True, _meta=meta)
+
+
+def _degraded(fault: Fault) -> list[types.TextContent]:
+    """The degraded data a fault carries (E2, E4), as a text block: hosts show a model the text, not always
+    structuredContent."""
+    text = fault.details.get("degraded_text")
+    if not isinstance(text, str) or not text:
+        return []
+    withheld = fault.details.get("withheld_fields")
+    note = f"; withheld, as they break the schema: {', '.join(map(str, withheld))}" if withheld else ""
+    return [types.TextContent(text=f"Degraded data (the result's text content{note}):\n{text}")]
 
 
 def capped_content(content: list[types.ContentBlock], budget: int) -> list[types.ContentBlock]:
@@ -245,7 +259,13 @@ def unknown_tool_error(
         fault, call, level=level, consecutive=consecutive, repeat_count=repeat_count,
         upstream_message_chars=upstream_message_chars,
     )  # fmt: skip
-    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {call.name}", data=result.structured_content)
+    message = f"Unknown tool: {call.name}"
+    candidates = [
+        c.get("name", "?") if isinstance(c, Mapping) else str(c) for c in fault.details.get("candidates") or []
+    ]
+    if candidates:  # hosts show a model the message, rarely error.data
+        message += f". Did you mean: {', '.join(candidates[:5])}?"
+    return MCPError(types.INVALID_PARAMS, message, data=result.structured_content)
 
 
 # --- schema and instructions ----------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ Catalog §5.2, rule R::
 
     repeat = helps and safe
     helps  = the fault is transient (an identical call can succeed), and it is not the caller's mistake, a policy
-             refusal, a guard decision or an unknown tool; a schema-violating result of a read_only tool may be
-             re-read once (the corruption may not come back)
+             refusal, a guard decision or an unknown tool; a read_only tool's result that broke its outputSchema
+             or the policy's result_invariants may be re-read once (the corruption may not come back)
     safe   = not_sent or rejected                                    (provably nothing ran)
              or maybe_executed and (read_only, write_idempotent, or the upstream honours the forwarded key)
              or executed_failed / n/a on a read_only tool        (a read changes nothing however often it runs)
@@ -34,6 +34,7 @@ from .faults import (
     OutputSchemaViolation,
     PermissionFault,
     RetrySafety,
+    SemanticCorruption,
     SideEffectStatus,
     UnknownTool,
 )
@@ -103,7 +104,7 @@ def decide(fault: Fault, rule: ToolRule) -> Decision:
     max_repeats = fault.max_retry
     if isinstance(fault, _NEVER_REPEATED):
         helps, why_not = False, "caller_must_change"
-    elif isinstance(fault, OutputSchemaViolation) and rule.effect is EffectClass.READ_ONLY:
+    elif isinstance(fault, OutputSchemaViolation | SemanticCorruption) and rule.effect is EffectClass.READ_ONLY:
         helps, why_not, max_repeats = True, "", max(max_repeats, 1)
         reason = "reread_once"
     elif not fault.is_transient:

@@ -253,6 +253,8 @@ class Retry:
         if not isinstance(fault, Fault) or not self._rule.enabled:
             return False  # cancellation, bugs
         verdict = _run_of(retry_state).verdict or decide(fault, self._tool_rule)
+        if verdict.reason == "reread_once":  # a result that broke its promise: the model re-reads it, once
+            return False
         if not verdict.repeat:  # caller mistakes, policy refusals, permanent faults, unsafe repeats
             if fault.is_transient and verdict.reason != "caller_must_change":
                 fault.details.setdefault("retry_stopped", verdict.reason)
