@@ -31,6 +31,9 @@ ALT = ("list_orders", {})
 VERIFY = {"tool": "get_order"}
 BASE_POLICY: dict[str, Any] = {
     "session": {"max_tool_calls": 200, "max_failures": 100, "loop_threshold": 3},
+    # The admin's own order service: its typed "did not run" hints are believed, so a write it rejects as
+    # `unavailable` is retried by the proxy (rule R; an untrusted upstream's writes would be verified instead).
+    "upstreams": {"shop": {"trust_annotations": True}},
     "tools": {
         "get_order": {"effect": "read_only", "fallback": ["list_orders", "search"]},
         "search*": {"effect": "read_only", "fallback": ["list_orders"]},
