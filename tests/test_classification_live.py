@@ -56,8 +56,10 @@ async def test_five_internal_errors_in_a_row_open_only_that_tools_circuit_and_ot
     assert refused["fault_type"] == "C5_persistent_outage" and refused["details"]["circuit"] == "tool"
     assert not served.is_error and text_of(served) == "size: 12"
     assert up.count("read_file") == 5 and up.count("get_file_info") == 1
-    board = {(c["tool"], c["state"]) for c in h.proxy.pipeline.services.board.snapshot()}
+    services = h.proxy.pipeline.services
+    board = {(c["tool"], c["state"]) for c in services.board.snapshot()}
     assert (None, "closed") in board and ("read_file", "open") in board
+    assert services.budgets.tokens("fs") == services.budgets.max_tokens, "the upstream's retry budget is untouched"
 
 
 def test_an_internal_error_is_the_tools_own_and_may_have_executed() -> None:

@@ -233,7 +233,7 @@ class Retry:
     def _classify(self, run: _Run, fault: Fault) -> None:
         """Budget accounting and the outcome-unknown verdict for a failed attempt."""
         run.last_fault = fault
-        if fault.counts_against_upstream:
+        if fault.counts_against_upstream and not fault.tool_level:  # one tool that throws leaves its siblings' budget
             self._budgets.on_failure(run.call.upstream)
         verdict = run.verdict = decide(fault, self._tool_rule)
         if verdict.safety is RetrySafety.MAYBE_EXECUTED:
