@@ -1,5 +1,5 @@
-"""The agent-outcome benchmark counts lost intended writes: a write the agent asked for that never reached the ledger
-(next to duplicate side effects, in the JSON and Markdown report)."""
+"""The agent-outcome benchmark counts lost intended writes: a write the agent asked for and was told succeeded that
+never reached the ledger (next to duplicate side effects, in the JSON and Markdown report)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,15 @@ def create_scenario() -> Scenario:
     return next(s for s in generate() if s.target_step.tool == "create_order" and not s.expected_commits)
 
 
-def test_a_write_the_agent_asked_for_that_never_committed_is_lost() -> None:
+def test_a_write_the_agent_was_told_succeeded_that_never_committed_is_lost() -> None:
     s = create_scenario()
     args = dict(s.target_step.args)
-    assert lost_writes(s, Ledger(), [("create_order", args)]) == 1
+    assert lost_writes(s, Ledger(), [("create_order", args, False), ("create_order", args, True)]) == 1
+
+
+def test_a_write_the_agent_saw_fail_is_not_lost() -> None:
+    s = create_scenario()
+    assert lost_writes(s, Ledger(), [("create_order", dict(s.target_step.args), False)]) == 0
 
 
 def test_a_committed_write_or_one_the_agent_never_asked_for_is_not_lost() -> None:
@@ -25,9 +30,9 @@ def test_a_committed_write_or_one_the_agent_never_asked_for_is_not_lost() -> Non
     args = dict(s.target_step.args)
     ledger = Ledger()
     ledger.commits[f"create_order:{args['client_ref']}"] = 1
-    assert lost_writes(s, ledger, [("create_order", args)]) == 0
-    assert lost_writes(s, Ledger(), [("get_stock", {"sku": "pear"})]) == 0
-    assert lost_writes(s, Ledger(), [("create_order", '{"client_ref": "R1"}')]) == 0  # not an object: no operation
+    assert lost_writes(s, ledger, [("create_order", args, True)]) == 0
+    assert lost_writes(s, Ledger(), [("get_stock", {"sku": "pear"}, True)]) == 0
+    assert lost_writes(s, Ledger(), [("create_order", '{"client_ref": "R1"}', True)]) == 0  # not an object
 
 
 def test_a_write_the_scenario_says_must_not_happen_is_never_counted_lost() -> None:
@@ -35,7 +40,7 @@ def test_a_write_the_scenario_says_must_not_happen_is_never_counted_lost() -> No
     op = next(op for op, n in s.expected_commits.items() if n == 0)
     tool, _, key = op.partition(":")
     field = "client_ref" if tool == "create_order" else "order_id"
-    assert lost_writes(s, Ledger(), [(tool, {field: key})]) == 0
+    assert lost_writes(s, Ledger(), [(tool, {field: key}, True)]) == 0
 
 
 def test_the_report_sums_lost_writes_per_group() -> None:

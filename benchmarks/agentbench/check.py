@@ -131,8 +131,10 @@ def called_operation(tool: str, args: Any) -> str | None:
     return f"{base}:{key}" if isinstance(key, str | int) and not isinstance(key, bool) else None
 
 
-def lost_writes(scenario: Scenario, ledger: Ledger, calls: list[tuple[str, Any]]) -> int:
-    """Intended writes the agent asked for (a call of the write's operation) that never reached the ledger."""
+def lost_writes(scenario: Scenario, ledger: Ledger, calls: list[tuple[str, Any, bool]]) -> int:
+    """Intended writes lost: the agent asked for the write, was answered with a success (so it takes the write as
+    done), and the write never reached the ledger: replayed from another call, answered without being sent, or a
+    silent no-op. A write the agent saw fail is not lost (it knows; that is a task failure, scored as such)."""
     intended = {op for s in scenario.steps if (op := operation(s)) and scenario.expected_commits.get(op, 1) > 0}
-    asked = {op for tool, args in calls if (op := called_operation(tool, args)) in intended}
-    return sum(1 for op in asked if not ledger.commits.get(op))
+    acknowledged = {op for tool, args, ok in calls if ok and (op := called_operation(tool, args)) in intended}
+    return sum(1 for op in acknowledged if not ledger.commits.get(op))

@@ -203,7 +203,8 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]], lat: dict[str, Any]
         f"{sum(by_mode[m]['proxy_useless_attempts'] for m in modes if m != 'M0')} useless proxy attempts. "
         "'Useless retries (sent/all)': identical agent retries that cannot help; 'sent' are those that reached the "
         "upstream, the rest the proxy answered itself (loop guard, idempotency record). 'Lost intended writes': writes "
-        "the agent asked for (it called the write for that operation) that never reached the ledger.",
+        "the agent asked for and was answered with a success that never reached the ledger (replayed, answered "
+        "unsent, or a silent no-op); a write the agent saw fail is a task failure, not a lost write.",
         "",
         "## Attribution (§7.3)",
         "",

@@ -40,7 +40,12 @@ BASE_POLICY: dict[str, Any] = {
         "list_orders": {"effect": "read_only"},
         "get_stock": {"effect": "read_only"},
         "export_orders": {"effect": "read_only"},
-        "create_order": {"effect": "write_unsafe", "verify_with": {**VERIFY, "args": {"client_ref": "{client_ref}"}}},
+        # a create that answers without the new order's id did not create it (E5 noop): a suspect result, not "ok"
+        "create_order": {
+            "effect": "write_unsafe",
+            "verify_with": {**VERIFY, "args": {"client_ref": "{client_ref}"}},
+            "result_invariants": {"required": ["order_id"]},
+        },
         "update_order": {"effect": "write_unsafe", "verify_with": {**VERIFY, "args": {"order_id": "{order_id}"}}},
         "set_status*": {"effect": "write_idempotent", "verify_with": {**VERIFY, "args": {"order_id": "{order_id}"}}},
         "delete_order": {"effect": "destructive", "verify_with": {**VERIFY, "args": {"order_id": "{order_id}"}}},
