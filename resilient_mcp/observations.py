@@ -17,7 +17,8 @@ claim of an upstream without ``trust_annotations``, shown as ``maybe_executed``)
 ``abort`` or ``ask_user`` (e.g. the loop guard's verdict),
 naming the tool's ``verify_with`` call with its ``"{name}"`` placeholders filled from the call's arguments. Reads,
 idempotent writes and writes whose key the upstream honours keep the fault's own action (``backoff_retry`` for a
-transient fault); a read_only tool's output-schema violation gets ``max_retry`` 1 (one re-read) until it repeats.
+transient fault); a read_only tool's result that broke its outputSchema or ``result_invariants`` gets
+``backoff_retry`` with ``max_retry`` 1 (one re-read), ``degrade`` once the re-read failed too.
 Upstream text is never presented as an instruction: it appears only inside ``upstream_message`` (``untrusted: true``)
 and as one quoted, truncated line of the text block.
 """

@@ -27,7 +27,13 @@ simply loses the oversized structuredContent, replaced by a note with its shape.
 With ``validate_output_schema`` (default on), the structuredContent of a tool with an outputSchema is validated
 (validator compiled once, the schema's own ``$schema`` dialect, default 2020-12); a violation, or a missing
 structuredContent, becomes ``OutputSchemaViolation`` with ``validation_errors`` (JSON paths) and the text content as
-``degraded_text``, instead of an exception in the host's SDK. The side effect is committed either way.
+``degraded_text``, instead of an exception in the host's SDK. The side effect is committed either way. A value that
+breaks the schema is never offered as data: a JSON text loses the violating fields (``withheld_fields``); a text that
+is not JSON, and so cannot be separated from them, is withheld whole (``degraded_text_withheld``).
+
+With ``result_invariants`` (policy), a success that breaks them (``invariants.Invariants``) becomes
+``SemanticCorruption`` (E5) with ``violated_invariants``: side effect none for a read_only tool (which may be re-read
+once, rule R), unknown for a write (verify it).
 """
 
 from __future__ import annotations
