@@ -240,6 +240,10 @@ async def test_the_loop_guard_lets_one_re_read_through_after_a_schema_violation_
     with pytest.raises(OutputSchemaViolation) as third:
         await guard(make_call(READ), upstream)
     assert len(upstream.calls) == 2 and third.value.details["short_circuited"] is True
+    assert third.value.repair_action is RepairAction.DEGRADE, "the allowed re-read does not count toward a loop"
+    with pytest.raises(OutputSchemaViolation) as fourth:
+        await guard(make_call(READ), upstream)
+    assert fourth.value.repair_action is RepairAction.ABORT
 
 
 async def test_the_loop_guard_still_answers_a_repeated_schema_violation_of_a_write_itself() -> None:

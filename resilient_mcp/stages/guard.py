@@ -190,7 +190,7 @@ class Guard:
             f"This identical call already failed ({record.fault.fault_type}) and was not sent again.{wait} "
             + (record.fault.suggestion or "Change the arguments or take a different approach.")
         )
-        self._escalate(clone, record.count)
+        self._escalate(clone, record.count, call)
         return clone
 
     def _record_failure(self, call: ToolCall, state: SessionState, key: Fingerprint, fault: Fault) -> None:
@@ -198,11 +198,14 @@ class Guard:
         count = previous.count + 1 if previous is not None else 1
         if previous is not None:
             fault.details.setdefault("repeat_count", count - 1)
-            self._escalate(fault, count)
+            self._escalate(fault, count, call)
         record = FailureRecord(_kept(fault), count, self._clock(), fault.retry_after_ms, call.name)
         self._guards.remember(state, key, record)
 
-    def _escalate(self, fault: Fault, count: int) -> None:
+    def _escalate(self, fault: Fault, count: int, call: ToolCall) -> None:
+        verdict = decide(fault, call.rule)
+        if verdict.reason == "reread_once":  # the re-read rule R allows is not a loop
+            count -= verdict.max_repeats
         if count >= self._rule.loop_threshold:
             fault.repair_action = RepairAction.ABORT
             fault.suggestion = (
