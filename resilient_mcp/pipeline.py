@@ -148,7 +148,11 @@ class Pipeline:
             stages.append(Fallback(rule, self._fallback_target))
         stages.append(Provenance(rule.effect, self.services.taint))
         store = self.services.store
-        stages.append(OutputCap(rule.output, entry.tool.output_schema, store))
+        read_only = rule.effect is EffectClass.READ_ONLY
+        invariants = rule.result_invariants
+        stages.append(
+            OutputCap(rule.output, entry.tool.output_schema, store, invariants=invariants, read_only=read_only)
+        )
         if self._caches(rule, entry):
             stages.append(Cache(rule.cache, self.services.cache))
         if store is not None and replays_writes(rule, entry.tool):

@@ -15,10 +15,12 @@ from .config import ListenConfig, LoggingConfig, ProxyConfig, RemoteUpstream, St
 from .policy import (
     BreakerRule,
     CacheRule,
+    FieldCheck,
     IdempotencyRule,
     ObservationRule,
     OutputRule,
     PolicyFile,
+    ResultInvariants,
     RetryRule,
     SessionRule,
     TimeoutRule,
@@ -42,6 +44,8 @@ POLICY_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("`output`", OutputRule),
     ("`cache`", CacheRule),
     ("`verify_with`", VerifyWith),
+    ("`result_invariants`", ResultInvariants),
+    ("`result_invariants.fields.<path>`", FieldCheck),
 ]
 
 CONFIG_SECTIONS: list[tuple[str, type[BaseModel]]] = [

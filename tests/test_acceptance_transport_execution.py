@@ -64,11 +64,13 @@ def shop(**handlers: Handler) -> ScriptedUpstream:
 
 @asynccontextmanager
 async def over_link(
-    up: ScriptedUpstream, tools: dict[str, Any], recorder: SleepRecorder
+    up: ScriptedUpstream, tools: dict[str, Any], recorder: SleepRecorder, *, trusted: bool = False
 ) -> AsyncIterator[tuple[Harness, Link]]:
     link = Link(up.server())
     upstreams, transports = linked({"shop": link})
-    policy = {"tools": tools}
+    policy: dict[str, Any] = {"tools": tools}
+    if trusted:  # typed hints that a write did not run are believed only from trusted upstreams (rule R)
+        policy["upstreams"] = {"shop": {"trust_annotations": True}}
     async with proxy_over(upstreams, policy, transports=transports, pipeline=recording_pipeline(recorder)) as h:
         yield h, link
 
@@ -391,11 +393,23 @@ async def test_a_call_to_an_upstream_that_refuses_every_connection_fails_fast_as
 # --- D1 transient_execution_error -----------------------------------------------------------------------------------
 
 
-async def test_a_write_rejected_twice_as_typed_unavailable_is_retried_and_executes_once() -> None:
+async def test_a_write_an_untrusted_upstream_rejects_as_typed_unavailable_runs_once_and_asks_to_verify() -> None:
+    busy = error_text("busy, try later", {"type": "unavailable"})
+    up = shop(create_order=ScriptedUpstream.sequence(lambda a: busy, lambda a: ok_text("created")))
+    recorder = SleepRecorder()
+    async with over_link(up, {"create_order": rule("write_unsafe", verify_with=VERIFY)}, recorder) as (h, _):
+        with anyio.fail_after(LIMIT_S):
+            obs = observation(await h.client.call_tool("create_order", {"sku": "S", "client_ref": "r-1"}))
+    assert up.count("create_order") == 1, "the upstream's word alone does not get a write re-sent"
+    assert obs["retry_safety"] == "maybe_executed" and obs["repair_action"] == "verify_state"
+    assert obs["details"]["upstream_claimed"] == "rejected" and obs["details"]["retry_stopped"] == "untrusted_claim"
+
+
+async def test_a_write_a_trusted_upstream_rejects_twice_as_typed_unavailable_is_retried_and_executes_once() -> None:
     busy = error_text("busy, try later", {"type": "unavailable"})
     up = shop(create_order=ScriptedUpstream.sequence(lambda a: busy, lambda a: busy, lambda a: ok_text("created")))
     recorder = SleepRecorder()
-    async with over_link(up, {"create_order": rule("write_unsafe")}, recorder) as (h, _):
+    async with over_link(up, {"create_order": rule("write_unsafe")}, recorder, trusted=True) as (h, _):
         with anyio.fail_after(LIMIT_S):
             result = await h.client.call_tool("create_order", {"sku": "S"})
     no_fault(result)
@@ -450,11 +464,11 @@ async def test_a_read_failing_with_json_rpc_internal_error_is_retried_once_then_
 # --- D2 rate_limited ------------------------------------------------------------------------------------------------
 
 
-async def test_a_write_rate_limited_with_retry_after_one_second_waits_that_second_then_succeeds() -> None:
+async def test_a_write_a_trusted_upstream_rate_limits_with_retry_after_one_second_waits_then_succeeds() -> None:
     limited = error_text("slow down", {"type": "rate_limited", "retry_after_ms": 1000})
     up = shop(create_order=ScriptedUpstream.sequence(lambda a: limited, lambda a: ok_text("created")))
     recorder = SleepRecorder()
-    async with over_link(up, {"create_order": rule("write_unsafe")}, recorder) as (h, _):
+    async with over_link(up, {"create_order": rule("write_unsafe")}, recorder, trusted=True) as (h, _):
         with anyio.fail_after(LIMIT_S):
             result = await h.client.call_tool("create_order", {"sku": "S"})
     no_fault(result)
