@@ -29,7 +29,12 @@ from .catalog import Catalog, CatalogConflict, build_catalog, prefixes_for
 from .config import ProxyConfig
 from .pipeline import CompiledTool, Pipeline
 from .policy import Policy
-from .upstream import TransportFactory, Upstream
+from .upstream import TransportFactory, Upstream, host_capability_names
+
+MISSING_CAPABILITY = -32021
+"""MissingRequiredClientCapability (2026-07-28, SEP-2575): the answer to a request the host cannot serve."""
+
+_CAPABILITY_OF = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
 
 log = structlog.get_logger(__name__)
 
@@ -114,6 +119,10 @@ class Proxy:
         self.routing = Routing(catalog=Catalog(prefixes=dict(self.prefixes)))
         self._strict_names = True
         self._started = False
+        self.single_host = False
+        """Serving one host over stdio: upstreams are then connected with that host's own capabilities."""
+        self._refused: dict[int, set[str]] = {}
+        self._follow_lock = anyio.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------------------------------
 
@@ -195,6 +204,27 @@ class Proxy:
             yield
         finally:
             active.remove(ctx)
+            if ctx not in active:
+                self._refused.pop(id(ctx), None)
+
+    def refused_capabilities(self, ctx: Ctx) -> set[str]:
+        """The host capabilities the proxy refused an upstream on behalf of ``ctx``'s call (so far)."""
+        return self._refused.get(id(ctx), set())
+
+    async def follow_host(self, ctx: Ctx) -> None:
+        """With a single stdio host, connect every upstream declaring exactly the host's capabilities (once they are
+        known), so a server that registers tools only for capable clients lists what this host can use."""
+        if not self.single_host or not self._started:
+            return
+        caps = ctx.session.client_capabilities
+        if caps is None:
+            return
+        wanted = host_capability_names(caps)
+        if all(up.declared == wanted for up in self.upstreams.values()):
+            return
+        async with self._follow_lock, anyio.create_task_group() as tg:
+            for up in self.upstreams.values():
+                tg.start_soon(up.declare, wanted, up.config.connect_timeout_s)
 
     def seen(self, ctx: Ctx) -> None:
         self._last_ctx = ctx
@@ -305,10 +335,28 @@ class Proxy:
 
     async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
         ctx = self._ctx_for(upstream.name)
-        if ctx is None or not ctx.session.can_send_request:
+        if ctx is None:
             return types.ErrorData(
                 code=types.INVALID_REQUEST,
                 message=f"resilient-mcp: no connected host can answer {request.method} for upstream {upstream.name!r}",
+            )
+        capability = _CAPABILITY_OF.get(request.method)
+        if capability is not None and capability not in host_capability_names(ctx.session.client_capabilities):
+            # Refused at once, never relayed nor left to time out: the host never said it could answer.
+            if ctx in self._active.get(upstream.name, []):
+                self._refused.setdefault(id(ctx), set()).add(capability)
+            log.info("server_request_refused", upstream=upstream.name, method=request.method, missing=capability)
+            return types.ErrorData(
+                code=MISSING_CAPABILITY,
+                message=f"The host did not declare the {capability!r} capability ({request.method} refused by "
+                "resilient-mcp)",
+                data={"requiredCapabilities": {capability: {}}},
+            )
+        if not ctx.session.can_send_request:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"resilient-mcp: the host's connection ({ctx.protocol_version}) cannot carry a request from "
+                f"the server; {request.method} for upstream {upstream.name!r} cannot be relayed",
             )
         result_type: type[BaseModel]
         if isinstance(request, types.CreateMessageRequest):
