@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
+from .bridge import Bridges
 from .catalog import Catalog, CatalogConflict, build_catalog, prefixes_for
 from .config import ProxyConfig
 from .pipeline import CompiledTool, Pipeline
@@ -122,6 +123,8 @@ class Proxy:
         self.single_host = False
         """Serving one host over stdio: upstreams are then connected with that host's own capabilities."""
         self._refused: dict[int, set[str]] = {}
+        self.bridges = Bridges()
+        """2026-07-28 hosts: upstream requests become InputRequiredResults (see bridge.py)."""
         self._follow_lock = anyio.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------------------------------
@@ -133,6 +136,7 @@ class Proxy:
         conflict: CatalogConflict | None = None
         try:
             async with anyio.create_task_group() as tg:
+                self.bridges.bind(tg)
                 for up in self.upstreams.values():
                     tg.start_soon(up.run, name=f"upstream:{up.name}")
                 await self._wait_started(startup_timeout_s)
@@ -220,11 +224,15 @@ class Proxy:
         if caps is None:
             return
         wanted = host_capability_names(caps)
-        if all(up.declared == wanted for up in self.upstreams.values()):
+        if all(up.declared == wanted for up in self.upstreams.values()) and not self._follow_lock.locked():
             return
-        async with self._follow_lock, anyio.create_task_group() as tg:
-            for up in self.upstreams.values():
-                tg.start_soon(up.declare, wanted, up.config.connect_timeout_s)
+        async with self._follow_lock:  # a reconnect under way (from another request of the host) is waited for
+            if all(up.declared == wanted for up in self.upstreams.values()):
+                return
+            async with anyio.create_task_group() as tg:
+                for up in self.upstreams.values():
+                    tg.start_soon(up.declare, wanted, up.config.connect_timeout_s)
+            self.rebuild()  # the re-listed catalogs, before this host's first answer
 
     def seen(self, ctx: Ctx) -> None:
         self._last_ctx = ctx
@@ -238,7 +246,10 @@ class Proxy:
         would show one host another's prompt)."""
         active = self._active.get(upstream)
         if active:
-            return active[-1] if len({session_key(c) for c in active}) == 1 else None
+            # A call whose upstream work is parked on a question to its (2026-07-28) host is not the one asking now,
+            # unless every call is parked (then one of them asks more at once).
+            running = [c for c in active if not self.bridges.waiting_on_host(c)] or active
+            return running[-1] if len({session_key(c) for c in running}) == 1 else None
         return self._last_ctx if len(self.sessions) == 1 else None
 
     # --- UpstreamHooks ----------------------------------------------------------------------------------------------
@@ -336,6 +347,11 @@ class Proxy:
     async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
         ctx = self._ctx_for(upstream.name)
         if ctx is None:
+            active = self._active.get(upstream.name) or []
+            log.info(
+                "server_request_unattributed", upstream=upstream.name, method=request.method, calls=len(active),
+                parked=sum(self.bridges.waiting_on_host(c) for c in active), hosts=len(self.sessions),
+            )  # fmt: skip
             return types.ErrorData(
                 code=types.INVALID_REQUEST,
                 message=f"resilient-mcp: no connected host can answer {request.method} for upstream {upstream.name!r}",
@@ -352,6 +368,9 @@ class Proxy:
                 "resilient-mcp)",
                 data={"requiredCapabilities": {capability: {}}},
             )
+        bridge = self.bridges.for_ctx(ctx)
+        if bridge is not None:  # a 2026-07-28 host: asked with an InputRequiredResult, answered on its retry
+            return await bridge.ask(request)
         if not ctx.session.can_send_request:
             return types.ErrorData(
                 code=types.INVALID_REQUEST,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import mcp_types as types
@@ -186,6 +187,22 @@ def _plain_call_name(ctx: Ctx) -> str | None:
     return name if raw_meta is None or (type(raw_meta) is dict and ctx.meta is not None) else None
 
 
+_R = TypeVar("_R")
+
+
+async def _maybe_bridged(
+    proxy: Proxy, ctx: Ctx, params: types.InputResponseRequestParams, work: Callable[[], Awaitable[_R]]
+) -> _R | types.InputRequiredResult:
+    """``work()`` for a handshake-era host; for a 2026-07-28 host, through its bridge: what the upstream asks the old
+    way (sampling, elicitation, roots) comes back as an InputRequiredResult, answered on the host's retry."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return await work()
+    result: _R | types.InputRequiredResult = await proxy.bridges.run(
+        ctx, params.request_state, params.input_responses, work
+    )
+    return result
+
+
 def _not_found(kind: str, name: str) -> MCPError:
     return MCPError(types.INVALID_PARAMS, f"Unknown {kind}: {name}", {"name": name})
 
@@ -198,8 +215,13 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
         await proxy.follow_host(ctx)
         return types.ListToolsResult(tools=proxy.routing.visible_tools)
 
-    async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await run_tool_call(proxy, ctx, params.name, params.arguments, params.meta)
+    async def call_tool(
+        ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        async def work() -> types.CallToolResult:
+            return await run_tool_call(proxy, ctx, params.name, params.arguments, params.meta)
+
+        return await _maybe_bridged(proxy, ctx, params, work)
 
     async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
         proxy.seen(ctx)
@@ -219,15 +241,21 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
         return upstream
 
-    async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(
+        ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         proxy.seen(ctx)
         uri = str(params.uri)
         local = await proxy.pipeline.read_proxy_resource(uri)
         if local is not None:
             return local
         up = proxy.upstreams[_owner(uri)]
-        async with proxy.in_flight(up.name, ctx):
-            return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
+
+        async def work() -> types.ReadResourceResult:
+            async with proxy.in_flight(up.name, ctx):
+                return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
+
+        return await _maybe_bridged(proxy, ctx, params, work)
 
     async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         proxy.seen(ctx)
@@ -245,15 +273,21 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
         proxy.seen(ctx)
         return types.ListPromptsResult(prompts=proxy.routing.catalog.prompt_list())
 
-    async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    async def get_prompt(
+        ctx: Ctx, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         proxy.seen(ctx)
         entry = proxy.routing.catalog.prompts.get(params.name)
         if entry is None:
             raise _not_found("prompt", params.name)
         up = proxy.upstreams[entry.upstream]
         forwarded = _hop(params).model_copy(update={"name": entry.name})
-        async with proxy.in_flight(up.name, ctx):
-            return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
+
+        async def work() -> types.GetPromptResult:
+            async with proxy.in_flight(up.name, ctx):
+                return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
+
+        return await _maybe_bridged(proxy, ctx, params, work)
 
     async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
         proxy.seen(ctx)
