@@ -64,6 +64,7 @@ class Bridge:
         self._answer_timeout_s = answer_timeout_s
         self._count = 0
         self.collected = anyio.Event()
+        self.scope = anyio.CancelScope()
 
     def _touch(self) -> None:
         self._changed.set()
@@ -102,6 +103,11 @@ class Bridge:
                 )
             question.answered.set()
 
+    def abandon(self) -> None:
+        """The host will not answer this round: the upstream call is cancelled (the upstream is told), as if the
+        host had cancelled it."""
+        self.scope.cancel()
+
     def finish(self, outcome: Any = None, error: BaseException | None = None) -> None:
         self.outcome, self.error, self.done = outcome, error, True
         self._touch()
@@ -136,6 +142,7 @@ class Bridges:
     def __init__(self, answer_timeout_s: float = 300.0) -> None:
         self._by_state: dict[str, Bridge] = {}
         self._by_ctx: dict[int, Bridge] = {}
+        self._by_origin: dict[str, Bridge] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self.answer_timeout_s = answer_timeout_s
 
@@ -160,8 +167,12 @@ class Bridges:
         request_state: str | None,
         input_responses: dict[str, Any] | None,
         work: Callable[[], Awaitable[Any]],
+        origin: str = "",
     ) -> Any:
-        """``work()``'s result for the host's request ``ctx``, or an InputRequiredResult when the upstream asks."""
+        """``work()``'s result for the host's request ``ctx``, or an InputRequiredResult when the upstream asks.
+
+        ``origin`` names the host and the request (tool, prompt, resource): the same host making the same request
+        again without the ``requestState`` starts over, so a round of that request still parked is abandoned."""
         if request_state is not None and request_state.startswith(STATE_PREFIX):
             bridge = self._by_state.get(request_state)
             if bridge is None:
@@ -173,12 +184,20 @@ class Bridges:
         elif self._tg is None:
             return await work()
         else:
+            earlier = self._by_origin.get(origin) if origin else None
+            if earlier is not None and not earlier.done:
+                earlier.abandon()
             bridge = Bridge(self.answer_timeout_s)
             self._by_state[bridge.state] = bridge
+            if origin:
+                self._by_origin[origin] = bridge
             self._tg.start_soon(self._work, ctx, bridge, work)
         asked_with = bridge.state
         try:
-            return await bridge.next_event()
+            event = await bridge.next_event()
+            asked = sorted(event.input_requests or {}) if isinstance(event, types.InputRequiredResult) else None
+            log.debug("bridge_round", resumed=request_state is not None, done=bridge.done, asked=asked)
+            return event
         finally:
             if bridge.done:
                 self._close(bridge)
@@ -189,11 +208,15 @@ class Bridges:
     async def _work(self, ctx: Any, bridge: Bridge, work: Callable[[], Awaitable[Any]]) -> None:
         self._by_ctx[id(ctx)] = bridge
         try:
-            outcome = await work()
+            with bridge.scope:
+                outcome = await work()
         except Exception as exc:
             bridge.finish(error=exc)
         else:
-            bridge.finish(outcome)
+            if bridge.scope.cancelled_caught:
+                bridge.finish(error=MCPError(types.INVALID_REQUEST, "resilient-mcp: the host made the request again"))
+            else:
+                bridge.finish(outcome)
         finally:
             self._by_ctx.pop(id(ctx), None)
         with anyio.move_on_after(self.answer_timeout_s):  # the host may never come back for the result
@@ -203,4 +226,6 @@ class Bridges:
     def _close(self, bridge: Bridge) -> None:
         for state in [state for state, open_bridge in self._by_state.items() if open_bridge is bridge]:
             self._by_state.pop(state, None)
+        for origin in [origin for origin, open_bridge in self._by_origin.items() if open_bridge is bridge]:
+            self._by_origin.pop(origin, None)
         bridge.collected.set()

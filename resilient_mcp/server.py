@@ -191,14 +191,18 @@ _R = TypeVar("_R")
 
 
 async def _maybe_bridged(
-    proxy: Proxy, ctx: Ctx, params: types.InputResponseRequestParams, work: Callable[[], Awaitable[_R]]
+    proxy: Proxy,
+    ctx: Ctx,
+    params: types.InputResponseRequestParams,
+    work: Callable[[], Awaitable[_R]],
+    target: str,
 ) -> _R | types.InputRequiredResult:
     """``work()`` for a handshake-era host; for a 2026-07-28 host, through its bridge: what the upstream asks the old
     way (sampling, elicitation, roots) comes back as an InputRequiredResult, answered on the host's retry."""
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return await work()
     result: _R | types.InputRequiredResult = await proxy.bridges.run(
-        ctx, params.request_state, params.input_responses, work
+        ctx, params.request_state, params.input_responses, work, origin=f"{session_key(ctx)}|{ctx.method}|{target}"
     )
     return result
 
@@ -221,7 +225,7 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
         async def work() -> types.CallToolResult:
             return await run_tool_call(proxy, ctx, params.name, params.arguments, params.meta)
 
-        return await _maybe_bridged(proxy, ctx, params, work)
+        return await _maybe_bridged(proxy, ctx, params, work, params.name)
 
     async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
         proxy.seen(ctx)
@@ -255,7 +259,7 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
             async with proxy.in_flight(up.name, ctx):
                 return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
 
-        return await _maybe_bridged(proxy, ctx, params, work)
+        return await _maybe_bridged(proxy, ctx, params, work, uri)
 
     async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         proxy.seen(ctx)
@@ -287,7 +291,7 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
             async with proxy.in_flight(up.name, ctx):
                 return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
 
-        return await _maybe_bridged(proxy, ctx, params, work)
+        return await _maybe_bridged(proxy, ctx, params, work, params.name)
 
     async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
         proxy.seen(ctx)
