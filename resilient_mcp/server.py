@@ -2,7 +2,9 @@
 
 Built on the SDK's low-level ``Server``, which does not validate tool arguments (the chain does) and passes results
 through. Tool calls go through the compiled chain; resources, prompts, completion, logging and subscriptions are
-forwarded as they are, errors included. Capabilities mirror what the upstreams offered at startup.
+forwarded with this hop's envelope removed (``_hop``), errors included. For a 2026-07-28 host, tools/call, prompts/get
+and resources/read run through ``bridge.py``, which turns what a handshake-era upstream asks into InputRequiredResult
+rounds. Capabilities mirror what the upstreams offered at startup.
 """
 
 from __future__ import annotations
