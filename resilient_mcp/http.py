@@ -207,15 +207,27 @@ class JsonBodyGuard:
 # --- connections ------------------------------------------------------------------------------------------------------
 
 SHED_LOG_INTERVAL_S = 10.0
+BACKLOG = 64
+"""The listen queue, and so the most connections asyncio accepts per event-loop turn. A shed connection's descriptor
+is freed three turns after its accept (task, ``connection_made``, close), so up to ~4 x BACKLOG are open beyond the
+cap during a flood."""
+
+
+def open_files_limit() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 65536 if soft == resource.RLIM_INFINITY or soft <= 0 else soft
+
+
+def descriptor_reserve(open_files: int) -> int:
+    """Descriptors kept out of the connection cap: accept bursts not yet shed (4 x ``BACKLOG``), upstream pipes and
+    sockets, the state database, logs and the event loop. A quarter of the limit, at least 4 x ``BACKLOG`` + 64."""
+    return max(4 * BACKLOG + 64, open_files // 4)
 
 
 def default_max_connections() -> int:
-    """Three quarters of the soft open-file limit, at most 4096: the rest stays for upstreams, the state database,
-    logs and the event loop, so ``accept()`` never runs out of descriptors."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        soft = 65536
-    return max(8, min(4096, soft - max(32, soft // 4)))
+    """What the open-file limit leaves after ``descriptor_reserve``, at most 4096 (1024 descriptors: 704)."""
+    open_files = open_files_limit()
+    return max(8, min(4096, open_files - descriptor_reserve(open_files)))
 
 
 class ConnectionLimits:
@@ -440,6 +452,15 @@ async def serve_http(proxy: Proxy, server: Server[Any], host: str, port: int, li
         )
     app = build_app(proxy, server, host, listen)
     limits = ConnectionLimits(listen.max_connections or default_max_connections(), listen.header_timeout_s)
+    open_files = open_files_limit()
+    if limits.max_connections > open_files - descriptor_reserve(open_files):
+        log.warning(
+            "http_max_connections_above_open_files",
+            max_connections=limits.max_connections,
+            open_files_limit=open_files,
+            hint="lower listen.max_connections or raise the open-file limit (ulimit -n): past it, new connections "
+            "fail in accept() instead of being shed",
+        )
     protocol = cast(type[asyncio.Protocol], functools.partial(GuardedH11Protocol, limits=limits))
     config = uvicorn.Config(
         app,
@@ -450,6 +471,7 @@ async def serve_http(proxy: Proxy, server: Server[Any], host: str, port: int, li
         lifespan="on",
         timeout_graceful_shutdown=2,
         http=protocol,
+        backlog=BACKLOG,
     )
     userver = _Uvicorn(config)
     log.info(
