@@ -141,8 +141,8 @@ class ListenConfig(_Strict):
     """A connection must send a request's complete headers within this many seconds (else 408 and closed)."""
     max_connections: int | None = Field(None, ge=8)
     """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see the README's HTTP section."""
-    max_json_values: int = Field(100_000, ge=100)
-    """JSON values (objects, arrays, strings, numbers, ...) one request body may hold; more gets 413 unparsed."""
+    max_json_items: int = Field(100_000, ge=100)
+    """JSON items (strings and keys, numbers, literals, objects, arrays) one request may hold; more gets 413."""
 
 
 class LoggingConfig(_Strict):
