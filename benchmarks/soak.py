@@ -235,8 +235,101 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+INJECTED = ("D1_transient_execution_error", "C4_gateway_5xx", "D2_rate_limited")
+"""What the plan injects: a call that fails with one of these had every attempt faulted (a faulted call, not a good
+one); the policy's attempts (3, or 2 when a 502 may have executed) were used up."""
+
+
+def resources(proxy: Proxy) -> dict[str, int]:
+    return {"rss_kb": proxy.rss_kb(), "descriptors": proxy.descriptors()}
+
+
+async def settled(proxy: Proxy, baseline: dict[str, int], limit_s: float) -> dict[str, int]:
+    """The proxy's resources once its descriptors are back to ``baseline`` (or after ``limit_s``)."""
+    with anyio.move_on_after(limit_s):
+        while True:  # the proxy is another process: nothing to wait on but its /proc entry
+            if proxy.descriptors() <= baseline["descriptors"]:
+                break
+            await anyio.sleep(0.5)
+    return resources(proxy)
+
+
+async def phase(proxy: Proxy, http: httpx2.AsyncClient, args: argparse.Namespace, flood_size: int) -> dict[str, Any]:
+    """``args.sessions`` sessions x ``args.calls`` calls, with ``flood_size`` slowloris sockets held meanwhile."""
+    latencies: list[float] = []
+    failures: list[str] = []
+    peak = resources(proxy)
+    health = {"checks": 0, "failed": 0}
+    flood = Flood(proxy.port, flood_size)
+
+    async def one_session(n: int) -> None:
+        session = await Session(http, proxy.base).open()
+        for i in range(args.calls):
+            t0 = time.perf_counter()
+            problem = await session.echo(f"s{n}-c{i}-{uuid.uuid4().hex[:6]}")
+            latencies.append(time.perf_counter() - t0)
+            if problem:
+                failures.append(problem)
+        await session.close()
+
+    async def watch(stop: anyio.Event) -> None:
+        async with httpx2.AsyncClient(trust_env=False, timeout=5) as probe:
+            while not stop.is_set():
+                now = resources(proxy)
+                peak.update({k: max(peak[k], now[k]) for k in peak})
+                health["checks"] += 1
+                try:
+                    ok = (await probe.get(f"{proxy.base}/healthz")).status_code == 200
+                except httpx2.HTTPError:
+                    ok = False
+                health["failed"] += not ok
+                with anyio.move_on_after(1):
+                    await stop.wait()
+
+    stop = anyio.Event()
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(watch, stop)
+        async with anyio.create_task_group() as attack:
+            await flood.run(attack)
+            with anyio.fail_after(120):
+                await flood.ready.wait()
+            held_at_start = flood.open
+            started = time.perf_counter()
+            async with anyio.create_task_group() as work:
+                for n in range(args.sessions):
+                    work.start_soon(one_session, n)
+            elapsed = time.perf_counter() - started
+            held_at_end = flood.open
+            attack.cancel_scope.cancel()
+        stop.set()
+    for stream in list(flood.streams):
+        await stream.aclose()
+    faulted = [f for f in failures if any(t in f for t in INJECTED)]
+    good = [f for f in failures if f not in faulted]
+    return {
+        "slowloris": flood_size,
+        "calls": len(latencies),
+        "failed_good_calls": len(good),
+        "good_call_failures": sorted(set(good))[:10],
+        "faulted_calls_not_recovered": len(faulted),
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 1),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
+        "calls_per_s": round(len(latencies) / elapsed, 1),
+        "elapsed_s": round(elapsed, 1),
+        "health_checks": health,
+        "flood": {
+            "held_at_start": held_at_start,
+            "held_at_end": held_at_end,
+            "closed_by_proxy_and_reopened": flood.reopened,
+            "failed_connects": flood.failed_connects,
+        },
+        "proxy_peak": peak,
+    }
+
+
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
     run_id = f"soak-{uuid.uuid4().hex[:8]}"
+    phases: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         async with running_proxy(Path(tmp), REPO, True, run_id, "soak") as proxy:
             limits = httpx2.Limits(max_connections=args.sessions + 8, max_keepalive_connections=args.sessions + 8)
@@ -245,112 +338,53 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 for i in range(args.warmup):
                     await warm.echo(f"warm-{i}")
                 await warm.close()
-                before = {"rss_kb": proxy.rss_kb(), "descriptors": proxy.descriptors()}
-                peak = dict(before)
-                latencies: list[float] = []
-                failures: list[str] = []
-                health = {"checks": 0, "failed": 0}
-                flood = Flood(proxy.port, args.slowloris)
-                started = time.perf_counter()
-
-                async def one_session(n: int) -> None:
-                    session = await Session(http, proxy.base).open()
-                    for i in range(args.calls):
-                        t0 = time.perf_counter()
-                        problem = await session.echo(f"s{n}-c{i}-{uuid.uuid4().hex[:6]}")
-                        latencies.append(time.perf_counter() - t0)
-                        if problem:
-                            failures.append(problem)
-                    await session.close()
-
-                async def watch(stop: anyio.Event) -> None:
-                    async with httpx2.AsyncClient(trust_env=False, timeout=5) as probe:
-                        while not stop.is_set():
-                            peak["rss_kb"] = max(peak["rss_kb"], proxy.rss_kb())
-                            peak["descriptors"] = max(peak["descriptors"], proxy.descriptors())
-                            health["checks"] += 1
-                            try:
-                                ok = (await probe.get(f"{proxy.base}/healthz")).status_code == 200
-                            except httpx2.HTTPError:
-                                ok = False
-                            health["failed"] += not ok
-                            with anyio.move_on_after(1):
-                                await stop.wait()
-
-                stop = anyio.Event()
-                async with anyio.create_task_group() as outer:
-                    outer.start_soon(watch, stop)
-                    async with anyio.create_task_group() as attack:
-                        await flood.run(attack)
-                        with anyio.fail_after(120):
-                            await flood.ready.wait()
-                        held_at_start = flood.open
-                        async with anyio.create_task_group() as work:
-                            for n in range(args.sessions):
-                                work.start_soon(one_session, n)
-                        elapsed = time.perf_counter() - started
-                        held_at_end = flood.open
-                        attack.cancel_scope.cancel()
-                    stop.set()
-            for stream in list(flood.streams):
-                await stream.aclose()
-            settle_deadline = time.monotonic() + args.settle_s
-            after_fds = proxy.descriptors()
-            while after_fds > before["descriptors"] and time.monotonic() < settle_deadline:
-                await anyio.sleep(0.5)
-                after_fds = proxy.descriptors()
-            after = {"rss_kb": proxy.rss_kb(), "descriptors": after_fds}
+                before = await settled(proxy, resources(proxy), 0)
+                for name, flood in ([] if args.skip_calm else [("calm", 0)]) + [("flood", args.slowloris)]:
+                    phases[name] = await phase(proxy, http, args, flood)
+                    phases[name]["proxy_after"] = await settled(proxy, before, args.settle_s)
             injected = proxy.log_count("chaos_fault_injected")
             shed_lines = proxy.log_count("http_connections_shed")
             log_lines = len(proxy.log.read_text(errors="replace").splitlines())
-    leftovers = reap_leftovers(run_id)
     return {
         "sessions": args.sessions,
         "calls_per_session": args.calls,
-        "calls": len(latencies),
-        "failed_calls": len(failures),
-        "failures": sorted(set(failures))[:10],
+        "fault_rate": FAULT_RATE,
         "faults_injected": injected,
-        "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
-        "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
-        "calls_per_s": round(len(latencies) / elapsed, 1),
-        "elapsed_s": round(elapsed, 1),
-        "health_checks": health,
-        "slowloris": {
-            "sockets": args.slowloris,
-            "held_at_start": held_at_start,
-            "held_at_end": held_at_end,
-            "closed_by_proxy_and_reopened": flood.reopened,
-            "failed_connects": flood.failed_connects,
-        },
         "proxy_before": before,
-        "proxy_peak": peak,
-        "proxy_after": after,
+        "phases": phases,
         "proxy_log_lines": log_lines,
         "shed_log_lines": shed_lines,
-        "leftover_processes": leftovers,
+        "leftover_processes": reap_leftovers(run_id),
     }
 
 
 def report_soak(r: dict[str, Any]) -> None:
-    b, p, a = r["proxy_before"], r["proxy_peak"], r["proxy_after"]
-    s = r["slowloris"]
+    b = r["proxy_before"]
     print(
-        f"{r['sessions']} sessions x {r['calls_per_session']} calls = {r['calls']} calls in {r['elapsed_s']} s "
-        f"({r['calls_per_s']}/s), faults injected: {r['faults_injected']}"
+        f"{r['sessions']} sessions x {r['calls_per_session']} calls per phase, {r['fault_rate']:.0%} faults injected "
+        f"({r['faults_injected']} in all); proxy before: RSS {b['rss_kb'] / 1024:.1f} MB, {b['descriptors']} "
+        "descriptors"
     )
-    print(f"failed calls: {r['failed_calls']}  {r['failures'] or ''}")
-    print(f"latency p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms")
-    print(f"health checks: {r['health_checks']['checks']}, failed: {r['health_checks']['failed']}")
-    print(
-        f"slowloris: {s['sockets']} sockets (held {s['held_at_start']} at start, {s['held_at_end']} at end), "
-        f"closed by the proxy and reopened {s['closed_by_proxy_and_reopened']} times, "
-        f"failed connects {s['failed_connects']}"
-    )
-    print(
-        f"proxy RSS MB: before {b['rss_kb'] / 1024:.1f}, peak {p['rss_kb'] / 1024:.1f}, after {a['rss_kb'] / 1024:.1f}"
-    )
-    print(f"proxy descriptors: before {b['descriptors']}, peak {p['descriptors']}, after {a['descriptors']}")
+    for name, p in r["phases"].items():
+        f, peak, after = p["flood"], p["proxy_peak"], p["proxy_after"]
+        print(
+            f"[{name}] {p['calls']} calls in {p['elapsed_s']} s ({p['calls_per_s']}/s) with {p['slowloris']} "
+            f"slowloris sockets: failed good calls {p['failed_good_calls']} {p['good_call_failures'] or ''}, "
+            f"faulted calls not recovered {p['faulted_calls_not_recovered']}"
+        )
+        print(
+            f"    latency p50 {p['p50_ms']} ms, p99 {p['p99_ms']} ms; health checks {p['health_checks']['checks']}, "
+            f"failed {p['health_checks']['failed']}"
+        )
+        if p["slowloris"]:
+            print(
+                f"    flood: held {f['held_at_start']} at start, {f['held_at_end']} at end; closed by the proxy and "
+                f"reopened {f['closed_by_proxy_and_reopened']} times; failed connects {f['failed_connects']}"
+            )
+        print(
+            f"    proxy RSS MB peak {peak['rss_kb'] / 1024:.1f}, after {after['rss_kb'] / 1024:.1f}; descriptors "
+            f"peak {peak['descriptors']}, after {after['descriptors']}"
+        )
     print(
         f"proxy log: {r['proxy_log_lines']} lines ({r['shed_log_lines']} shed summaries); "
         f"leftover processes: {r['leftover_processes']}"
@@ -447,6 +481,7 @@ if __name__ == "__main__":
     parser.add_argument("--slowloris", type=int, default=500, help="partial-header sockets held open")
     parser.add_argument("--warmup", type=int, default=200, help="calls before the baseline is taken")
     parser.add_argument("--settle-s", type=float, default=30.0, help="longest wait for descriptors to settle")
+    parser.add_argument("--skip-calm", action="store_true", help="no phase without the flood first")
     parser.add_argument("--body-stall", action="store_true", help="measure the 3.6 MB body stall instead")
     parser.add_argument("--keys", type=int, default=200_000, help="keys of the --body-stall body")
     parser.add_argument("--rounds", type=int, default=3, help="--body-stall repetitions")
