@@ -96,6 +96,10 @@ _ITEM = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|-?[0-9][0-9.eE+-]*|true|fal
 """One JSON item: a string (object keys included), an object or array (its opening), a number or a literal."""
 
 
+_BATCH = re.compile(rb"[ \t\r\n]*\[")
+"""A body whose JSON is an array: a JSON-RPC batch."""
+
+
 class _TooComplex(ValueError):
     pass
 
@@ -182,7 +186,7 @@ class JsonBodyGuard:
         await self.app(scope, replay, send)
 
     async def _check(self, body: bytes) -> Response | None:
-        if body.lstrip()[:1] == b"[":
+        if _BATCH.match(body):
             return _jsonrpc_error(
                 -32600, "Invalid Request: JSON-RPC batches are not supported; send one message per request", 400
             )
