@@ -87,15 +87,15 @@ class Proxy:
         return sum(1 for line in self.log.read_text(errors="replace").splitlines() if event in line)
 
 
-def write_config(tmp: Path, faults: bool, run_id: str) -> Path:
+def write_config(tmp: Path, fault_rate: float, run_id: str) -> Path:
     policy = tmp / "soak-policy.yaml"
     policy.write_text("version: 1\nsession: {max_tool_calls: null}\ntools:\n  echo: {effect: read_only}\n")
     config: dict[str, Any] = {
         "policies": [str(policy)],
         "upstreams": {"raw": {"command": PY, "args": [RAW, "--run-id", run_id]}},
     }
-    if faults:
-        p = FAULT_RATE / len(FAULTS)
+    if fault_rate:
+        p = fault_rate / len(FAULTS)
         config["faults"] = {"seed": 7, "rules": [{"match": {"tool": "echo", "probability": p}, **r} for r in FAULTS]}
     path = tmp / "soak.json"
     path.write_text(json.dumps(config))
@@ -103,9 +103,9 @@ def write_config(tmp: Path, faults: bool, run_id: str) -> Path:
 
 
 @asynccontextmanager
-async def running_proxy(tmp: Path, code: Path, faults: bool, run_id: str, name: str) -> AsyncIterator[Proxy]:
+async def running_proxy(tmp: Path, code: Path, fault_rate: float, run_id: str, name: str) -> AsyncIterator[Proxy]:
     port = free_port()
-    config = write_config(tmp, faults, run_id)
+    config = write_config(tmp, fault_rate, run_id)
     log = tmp / f"proxy-{name}.log"
     env = {**os.environ, "PYTHONPATH": str(code), "PYTHONUNBUFFERED": "1"}
     argv = [PY, "-m", "resilient_mcp.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"]
@@ -173,7 +173,9 @@ class Session:
         message = _message(response)
         result = message.get("result")
         if not isinstance(result, dict) or result.get("isError"):
-            return f"error: {str(message)[:200]}"
+            fault = (result or {}).get("_meta", {}).get("io.github.resilient-mcp/fault", {})
+            attempts = fault.get("attempts")
+            return f"error: {fault.get('fault_type') or str(message)[:200]} after {attempts} attempts"
         texts = [c.get("text") for c in result.get("content", []) if c.get("type") == "text"]
         return None if texts == [text] else f"wrong answer: {str(texts)[:100]}"
 
@@ -304,7 +306,7 @@ async def phase(proxy: Proxy, http: httpx2.AsyncClient, args: argparse.Namespace
         stop.set()
     for stream in list(flood.streams):
         await stream.aclose()
-    faulted = [f for f in failures if any(t in f for t in INJECTED)]
+    faulted = [f for f in failures if any(f.startswith(f"error: {t} ") for t in INJECTED)]
     good = [f for f in failures if f not in faulted]
     return {
         "slowloris": flood_size,
@@ -312,6 +314,7 @@ async def phase(proxy: Proxy, http: httpx2.AsyncClient, args: argparse.Namespace
         "failed_good_calls": len(good),
         "good_call_failures": sorted(set(good))[:10],
         "faulted_calls_not_recovered": len(faulted),
+        "unrecovered": sorted(set(faulted)),
         "p50_ms": round(percentile(latencies, 0.50) * 1000, 1),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
         "calls_per_s": round(len(latencies) / elapsed, 1),
@@ -331,7 +334,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     run_id = f"soak-{uuid.uuid4().hex[:8]}"
     phases: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        async with running_proxy(Path(tmp), REPO, True, run_id, "soak") as proxy:
+        async with running_proxy(Path(tmp), REPO, args.fault_rate, run_id, "soak") as proxy:
             limits = httpx2.Limits(max_connections=args.sessions + 8, max_keepalive_connections=args.sessions + 8)
             async with httpx2.AsyncClient(trust_env=False, timeout=60, limits=limits) as http:
                 warm = await Session(http, proxy.base).open()
@@ -348,7 +351,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "sessions": args.sessions,
         "calls_per_session": args.calls,
-        "fault_rate": FAULT_RATE,
+        "fault_rate": args.fault_rate,
         "faults_injected": injected,
         "proxy_before": before,
         "phases": phases,
@@ -370,7 +373,7 @@ def report_soak(r: dict[str, Any]) -> None:
         print(
             f"[{name}] {p['calls']} calls in {p['elapsed_s']} s ({p['calls_per_s']}/s) with {p['slowloris']} "
             f"slowloris sockets: failed good calls {p['failed_good_calls']} {p['good_call_failures'] or ''}, "
-            f"faulted calls not recovered {p['faulted_calls_not_recovered']}"
+            f"faulted calls not recovered {p['faulted_calls_not_recovered']} {p['unrecovered'] or ''}"
         )
         print(
             f"    latency p50 {p['p50_ms']} ms, p99 {p['p99_ms']} ms; health checks {p['health_checks']['checks']}, "
@@ -405,7 +408,7 @@ async def body_stall(code: Path, keys: int, rounds: int) -> dict[str, Any]:
     outcome = ""
     with tempfile.TemporaryDirectory() as tmp:
         async with (
-            running_proxy(Path(tmp), code, False, run_id, "stall") as proxy,
+            running_proxy(Path(tmp), code, 0.0, run_id, "stall") as proxy,
             httpx2.AsyncClient(trust_env=False, timeout=120) as http,
         ):
             bystander, sender = await Session(http, proxy.base).open(), await Session(http, proxy.base).open()
@@ -481,6 +484,7 @@ if __name__ == "__main__":
     parser.add_argument("--slowloris", type=int, default=500, help="partial-header sockets held open")
     parser.add_argument("--warmup", type=int, default=200, help="calls before the baseline is taken")
     parser.add_argument("--settle-s", type=float, default=30.0, help="longest wait for descriptors to settle")
+    parser.add_argument("--fault-rate", type=float, default=FAULT_RATE, help="share of upstream calls faulted")
     parser.add_argument("--skip-calm", action="store_true", help="no phase without the flood first")
     parser.add_argument("--body-stall", action="store_true", help="measure the 3.6 MB body stall instead")
     parser.add_argument("--keys", type=int, default=200_000, help="keys of the --body-stall body")
