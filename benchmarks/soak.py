@@ -5,18 +5,20 @@
     python benchmarks/soak.py --body-stall [--baseline DIR]    # another session's stall during a 3.6 MB body
 
 Soak: ``resilient-mcp serve --http 127.0.0.1:PORT`` in front of ``raw_upstream.py`` in chaos mode (``faults:``):
-about 1% of upstream calls get a fault the proxy is meant to absorb (a transient error result, a 502 before
-sending, a rate limit with a 20 ms hint), and echo is marked read_only so that they may be retried. After a
-warm-up the proxy's RSS and open descriptors are the baseline. Then, at once: ``--slowloris`` sockets that each send
-half a request and are reopened whenever the proxy closes them (header deadline, connection cap), a health check
-every second, and ``--sessions`` MCP sessions (raw streamable HTTP, one keep-alive connection each) making
-``--calls`` sequential ``tools/call`` each, every answer checked against its unique message. Then the flood stops,
-the sessions are deleted and, once descriptors settle (bounded wait), RSS and descriptors are read again.
+about 1% of upstream calls (``--fault-rate``) get a fault the proxy is meant to absorb (a transient error result, a
+502 before sending, a rate limit with a 20 ms hint), and echo is marked read_only so that they may be retried. After
+a warm-up the proxy's RSS and open descriptors are the baseline. Two phases follow, each ``--sessions`` MCP sessions
+(raw streamable HTTP, one keep-alive connection each) making ``--calls`` sequential ``tools/call``, every answer
+checked against its unique message, and a health check every second: *calm*, then *flood*, where
+``--slowloris`` sockets each send half a request and are reopened whenever the proxy closes them (header deadline,
+connection cap). After each phase the sessions are deleted and, once descriptors settle (bounded wait), RSS and
+descriptors are read again.
 
-Printed (and written to ``benchmarks/out/soak.json``): failed calls (wrong answer, error, HTTP failure), faults
-injected (counted from the proxy's log), latency p50/p99, failed health checks, the proxy's RSS and descriptors
-before, at peak and after, and how often the flood's sockets were shed. Target: zero failed calls and RSS and
-descriptors back near the baseline.
+Printed per phase (and written to ``benchmarks/out/soak.json``): failed good calls (a wrong answer, an HTTP failure,
+or an error that is not an injected fault), faulted calls not recovered (every attempt the policy allows was
+faulted: 3, or 2 once a 502 may have executed), latency p50/p99, failed health checks, the proxy's RSS and
+descriptors at peak and after, and how often the flood's sockets were shed. Target: zero failed good calls, and
+descriptors back to the baseline and RSS flat from one phase to the next.
 
 ``--body-stall``: one session calls echo back to back while another POSTs a 3.6 MB body of 200,000 keys; prints the
 first session's longest wait during that request, for this checkout and, with ``--baseline DIR`` (any copy of the
