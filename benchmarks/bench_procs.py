@@ -7,7 +7,7 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import IO
 
@@ -35,10 +35,12 @@ async def wait_for_port(host: str, port: int, *, timeout_s: float) -> None:
 
 
 @asynccontextmanager
-async def process_group(command: list[str], stderr: IO[str]) -> AsyncIterator[Process]:
+async def process_group(
+    command: list[str], stderr: IO[str], env: Mapping[str, str] | None = None
+) -> AsyncIterator[Process]:
     """``command`` as the leader of a new process group; SIGTERM on exit (SIGKILL to the group after 10 s)."""
     proc = await anyio.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True, env=env
     )
     try:
         yield proc

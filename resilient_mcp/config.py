@@ -169,6 +169,12 @@ class ListenConfig(_Strict):
     """Extra Origin header values accepted by DNS-rebinding protection (e.g. https://app.example.com)."""
     stateless: bool = False
     """Stateless HTTP: no sessions, no cancellation, no out-of-band notifications. Off by default."""
+    header_timeout_s: float = Field(10.0, gt=0, le=600)
+    """A connection must send a request's complete headers within this many seconds (else 408 and closed)."""
+    max_connections: int | None = Field(None, ge=8)
+    """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see the README's HTTP section."""
+    max_json_items: int = Field(100_000, ge=100)
+    """JSON items (strings and keys, numbers, literals, objects, arrays) one request may hold; more gets 413."""
 
 
 class LoggingConfig(_Strict):

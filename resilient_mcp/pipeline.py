@@ -233,6 +233,7 @@ class Pipeline:
         session: str,
         call_id: str,
         host: HostLink | None,
+        owner: str = "",
     ) -> types.CallToolResult:
         """Hidden, unavailable or unknown tools: still observed, guarded and audited, never forwarded."""
         proxy_tool = self._proxy_tool_handlers().get(name)
@@ -247,13 +248,14 @@ class Pipeline:
             rule=rule.model_copy(update={"effect": EffectClass.READ_ONLY}) if proxy_tool else rule,
             tool=entry.tool if entry else None,
             session_id=session,
+            owner=owner,
             call_id=call_id,
             host=host,
         )
 
         async def refuse(call: ToolCall) -> types.CallToolResult:
             if proxy_tool is not None:
-                return await proxy_tool(call.arguments or {})
+                return await proxy_tool(call)
             if entry is not None:
                 raise denied_fault(name)
             up = self.proxy.upstreams.get(upstream)
@@ -265,10 +267,15 @@ class Pipeline:
 
     # --- the proxy's own tools and resources: pages of capped outputs ---------------------------------------------
 
-    def _proxy_tool_handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]]:
-        if self._outputs is None:
+    def _proxy_tool_handlers(self) -> dict[str, Callable[[ToolCall], Awaitable[types.CallToolResult]]]:
+        outputs = self._outputs
+        if outputs is None:
             return {}
-        return {READ_STORED_OUTPUT_TOOL.name: self._outputs.call_read_stored_output}
+
+        async def read_stored_output(call: ToolCall) -> types.CallToolResult:
+            return await outputs.call_read_stored_output(call.arguments, call.owner)
+
+        return {READ_STORED_OUTPUT_TOOL.name: read_stored_output}
 
     def proxy_tools(self) -> list[types.Tool]:
         return [READ_STORED_OUTPUT_TOOL] if self._outputs is not None and self.outputs_announced else []
@@ -284,11 +291,12 @@ class Pipeline:
     def has_proxy_resources(self) -> bool:
         return self._outputs is not None
 
-    async def read_proxy_resource(self, uri: str) -> types.ReadResourceResult | None:
+    async def read_proxy_resource(self, uri: str, owner: str = "") -> types.ReadResourceResult | None:
+        """A resource of the proxy's own (a stored output of ``owner``), or None for an upstream's URI."""
         if self._outputs is None or not uri.startswith(OUTPUT_URI_PREFIX):
             return None
         try:
-            return await self._outputs.read_stored_output_resource(uri)
+            return await self._outputs.read_stored_output_resource(uri, owner)
         except StoredOutputMissing as exc:
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
 

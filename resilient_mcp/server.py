@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from . import __version__
 from .chain import ToolCall
 from .proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
+from .stored_outputs import output_owner
 
 log = structlog.get_logger(__name__)
 
@@ -120,9 +121,11 @@ async def _run_tool_call(
     routing = proxy.routing
     compiled = routing.chains.get(name)
     call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex[:12]
+    session = session_key(ctx)
+    owner = output_owner(ctx.request, session)
     if compiled is None:
         return await proxy.pipeline.call_unlisted(
-            name, arguments, routing, session=session_key(ctx), call_id=call_id, host=_Host(ctx, proxy)
+            name, arguments, routing, session=session, owner=owner, call_id=call_id, host=_Host(ctx, proxy)
         )
     entry = compiled.entry
     call = ToolCall(
@@ -133,7 +136,8 @@ async def _run_tool_call(
         rule=compiled.rule,
         tool=entry.tool,
         meta=_meta_dict(meta),
-        session_id=session_key(ctx),
+        session_id=session,
+        owner=owner,
         call_id=call_id,
         host=_Host(ctx, proxy),
     )
@@ -266,7 +270,7 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         proxy.seen(ctx)
         uri = str(params.uri)
-        local = await proxy.pipeline.read_proxy_resource(uri)
+        local = await proxy.pipeline.read_proxy_resource(uri, output_owner(ctx.request, session_key(ctx)))
         if local is not None:
             return local
         up = proxy.upstreams[_owner(uri)]

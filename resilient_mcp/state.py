@@ -34,6 +34,7 @@ backend (Redis) can serve several replicas later.
 from __future__ import annotations
 
 import collections
+import hashlib
 import os
 import secrets
 import sqlite3
@@ -148,18 +149,26 @@ class IdempotencyStore(Protocol):
         ...
 
 
+def output_key(handle: str, owner: str) -> str:
+    """Where a stored output is kept: its handle bound to its owner, so another owner's lookup finds nothing."""
+    return hashlib.sha256(f"{owner}\n{handle}".encode()).hexdigest()[:32]
+
+
 class OutputStore(Protocol):
     """Full copies of capped results: paged UTF-8 text plus a JSON manifest of everything else."""
 
-    async def put_output(self, tool: str, parts: Sequence[str], manifest: str) -> str | None:
-        """Store the text ``parts`` back to back and the manifest; the new handle, or None if it is too large."""
+    async def put_output(self, tool: str, parts: Sequence[str], manifest: str, owner: str = "") -> str | None:
+        """Store the text ``parts`` back to back and the manifest; the new handle, or None if it is too large.
+
+        Only ``owner`` (see ``stored_outputs.output_owner``) finds it again by that handle."""
         ...
 
-    async def read_output(self, handle: str, offset: int, length: int) -> tuple[bytes, int] | None:
-        """Bytes ``[offset, offset + length)`` of the stored text and its total size; None if unknown or expired."""
+    async def read_output(self, handle: str, offset: int, length: int, owner: str = "") -> tuple[bytes, int] | None:
+        """Bytes ``[offset, offset + length)`` of the stored text and its total size; None if unknown, expired or
+        stored for another owner."""
         ...
 
-    async def output_manifest(self, handle: str) -> str | None: ...
+    async def output_manifest(self, handle: str, owner: str = "") -> str | None: ...
 
 
 class AuditStore(Protocol):
@@ -431,8 +440,9 @@ class StateStore:
 
     # --- OutputStore ---------------------------------------------------------------------------------------------
 
-    async def put_output(self, tool: str, parts: Sequence[str], manifest: str) -> str | None:
+    async def put_output(self, tool: str, parts: Sequence[str], manifest: str, owner: str = "") -> str | None:
         handle = secrets.token_hex(16)
+        key = output_key(handle, owner)
 
         def job() -> str | None:
             size = sum(utf8_len(p) for p in parts)
@@ -440,18 +450,20 @@ class StateStore:
                 log.warning("output_not_stored", tool=tool, bytes=size, limit=self.limits.outputs_max_bytes)
                 return None
             now = self._clock()
-            row = (handle, tool, now, now + self.limits.output_ttl_s, size, manifest)
+            row = (key, tool, now, now + self.limits.output_ttl_s, size, manifest)
             sql.output_put(self._db(), row, iter_utf8(parts))
             sql.prune_outputs(self._db(), self.limits, now)
             return handle
 
         return await self._run(job)
 
-    async def read_output(self, handle: str, offset: int, length: int) -> tuple[bytes, int] | None:
-        return await self._run(lambda: sql.output_read(self._db(), handle, offset, length, self._clock()))
+    async def read_output(self, handle: str, offset: int, length: int, owner: str = "") -> tuple[bytes, int] | None:
+        key = output_key(handle, owner)
+        return await self._run(lambda: sql.output_read(self._db(), key, offset, length, self._clock()))
 
-    async def output_manifest(self, handle: str) -> str | None:
-        return await self._run(lambda: sql.output_manifest(self._db(), handle, self._clock()))
+    async def output_manifest(self, handle: str, owner: str = "") -> str | None:
+        key = output_key(handle, owner)
+        return await self._run(lambda: sql.output_manifest(self._db(), key, self._clock()))
 
     # --- AuditStore ----------------------------------------------------------------------------------------------
 

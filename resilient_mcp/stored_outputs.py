@@ -16,6 +16,10 @@ It is read back through
 - the resource ``resilient-mcp://outputs/{handle}``: the whole text, and each binary item as a blob (``#item-N``).
 
 An unknown or expired handle is ``StoredOutputMissing`` (the tool answers it with an ``isError`` result).
+
+Every stored output has an owner (``output_owner``): the host session that made the call, and over HTTP the bearer
+token it authenticated with. It is stored under its handle bound to that owner, so a handle that leaks to another
+session, or another token, reads as unknown there.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
 from .state import OutputStore
 
@@ -67,6 +72,32 @@ STORED_OUTPUT_TEMPLATE = types.ResourceTemplate(
     description="The full text (and binary items) of a tool output that resilient-mcp truncated.",
     mime_type="text/plain",
 )
+
+
+ANONYMOUS = "anonymous"
+"""The principal of an HTTP request when the listener has no ``auth_tokens``."""
+
+
+def http_principal(scope: Mapping[str, Any]) -> str:
+    """Who sent an HTTP request: ``token-N`` for the N-th of ``listen.auth_tokens`` (set by the listener's bearer
+    check), else ``anonymous``."""
+    user = scope.get("user")
+    return user.display_name if isinstance(user, AuthenticatedUser) else ANONYMOUS
+
+
+def output_owner(request: object, session: str) -> str:
+    """Who may read what a request stores: its host ``session`` and, over HTTP, its principal.
+
+    Over stdio the proxy has one host: the session key says which. A stateful HTTP session is already bound to the
+    token that opened it (the SDK refuses it to any other), and the owner names both. Stateless HTTP has no session
+    to bind to: the owner is the principal alone."""
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, Mapping) or scope.get("type") != "http":
+        return session
+    principal = http_principal(scope)
+    headers = getattr(request, "headers", None)
+    sid = headers.get("mcp-session-id") if headers is not None else None
+    return f"{principal} {sid}" if sid else principal
 
 
 class StoredOutputMissing(LookupError):
@@ -115,13 +146,13 @@ class StoredOutputs:
     def __init__(self, store: OutputStore) -> None:
         self._store = store
 
-    async def read_page(self, handle: str, offset: int = 0, length: int = DEFAULT_PAGE_BYTES) -> Page:
+    async def read_page(self, handle: str, offset: int = 0, length: int = DEFAULT_PAGE_BYTES, owner: str = "") -> Page:
         """Up to ``length`` bytes of the stored text from ``offset``, cut at character boundaries."""
         if offset < 0 or length < 1:
             raise ValueError("offset must be >= 0 and length >= 1")
         length = min(length, MAX_PAGE_BYTES)
         window = max(0, offset - 3)  # a character starts at most 3 bytes before any offset inside it
-        got = await self._store.read_output(handle, window, offset - window + length + 4)
+        got = await self._store.read_output(handle, window, offset - window + length + 4, owner)
         if got is None:
             raise StoredOutputMissing(handle)
         data, total = got
@@ -139,39 +170,39 @@ class StoredOutputs:
         stop = window + end
         return Page(data[start:end].decode("utf-8", "replace"), stop if stop < total else None, total)
 
-    async def _text(self, handle: str, span: list[int]) -> str:
-        got = await self._store.read_output(handle, span[0], span[1] - span[0])
+    async def _text(self, handle: str, span: list[int], owner: str) -> str:
+        got = await self._store.read_output(handle, span[0], span[1] - span[0], owner)
         if got is None:
             raise StoredOutputMissing(handle)
         return got[0].decode("utf-8", "replace")
 
-    async def load_result(self, handle: str) -> types.CallToolResult:
+    async def load_result(self, handle: str, owner: str = "") -> types.CallToolResult:
         """The original result, rebuilt from the manifest and the stored text."""
-        manifest = await self._store.output_manifest(handle)
+        manifest = await self._store.output_manifest(handle, owner)
         if manifest is None:
             raise StoredOutputMissing(handle)
         body = json.loads(manifest)
         for item in body["content"]:
             holder = item.get("resource") if "$text" not in item else item
             if isinstance(holder, dict) and "$text" in holder:
-                holder["text"] = await self._text(handle, holder.pop("$text"))
+                holder["text"] = await self._text(handle, holder.pop("$text"), owner)
         structured = body.get("structuredContent")
         if isinstance(structured, dict) and list(structured) == ["$text"]:
-            body["structuredContent"] = json.loads(await self._text(handle, structured["$text"]))
+            body["structuredContent"] = json.loads(await self._text(handle, structured["$text"], owner))
         return types.CallToolResult.model_validate(body)
 
-    async def call_read_stored_output(self, args: Mapping[str, Any] | None) -> types.CallToolResult:
-        """The ``read_stored_output`` proxy tool."""
+    async def call_read_stored_output(self, args: Mapping[str, Any] | None, owner: str = "") -> types.CallToolResult:
+        """The ``read_stored_output`` proxy tool, for the calls of ``owner``."""
         args = args or {}
         handle, offset, length = args.get("handle"), args.get("offset", 0), args.get("length", DEFAULT_PAGE_BYTES)
         if not isinstance(handle, str) or not _is_int(offset) or not _is_int(length) or offset < 0 or length < 1:
             return _error("read_stored_output needs handle (a string from a truncation note), offset (an integer "
                           f">= 0) and length (an integer from 1 to {MAX_PAGE_BYTES}).")  # fmt: skip
         try:
-            page = await self.read_page(handle, offset, length)
+            page = await self.read_page(handle, offset, length, owner)
         except StoredOutputMissing:
-            return _error(f"No stored output has the handle {handle!r}: it expired or never existed. Call the "
-                          "original tool again, with a narrower request.")  # fmt: skip
+            return _error(f"No stored output has the handle {handle!r}: it expired, never existed, or was stored for "
+                          "another session. Call the original tool again, with a narrower request.")  # fmt: skip
         stop = page.total if page.next_offset is None else page.next_offset
         start = stop - len(page.text.encode("utf-8", "replace"))
         where = f"bytes {start}-{stop} of {page.total}"
@@ -184,11 +215,11 @@ class StoredOutputs:
             content=[types.TextContent(text=page.text), types.TextContent(text=trailer)], meta={PAGE_META: facts}
         )
 
-    async def read_stored_output_resource(self, uri: str) -> types.ReadResourceResult:
-        """The resource ``resilient-mcp://outputs/{handle}``: the whole text, then each binary item."""
+    async def read_stored_output_resource(self, uri: str, owner: str = "") -> types.ReadResourceResult:
+        """The resource ``resilient-mcp://outputs/{handle}``, for ``owner``: the whole text, then each binary item."""
         handle = uri.removeprefix(OUTPUT_URI_PREFIX)
-        manifest = await self._store.output_manifest(handle) if uri.startswith(OUTPUT_URI_PREFIX) else None
-        got = await self._store.read_output(handle, 0, 2**62) if manifest is not None else None
+        manifest = await self._store.output_manifest(handle, owner) if uri.startswith(OUTPUT_URI_PREFIX) else None
+        got = await self._store.read_output(handle, 0, 2**62, owner) if manifest is not None else None
         if manifest is None or got is None:
             raise StoredOutputMissing(uri)
         contents: list[types.TextResourceContents | types.BlobResourceContents] = [

@@ -156,7 +156,7 @@ class OutputCap:
         handle = None
         if self._store is not None:
             manifest = build_manifest(result, spans, sc_span)
-            handle = await self._store.put_output(call.name, parts, manifest)
+            handle = await self._store.put_output(call.name, parts, manifest, call.owner)
         facts = {"handle": handle, "original_bytes": total, "kept_bytes": capped.kept_bytes,
                  "items_dropped": capped.dropped, "resume_offset": capped.resume,
                  "uri": f"{OUTPUT_URI_PREFIX}{handle}" if handle else None}  # fmt: skip
