@@ -12,15 +12,15 @@ import sys
 import anyio
 import structlog
 
-from .catalog import CatalogConflict
-from .config import ProxyConfig, StdioUpstream, command_problem, split_host_port
-from .pipeline import Pipeline
+from .core.catalog import CatalogConflict
+from .core.pipeline import Pipeline
+from .core.proxy import Proxy
+from .host.server import build_server, init_options
+from .host.stdio import stdio_transport
 from .policy import Policy, PolicyFile
-from .policyfile import PolicyWatcher
-from .proxy import Proxy
-from .server import build_server, init_options
-from .state_sqlite import StateError
-from .stdio import stdio_transport
+from .policy.config import ProxyConfig, StdioUpstream, command_problem, split_host_port
+from .policy.files import PolicyWatcher
+from .state.sqlite import StateError
 
 log = structlog.get_logger(__name__)
 
@@ -51,7 +51,7 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
         server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)))
         if listen_at:
-            from .http import serve_http
+            from .host.http import serve_http
 
             host, port = split_host_port(listen_at)
             await serve_http(p, server, host, port, config.listen)
@@ -108,7 +108,7 @@ def _log_config(config: ProxyConfig) -> None:
 
 def _instructions() -> str | None:
     try:
-        from .observations import INSTRUCTIONS
+        from .faults.observations import INSTRUCTIONS
     except ImportError:  # pragma: no cover
         return None
     return INSTRUCTIONS
@@ -119,7 +119,7 @@ async def run_proxy(
 ) -> None:
     listen_at = http or config.listen.http
     if listen_at:
-        from .http import ensure_bindable
+        from .host.http import ensure_bindable
 
         try:
             ensure_bindable(*split_host_port(listen_at))

@@ -11,12 +11,12 @@ from pathlib import Path
 import anyio
 
 from . import __version__
-from .config import ProxyConfig, StdioUpstream, check_http_bind, load_config
 from .logs import configure_logging
 from .policy import Policy, PolicyFile
-from .policyfile import load_policy
-from .sourcefile import SourceError
-from .state_sqlite import StateError
+from .policy.config import ProxyConfig, StdioUpstream, check_http_bind, load_config
+from .policy.files import load_policy
+from .policy.source import SourceError
+from .state.sqlite import StateError
 
 EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 2
 
@@ -183,7 +183,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return audit(args)
     if args.command == "demo":
-        from .demo import run_demo
+        from .demo.run import run_demo
 
         configure_logging(args.log_level or "warning", args.log_format or "auto")
         return anyio.run(run_demo)
@@ -193,12 +193,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         configure_logging(args.log_level or "warning", args.log_format or "auto")
         return chaos_server_main(args.plan, http=args.http, ledger_path=args.ledger, seed=args.seed)
     if args.command == "schema":
-        from .policyfile import policy_schema
+        from .policy.files import policy_schema
 
         if args.which == "policy":
             schema = policy_schema()
         else:
-            from .observations import OBSERVATION_SCHEMA
+            from .faults.observations import OBSERVATION_SCHEMA
 
             schema = OBSERVATION_SCHEMA
         sys.stdout.write(json.dumps(schema, indent=2) + "\n")

@@ -14,6 +14,6 @@ def anyio_backend() -> str:
 def inline_state_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """State stores opened by the test run their SQLite jobs in the event loop's thread (for ``virtual_time``)."""
     from benchmarks.agentbench.virtualtime import InlineWorker
-    from resilient_mcp import state_sqlite
+    from resilient_mcp.state import sqlite as state_sqlite
 
     monkeypatch.setattr(state_sqlite, "Worker", InlineWorker)

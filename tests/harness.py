@@ -12,11 +12,11 @@ from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.server import Server
 
-from resilient_mcp.config import ProxyConfig
-from resilient_mcp.pipeline import Pipeline
+from resilient_mcp.core.pipeline import Pipeline
+from resilient_mcp.core.proxy import Proxy
+from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
-from resilient_mcp.proxy import Proxy
-from resilient_mcp.server import build_server
+from resilient_mcp.policy.config import ProxyConfig
 
 
 @dataclass

@@ -18,7 +18,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.server import Server
 from structlog.testing import capture_logs
 
-from resilient_mcp.policyfile import PolicyWatcher
+from resilient_mcp.policy.files import PolicyWatcher
 from tests.fixtures.scripted import ScriptedUpstream, error_text, hang, ok_text
 from tests.harness import classification, observation, proxied, text
 

@@ -8,9 +8,9 @@ import pytest
 
 from resilient_mcp.chaos.params import PARAMS, HangParams, MalformedParams
 from resilient_mcp.chaos.plan import FaultPlan, Planner, load_plan
-from resilient_mcp.config import ProxyConfig, load_config
 from resilient_mcp.faults import CATALOG
-from resilient_mcp.sourcefile import SourceError
+from resilient_mcp.policy.config import ProxyConfig, load_config
+from resilient_mcp.policy.source import SourceError
 
 
 def _plan(*rules: dict[str, object], seed: int = 0) -> FaultPlan:

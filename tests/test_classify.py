@@ -15,7 +15,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp import faults as f
-from resilient_mcp.classify import (
+from resilient_mcp.faults import RetrySafety as S
+from resilient_mcp.faults.classify import (
     ERROR_META_KEY,
     FAULT_META_KEY,
     classify_exception,
@@ -23,7 +24,6 @@ from resilient_mcp.classify import (
     classify_result,
     parse_retry_after,
 )
-from resilient_mcp.faults import RetrySafety as S
 
 NOW = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 _REQ = httpx2.Request("POST", "http://127.0.0.1:9/mcp")

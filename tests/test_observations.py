@@ -11,10 +11,10 @@ import mcp_types as types
 import pytest
 
 from resilient_mcp import faults as f
-from resilient_mcp.chain import Attempt, CallRecord, ToolCall
+from resilient_mcp.core.chain import Attempt, CallRecord, ToolCall
+from resilient_mcp.core.fingerprint import Consecutive
 from resilient_mcp.faults import EffectClass, RepairAction
-from resilient_mcp.fingerprint import Consecutive
-from resilient_mcp.observations import (
+from resilient_mcp.faults.observations import (
     FAULT_META_KEY,
     INSTRUCTIONS,
     OBSERVATION_SCHEMA,
@@ -25,7 +25,7 @@ from resilient_mcp.observations import (
 from resilient_mcp.policy import ObservationLevel as L
 from resilient_mcp.policy import ToolRule, VerifyWith
 
-SCHEMA_FILE = Path(__file__).parents[1] / "resilient_mcp" / "observation.schema.json"
+SCHEMA_FILE = Path(__file__).parents[1] / "resilient_mcp" / "faults" / "observation.schema.json"
 VALIDATOR = jsonschema.Draft202012Validator(OBSERVATION_SCHEMA)
 ONE = Consecutive(1, 1, 1)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from resilient_mcp.config import ProxyConfig
-from resilient_mcp.pipeline import Pipeline
+from resilient_mcp.core.pipeline import Pipeline
+from resilient_mcp.core.proxy import Proxy
 from resilient_mcp.policy import Policy
-from resilient_mcp.proxy import Proxy
+from resilient_mcp.policy.config import ProxyConfig
 
 
 class _Connection:

@@ -11,8 +11,8 @@ import mcp_types as types
 import pytest
 from structlog.testing import capture_logs
 
-from resilient_mcp.chain import ToolCall
-from resilient_mcp.pipeline import Pipeline, Services
+from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.core.pipeline import Pipeline, Services
 from resilient_mcp.policy import CacheRule, ToolRule
 from resilient_mcp.stages.cache import CACHE_META, Cache, ResponseCache
 from tests.fixtures.fault_links import observation, text_of

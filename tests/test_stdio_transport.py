@@ -1,4 +1,4 @@
-"""The thread-free stdio transport (``resilient_mcp.stdio``), driven through a real process's stdin and stdout."""
+"""The thread-free stdio transport (``resilient_mcp.host.stdio``), driven through a real process's stdin and stdout."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ECHO_SERVER = textwrap.dedent(
     import anyio
     import mcp_types as types
     from mcp.shared.message import SessionMessage
-    from resilient_mcp.stdio import stdio_transport
+    from resilient_mcp.host.stdio import stdio_transport
 
     async def main():
         async with stdio_transport() as (read, write):

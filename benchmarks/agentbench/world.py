@@ -33,19 +33,19 @@ import structlog
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp import pipeline as pipeline_module
 from resilient_mcp.chaos.clock import FakeClock
 from resilient_mcp.chaos.inject import FaultInjector
 from resilient_mcp.chaos.ledger import Ledger
 from resilient_mcp.chaos.plan import Decision, FaultPlan, Planner
 from resilient_mcp.chaos.server import ChaosServer
 from resilient_mcp.chaos.transports import connect
-from resilient_mcp.config import ProxyConfig
-from resilient_mcp.error_results import FAULT_META_KEY
-from resilient_mcp.pipeline import Pipeline, Services
+from resilient_mcp.core import pipeline as pipeline_module
+from resilient_mcp.core.pipeline import Pipeline, Services
+from resilient_mcp.core.proxy import Proxy
+from resilient_mcp.faults.error_results import FAULT_META_KEY
+from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
-from resilient_mcp.proxy import Proxy
-from resilient_mcp.server import build_server
+from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.stages.guard import Guard
 
 log = structlog.get_logger(__name__)

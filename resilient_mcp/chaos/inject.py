@@ -39,10 +39,10 @@ import pydantic
 import structlog
 from mcp.shared.exceptions import MCPError
 
-from ..classify import classify_exception, classify_http_status
-from ..error_results import ERROR_META_KEY
 from ..faults import AttemptTimeout
-from ..sourcefile import SourceError
+from ..faults.classify import classify_exception, classify_http_status
+from ..faults.error_results import ERROR_META_KEY
+from ..policy.source import SourceError
 from . import mutations as mut
 from . import params as pm
 from .clock import Clock, RealClock
@@ -50,7 +50,7 @@ from .plan import Decision, FaultPlan, Planner, load_plan
 from .responses import error_exception, error_result, http_error, reported_as
 
 if TYPE_CHECKING:
-    from ..config import ProxyConfig
+    from ..policy.config import ProxyConfig
     from ..upstream import Upstream
 
 log = structlog.get_logger(__name__)

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..faults import CATALOG
-from ..sourcefile import Document, SourceError, load_document, validate_document
+from ..policy.source import Document, SourceError, load_document, validate_document
 from .params import PARAMS, FaultParams
 
 _PREDICATES = ("eq", "ne", "gt", "ge", "lt", "le", "regex", "in", "exists")

@@ -16,7 +16,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..error_results import ERROR_META_KEY
+from ..faults.error_results import ERROR_META_KEY
 from .params import ErrorParams
 
 

@@ -33,7 +33,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
-from ..error_results import ERROR_META_KEY
+from ..faults.error_results import ERROR_META_KEY
 from . import mutations as mut
 from . import params as pm
 from .clock import Clock, RealClock

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import mcp_types as types
 import structlog
 
-from ..chain import CallNext, CallRecord, ToolCall
+from ..core.chain import CallNext, CallRecord, ToolCall
 from ..faults import (
     ArgumentFault,
     EffectClass,
@@ -38,11 +38,11 @@ from ..faults import (
     RetrySafety,
     SelectionFault,
 )
+from ..faults.repeat import decide
 from ..policy import ToolRule
-from ..repeat import decide
 
 if TYPE_CHECKING:
-    from ..catalog import Entry
+    from ..core.catalog import Entry
 
 log = structlog.get_logger(__name__)
 

@@ -72,8 +72,8 @@ import anyio
 import mcp_types as types
 import structlog
 
-from ..chain import CallNext, ToolCall
-from ..error_results import FAULT_META_KEY
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import canonical_json
 from ..faults import (
     Fault,
     MalformedArguments,
@@ -83,9 +83,9 @@ from ..faults import (
     SideEffectStatus,
     StateConflict,
 )
-from ..fingerprint import canonical_json
+from ..faults.error_results import FAULT_META_KEY
+from ..faults.repeat import decide, decide_outcome_unknown
 from ..policy import ToolRule
-from ..repeat import decide, decide_outcome_unknown
 from ..state import IdempotencyRecord, IdempotencyStore
 from .guard import SessionGuards
 

@@ -30,11 +30,11 @@ import mcp_types as types
 import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from ..chain import CallNext, ToolCall
-from ..classify import FAULT_META_KEY, classify_result
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import FailureStats, call_arguments_hash
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
-from ..fingerprint import FailureStats, call_arguments_hash
-from ..observations import build_observation, unknown_tool_error
+from ..faults.classify import FAULT_META_KEY, classify_result
+from ..faults.observations import build_observation, unknown_tool_error
 from ..policy import ObservationLevel, ObservationRule
 
 log = structlog.get_logger(__name__)

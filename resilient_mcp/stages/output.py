@@ -49,12 +49,12 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
+from ..core.textcut import SEPARATOR, cut_text, item_text, json_shape, utf8_head
 from ..faults import OutputSchemaViolation, OversizedResult, RepairAction, SemanticCorruption, SideEffectStatus
-from ..invariants import Invariants
 from ..policy import OutputRule, ResultInvariants
 from ..state import OutputStore, utf8_len
-from ..stored_outputs import (
+from ..state.stored_outputs import (
     OUTPUT_URI_PREFIX,
     READ_STORED_OUTPUT_TOOL,
     STORED_OUTPUT_TEMPLATE,
@@ -63,7 +63,7 @@ from ..stored_outputs import (
     StoredOutputs,
     build_manifest,
 )
-from ..textcut import SEPARATOR, cut_text, item_text, json_shape, utf8_head
+from .invariants import Invariants
 
 __all__ = ["OUTPUT_URI_PREFIX", "READ_STORED_OUTPUT_TOOL", "STORED_OUTPUT_TEMPLATE", "TRUNCATED_META", "OutputCap",
            "Page", "StoredOutputMissing", "StoredOutputs"]  # fmt: skip

@@ -19,7 +19,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
 from ..faults import EffectClass, Fault, PromptInjection, RepairAction, RetrySafety, SideEffectStatus
 from .access import APPROVAL_SCHEMA, summarize_arguments
 

@@ -35,10 +35,10 @@ from tenacity.asyncio import AsyncRetrying
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential
 
-from ..chain import Attempt, CallNext, ToolCall
+from ..core.chain import Attempt, CallNext, ToolCall
 from ..faults import AttemptTimeout, Fault, RepairAction, RetrySafety, SideEffectStatus
+from ..faults.repeat import Decision, decide
 from ..policy import ToolRule
-from ..repeat import Decision, decide
 
 log = structlog.get_logger(__name__)
 

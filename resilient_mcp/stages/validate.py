@@ -33,9 +33,9 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from referencing.exceptions import Unresolvable
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import call_arguments_json, canonical_json
 from ..faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
-from ..fingerprint import call_arguments_json, canonical_json
 from ..policy import ValidationRule
 
 _log = structlog.get_logger(__name__)

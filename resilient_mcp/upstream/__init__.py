@@ -35,11 +35,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from . import __version__
-from .classify import classify_exception, classify_http_status
-from .config import RemoteUpstream, StdioUpstream, stdio_environment
-from .faults import AttemptTimeout, ConnectFailure, Fault, OversizedResult, PersistentOutage, RetrySafety
-from .stdio_upstream import OVERSIZED_META, stdio_upstream
+from .. import __version__
+from ..faults import AttemptTimeout, ConnectFailure, Fault, OversizedResult, PersistentOutage, RetrySafety
+from ..faults.classify import classify_exception, classify_http_status
+from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
+from .stdio import OVERSIZED_META, stdio_upstream
 
 log = structlog.get_logger(__name__)
 

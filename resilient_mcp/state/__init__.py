@@ -49,13 +49,13 @@ import anyio
 import mcp_types as types
 import structlog
 
-from . import state_sqlite as sql
-from .fingerprint import call_arguments_hash, keyed_fingerprint
-from .state_index import Held, IdempotencyIndex, SoleUser
-from .state_sqlite import StateError, StateLimits
+from ..core.fingerprint import call_arguments_hash, keyed_fingerprint
+from . import sqlite as sql
+from .index import Held, IdempotencyIndex, SoleUser
+from .sqlite import StateError, StateLimits
 
 if TYPE_CHECKING:
-    from .chain import ToolCall
+    from ..core.chain import ToolCall
 
 __all__ = ["AuditFields", "AuditStore", "IdempotencyRecord", "IdempotencyStore", "OutputStore", "StateError",
            "StateLimits", "StateStore", "default_state_dir", "iter_utf8", "recent_audit", "utf8_len"]  # fmt: skip

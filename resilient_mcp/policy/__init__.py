@@ -33,7 +33,7 @@ from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
-from .faults import EffectClass
+from ..faults import EffectClass
 
 B = TypeVar("B", bound=BaseModel)
 

@@ -61,15 +61,7 @@ import mcp_types as types
 import pydantic
 from mcp.shared.exceptions import MCPError
 
-from .error_results import (
-    ERROR_META_KEY,
-    FAULT_META_KEY,
-    QUOTA_RETRY_AFTER_MS,
-    classify_result,
-    fault_from_observation,
-    result_text,
-)
-from .faults import (
+from . import (
     AttemptTimeout,
     ConnectFailure,
     ConnectionLost,
@@ -90,6 +82,14 @@ from .faults import (
     TransientExecutionError,
     Unauthenticated,
     UnknownTool,
+)
+from .error_results import (
+    ERROR_META_KEY,
+    FAULT_META_KEY,
+    QUOTA_RETRY_AFTER_MS,
+    classify_result,
+    fault_from_observation,
+    result_text,
 )
 
 __all__ = [

@@ -20,10 +20,10 @@ import mcp_types as types
 import structlog
 from mcp.shared.tool_name_validation import validate_tool_name
 
-from .config import default_prefix
+from ..policy.config import default_prefix
 
 if TYPE_CHECKING:
-    from .upstream import Upstream
+    from ..upstream import Upstream
 
 log = structlog.get_logger(__name__)
 

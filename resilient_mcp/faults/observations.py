@@ -34,14 +34,14 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from .chain import ToolCall
+from ..core.chain import ToolCall
+from ..core.fingerprint import Consecutive
+from ..core.textcut import utf8_head
+from ..policy import ObservationLevel
+from . import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, SideEffectStatus
 from .error_results import FAULT_META_KEY
-from .faults import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, SideEffectStatus
-from .fingerprint import Consecutive
-from .policy import ObservationLevel
 from .repeat import decide
 from .suggestions import suggestion_for
-from .textcut import utf8_head
 
 __all__ = [
     "FAULT_META_KEY",

@@ -1,6 +1,6 @@
 """A small example MCP server bundled with the package: an order book, for ``resilient-mcp demo`` and the README.
 
-Run it alone with ``python -m resilient_mcp.demo_upstream`` (stdio). Tools of every effect class:
+Run it alone with ``python -m resilient_mcp.demo.upstream`` (stdio). Tools of every effect class:
 
 - ``lookup_order(order_id)`` and ``search_orders(customer, limit)``: reads;
 - ``create_order(customer, sku, qty, client_ref)``: a write that is not safe to repeat;

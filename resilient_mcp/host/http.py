@@ -27,8 +27,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .config import ListenConfig, is_loopback
-from .proxy import Proxy
+from ..core.proxy import Proxy
+from ..policy.config import ListenConfig, is_loopback
 
 log = structlog.get_logger(__name__)
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import faults as f
-from .chain import ToolCall
-from .faults import Fault, RepairAction, RetrySafety
+from .. import faults as f
+from ..core.chain import ToolCall
+from . import Fault, RepairAction, RetrySafety
 
 Writer = Callable[[Fault, ToolCall, Mapping[str, Any]], str]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import mcp_types as types
 
 if TYPE_CHECKING:
-    from .policy import ToolRule
+    from ..policy import ToolRule
 
 
 @dataclass(slots=True)

@@ -30,10 +30,8 @@ import anyio
 import mcp_types as types
 import structlog
 
-from .chain import CallNext, ToolCall
-from .faults import Fault, ProtocolMismatch, RetrySafety, SchemaDrift, StaleToolList, UnknownTool
-from .fingerprint import canonical_json
-from .stages.validate import (
+from ..faults import Fault, ProtocolMismatch, RetrySafety, SchemaDrift, StaleToolList, UnknownTool
+from ..stages.validate import (
     MAX_REPORTED_ERRORS,
     compile_validator,
     describe,
@@ -42,6 +40,8 @@ from .stages.validate import (
     sort_key,
     suggest_tools,
 )
+from .chain import CallNext, ToolCall
+from .fingerprint import canonical_json
 
 if TYPE_CHECKING:
     from .proxy import Proxy

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import mcp_types as types
 
-from .state import OutputStore
+from . import OutputStore
 
 OUTPUT_URI_PREFIX = "resilient-mcp://outputs/"
 PAGE_META = "io.github.resilient-mcp/page"

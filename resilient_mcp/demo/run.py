@@ -1,7 +1,7 @@
 """``resilient-mcp demo``: the bundled order-book server, called directly and through the proxy, side by side.
 
 Everything runs on this machine: the example upstream is a stdio subprocess (``python -m
-resilient_mcp.demo_upstream``), one copy called directly (as a host would without the proxy), one behind the proxy,
+resilient_mcp.demo.upstream``), one copy called directly (as a host would without the proxy), one behind the proxy,
 which runs in this process; both clients speak real JSON-RPC. Each step prints what the agent asked and what it got
 back each way. The demo's output goes to stdout (it is a command, not an MCP server); logs go to stderr.
 """
@@ -21,12 +21,12 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from .config import ProxyConfig
-from .observations import INSTRUCTIONS
-from .pipeline import Pipeline
-from .policy import Policy, PolicyFile
-from .proxy import Proxy
-from .server import build_server
+from ..core.pipeline import Pipeline
+from ..core.proxy import Proxy
+from ..faults.observations import INSTRUCTIONS
+from ..host.server import build_server
+from ..policy import Policy, PolicyFile
+from ..policy.config import ProxyConfig
 
 DIRECT_TIMEOUT_S = 3.0
 """The host's own timeout for a tool call in the direct runs (hosts have one; the SDK's default is none). It bounds
@@ -60,7 +60,7 @@ def _say(text: str = "") -> None:
 
 def _upstream_params(ledger: Path) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "resilient_mcp.demo_upstream"], env={"DEMO_LEDGER": str(ledger)}
+        command=sys.executable, args=["-m", "resilient_mcp.demo.upstream"], env={"DEMO_LEDGER": str(ledger)}
     )
 
 

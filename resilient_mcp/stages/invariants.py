@@ -17,7 +17,7 @@ import mcp_types as types
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from .policy import FieldCheck, ResultInvariants
+from ..policy import FieldCheck, ResultInvariants
 
 __all__ = ["MAX_VIOLATIONS", "Invariants", "result_data"]
 

@@ -34,7 +34,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from .stdio_upstream import read_lines as split_lines
+from ..upstream.stdio import read_lines as split_lines
 
 log = structlog.get_logger(__name__)
 

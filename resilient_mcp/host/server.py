@@ -27,9 +27,9 @@ from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from . import __version__
-from .chain import ToolCall
-from .proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
+from .. import __version__
+from ..core.chain import ToolCall
+from ..core.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
 
 log = structlog.get_logger(__name__)
 

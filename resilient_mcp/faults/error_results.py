@@ -32,7 +32,8 @@ from typing import Any
 
 import mcp_types as types
 
-from .faults import (
+from ..core.fingerprint import canonical_json
+from . import (
     BY_TYPE,
     AttemptTimeout,
     ConnectFailure,
@@ -56,7 +57,6 @@ from .faults import (
     Unauthenticated,
     UnknownTool,
 )
-from .fingerprint import canonical_json
 
 ERROR_META_KEY = "io.github.resilient-mcp/error"
 FAULT_META_KEY = "io.github.resilient-mcp/fault"

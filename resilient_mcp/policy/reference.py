@@ -11,8 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from .config import ListenConfig, LoggingConfig, ProxyConfig, RemoteUpstream, StdioUpstream
-from .policy import (
+from . import (
     BreakerRule,
     CacheRule,
     FieldCheck,
@@ -29,6 +28,7 @@ from .policy import (
     ValidationRule,
     VerifyWith,
 )
+from .config import ListenConfig, LoggingConfig, ProxyConfig, RemoteUpstream, StdioUpstream
 
 POLICY_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("policy file (top level)", PolicyFile),

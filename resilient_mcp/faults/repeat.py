@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .faults import (
+from ..policy import ToolRule
+from . import (
     ArgumentFault,
     ConnectionLost,
     EffectClass,
@@ -38,7 +39,6 @@ from .faults import (
     SideEffectStatus,
     UnknownTool,
 )
-from .policy import ToolRule
 
 __all__ = ["Decision", "decide", "decide_outcome_unknown"]
 

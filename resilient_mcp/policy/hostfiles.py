@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sourcefile import Document, Loc, SourceError
+from .source import Document, Loc, SourceError
 
 TOPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("mcpServers",), "mcpServers"),

@@ -25,32 +25,32 @@ import mcp_types as types
 import structlog
 from mcp.shared.exceptions import MCPError
 
-from . import drift
-from .chain import CallNext, HostLink, Stage, ToolCall, compose
-from .chaos.inject import injector_for
-from .classify import classify_result
-from .faults import EffectClass, Fault, OversizedResult, ProtocolMismatch, UnknownTool
-from .fingerprint import FailureStats
-from .policy import Policy, ToolRule
-from .stages.access import Access, denied_fault
-from .stages.breaker import Breaker, BreakerBoard
-from .stages.cache import Cache, ResponseCache
-from .stages.fallback import Fallback
-from .stages.guard import Guard, SessionGuards
-from .stages.idempotency import Idempotency, InFlight, replays_writes, upstream_identity
-from .stages.observe import AuditSink, Observe
-from .stages.output import TRUNCATED_META, OutputCap
-from .stages.provenance import Provenance, SessionTaint
-from .stages.retry import Retry, RetryBudgets
-from .stages.validate import Validate, suggest_tools
-from .state import StateStore
-from .stored_outputs import (
+from ..chaos.inject import injector_for
+from ..faults import EffectClass, Fault, OversizedResult, ProtocolMismatch, UnknownTool
+from ..faults.classify import classify_result
+from ..policy import Policy, ToolRule
+from ..stages.access import Access, denied_fault
+from ..stages.breaker import Breaker, BreakerBoard
+from ..stages.cache import Cache, ResponseCache
+from ..stages.fallback import Fallback
+from ..stages.guard import Guard, SessionGuards
+from ..stages.idempotency import Idempotency, InFlight, replays_writes, upstream_identity
+from ..stages.observe import AuditSink, Observe
+from ..stages.output import TRUNCATED_META, OutputCap
+from ..stages.provenance import Provenance, SessionTaint
+from ..stages.retry import Retry, RetryBudgets
+from ..stages.validate import Validate, suggest_tools
+from ..state import StateStore
+from ..state.stored_outputs import (
     OUTPUT_URI_PREFIX,
     READ_STORED_OUTPUT_TOOL,
     STORED_OUTPUT_TEMPLATE,
     StoredOutputMissing,
     StoredOutputs,
 )
+from . import drift
+from .chain import CallNext, HostLink, Stage, ToolCall, compose
+from .fingerprint import FailureStats
 
 if TYPE_CHECKING:
     from .catalog import Entry

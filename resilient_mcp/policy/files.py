@@ -17,8 +17,8 @@ from pathlib import Path
 import anyio
 import structlog
 
-from .policy import Policy, PolicyFile, merge_files
-from .sourcefile import SourceError, load_document, validate_document
+from . import Policy, PolicyFile, merge_files
+from .source import SourceError, load_document, validate_document
 
 log = structlog.get_logger(__name__)
 

@@ -27,12 +27,12 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
-from .bridge import Bridges
+from ..policy import Policy
+from ..policy.config import ProxyConfig
+from ..upstream import TransportFactory, Upstream, host_capability_names
+from ..upstream.bridge import Bridges
 from .catalog import Catalog, CatalogConflict, build_catalog, prefixes_for
-from .config import ProxyConfig
 from .pipeline import CompiledTool, Pipeline
-from .policy import Policy
-from .upstream import TransportFactory, Upstream, host_capability_names
 
 MISSING_CAPABILITY = -32021
 """MissingRequiredClientCapability (2026-07-28, SEP-2575): the answer to a request the host cannot serve."""

@@ -35,9 +35,9 @@ from pydantic import (
     model_validator,
 )
 
-from .chaos.plan import Rule as FaultRule
+from ..chaos.plan import Rule as FaultRule
 from .hostfiles import HostFile, HostSettings, read_host_file
-from .sourcefile import Document, SourceError, expand_env, load_document, validate_document
+from .source import Document, SourceError, expand_env, load_document, validate_document
 
 #: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
 SDK_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
