@@ -15,6 +15,7 @@ import structlog
 from .core.catalog import CatalogConflict
 from .core.pipeline import Pipeline
 from .core.proxy import Proxy
+from .core.routing import CallLayer
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
 from .policy import Policy, PolicyFile
@@ -106,6 +107,16 @@ def _log_config(config: ProxyConfig) -> None:
             log.error("upstream_command_not_found", upstream=name, error=problem)
 
 
+def chaos_calls(config: ProxyConfig) -> CallLayer | None:
+    """Chaos mode (``faults:``): the fault injector wraps how the proxy calls its upstreams. The chaos package is
+    imported here only, and only when the config asks for faults."""
+    if config.faults is None:
+        return None
+    from .chaos.inject import calls_for
+
+    return calls_for(config)
+
+
 def _instructions() -> str | None:
     try:
         from .faults.observations import INSTRUCTIONS
@@ -126,7 +137,7 @@ async def run_proxy(
         except OSError as exc:
             raise StartupError(str(exc)) from None
     _log_config(config)
-    proxy = Proxy(config, policy, Pipeline)
+    proxy = Proxy(config, policy, Pipeline, calls=chaos_calls(config))
     conflict: CatalogConflict | StateError | None = None
     async with anyio.create_task_group() as outer:
         stop = anyio.CancelScope()

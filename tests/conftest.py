@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from tests.fixtures.fault_links import Shop
 
 
 @pytest.fixture
@@ -17,3 +22,11 @@ def inline_state_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     from resilient_mcp.state import sqlite as state_sqlite
 
     monkeypatch.setattr(state_sqlite, "Worker", InlineWorker)
+
+
+@pytest.fixture
+def shop() -> Shop:
+    """A scripted upstream "shop" behind a breakable link, and the proxy in front of it (``async with shop.run()``)."""
+    from tests.fixtures.fault_links import Shop
+
+    return Shop()

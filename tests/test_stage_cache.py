@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -36,7 +37,8 @@ class FakeClock:
 @asynccontextmanager
 async def shop(up: ScriptedUpstream, tools: dict[str, Any], clock: FakeClock) -> AsyncIterator[Harness]:
     services = Services(cache=ResponseCache(clock=clock))
-    async with proxied({"shop": up.server()}, {"tools": tools}, pipeline=lambda p: Pipeline(p, services)) as h:
+    pipeline = partial(Pipeline, services=services)
+    async with proxied({"shop": up.server()}, {"tools": tools}, pipeline=pipeline) as h:
         yield h
 
 

@@ -1,9 +1,13 @@
 """Chaos mode in the proxy: faults injected between the proxy's chain and a real upstream, as a fault plan says.
 
-``FaultInjector.bind(upstream)`` has the shape of ``Upstream.call_tool``; the pipeline's terminal calls it instead of
-the upstream when the config has a ``faults:`` section (or ``wrap --faults PLAN``). Every fault is shown to the chain
-the way the real one would arrive from ``upstream.py``: through ``classify`` from the same exception or HTTP status
-the SDK would raise, or as the ``isError`` result a server would send (which the terminal classifies as usual).
+``FaultInjector.bind(upstream)`` has the shape of ``Upstream.call_tool``: it is a call layer (``core/routing.py``) that
+decorates how the pipeline's terminal reaches an upstream, as a mock transport sits behind an HTTP client's transport
+seam. ``calls_for(config)`` builds it when the config has a ``faults:`` section (or ``wrap --faults PLAN``); the proxy
+is given it where it is built (``app.py``). Nothing else of the product knows about chaos mode.
+
+Every fault is shown to the chain the way the real one would arrive from ``upstream.py``: through ``classify`` from
+the same exception or HTTP status the SDK would raise, or as the ``isError`` result a server would send (which the
+terminal classifies as usual).
 So the user's own agent sees what the proxy does with a real timeout, crash, rate limit or 5xx of their own server.
 
 ======================  =========================================================================================
@@ -42,14 +46,15 @@ from mcp.shared.exceptions import MCPError
 from ..faults import AttemptTimeout
 from ..faults.classify import classify_exception, classify_http_status
 from ..faults.error_results import ERROR_META_KEY
-from ..policy.source import SourceError
+from ..policy.source import SourceError, load_document
 from . import mutations as mut
 from . import params as pm
 from .clock import Clock, RealClock
-from .plan import Decision, FaultPlan, Planner, load_plan
+from .plan import Decision, FaultPlan, Planner, load_plan, parse_plan
 from .responses import error_exception, error_result, http_error, reported_as
 
 if TYPE_CHECKING:
+    from ..core.routing import CallLayer
     from ..policy.config import ProxyConfig
     from ..upstream import Upstream
 
@@ -192,7 +197,8 @@ async def _quietly(forward: CallTool) -> None:
 
 
 def injector_for(config: ProxyConfig) -> FaultInjector | None:
-    """The injector a proxy config asks for (``faults:``), or None."""
+    """The injector a proxy config asks for (``faults:``), or None. Raises ``SourceError`` for a bad plan, naming the
+    file and line (the plan file's, or the config file's for inline ``rules``)."""
     faults = config.faults
     if faults is None:
         return None
@@ -200,7 +206,21 @@ def injector_for(config: ProxyConfig) -> FaultInjector | None:
         path = config.resolve_path(faults.plan)
         plan, source = load_plan(path), str(path)
     else:
-        plan, source = FaultPlan(rules=list(faults.rules or [])), "faults"
+        rules = {"rules": list(faults.rules or [])}
+        if config.source is not None:
+            plan = parse_plan(load_document(config.source), data=rules, prefix=("faults",))
+        else:
+            try:
+                plan = FaultPlan.model_validate(rules)
+            except pydantic.ValidationError as exc:
+                raise SourceError("faults", [f"faults: {exc}"]) from None
+        source = "faults"
     if faults.seed is not None:
         plan = plan.model_copy(update={"seed": faults.seed})
     return FaultInjector(plan, source=source)
+
+
+def calls_for(config: ProxyConfig) -> CallLayer | None:
+    """The call layer of chaos mode for ``config`` (``Proxy(..., calls=...)``), or None when it asks for no faults."""
+    injector = injector_for(config)
+    return injector.bind if injector is not None else None

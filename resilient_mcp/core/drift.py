@@ -2,8 +2,8 @@
 
 The pipeline's terminal hands every fault of an upstream attempt to ``recover``. Two kinds of fault say that the
 proxy's cached view of the upstream may be stale; for those it refreshes that upstream's tool list once
-(``Upstream.refresh("tools")``, which also rebuilds the routing and tells hosts through ``tools/list_changed``),
-bounded by the attempt timeout, and compares:
+(``Upstream.refresh("tools")``, which also schedules a rebuild of the routing and a ``tools/list_changed`` to the
+hosts, both outside this call), bounded by the attempt timeout, and compares:
 
 - **A2** an ``UnknownTool`` rejection (S1) whose upstream message names the tool, although the catalog lists it:
   if the refreshed list still has the name, the call is sent once more (it did not run) and the model is told so in a
@@ -44,7 +44,8 @@ from .chain import CallNext, ToolCall
 from .fingerprint import canonical_json
 
 if TYPE_CHECKING:
-    from .proxy import Proxy
+    from ..policy import Policy
+    from .routing import Router
 
 log = structlog.get_logger(__name__)
 
@@ -53,16 +54,17 @@ NEW_SCHEMA_CHARS = 4000
 MAX_CANDIDATES = 5
 
 
-async def recover(proxy: Proxy, call: ToolCall, fault: Fault, send: CallNext) -> types.CallToolResult:
+async def recover(router: Router, policy: Policy, call: ToolCall, fault: Fault, send: CallNext) -> types.CallToolResult:
     """The outcome of an attempt that failed with ``fault``: a result of the one re-send A2 allows, or a fault.
 
-    ``send`` performs one upstream attempt (the terminal without this hook)."""
+    ``send`` performs one upstream attempt (the terminal without this hook); ``policy`` says which tool names the
+    host may be told about."""
     if _stale_candidate(call, fault):
-        return await _stale(proxy, call, fault, send)
+        return await _stale(router, policy, call, fault, send)
     if isinstance(fault, ProtocolMismatch) and fault.details.get("variant") == "a":
-        return await _renegotiate(proxy, call, fault, send)
+        return await _renegotiate(router, call, fault, send)
     if fault.details.get("schema_drift_candidate") is True and call.tool is not None:
-        raise await _drift(proxy, call, fault, call.tool)
+        raise await _drift(router, policy, call, fault, call.tool)
     raise fault
 
 
@@ -71,9 +73,9 @@ def _stale_candidate(call: ToolCall, fault: Fault) -> bool:
     return isinstance(fault, UnknownTool) and fault.retry_safety is RetrySafety.REJECTED and named
 
 
-async def _refresh(proxy: Proxy, call: ToolCall, why: str) -> tuple[list[types.Tool], list[types.Tool]] | None:
+async def _refresh(router: Router, call: ToolCall, why: str) -> tuple[list[types.Tool], list[types.Tool]] | None:
     """The upstream's tools before and after one refresh; None when the upstream cannot be asked."""
-    up = proxy.upstreams.get(call.upstream)
+    up = router.upstream(call.upstream)
     if up is None or up.state != "ready":
         return None
     before = list(up.catalog.tools)
@@ -94,9 +96,9 @@ async def _refresh(proxy: Proxy, call: ToolCall, why: str) -> tuple[list[types.T
 # --- A4 (a): unsupported protocol version -------------------------------------------------------------------------
 
 
-async def _renegotiate(proxy: Proxy, call: ToolCall, fault: Fault, send: CallNext) -> types.CallToolResult:
+async def _renegotiate(router: Router, call: ToolCall, fault: Fault, send: CallNext) -> types.CallToolResult:
     """Reconnect (a new handshake negotiates the version again) and send the call once more: it did not run."""
-    up = proxy.upstreams.get(call.upstream)
+    up = router.upstream(call.upstream)
     if up is None or up.state != "ready" or fault.details.get("renegotiated"):
         raise fault
     log.info("upstream_renegotiating", upstream=call.upstream, tool=call.name)
@@ -116,8 +118,8 @@ async def _renegotiate(proxy: Proxy, call: ToolCall, fault: Fault, send: CallNex
 # --- A2: stale tool list ---------------------------------------------------------------------------------------------
 
 
-async def _stale(proxy: Proxy, call: ToolCall, fault: Fault, send: CallNext) -> types.CallToolResult:
-    refreshed = await _refresh(proxy, call, "unknown_tool")
+async def _stale(router: Router, policy: Policy, call: ToolCall, fault: Fault, send: CallNext) -> types.CallToolResult:
+    refreshed = await _refresh(router, call, "unknown_tool")
     if refreshed is None:
         raise fault
     before, after = refreshed
@@ -131,25 +133,33 @@ async def _stale(proxy: Proxy, call: ToolCall, fault: Fault, send: CallNext) -> 
         except UnknownTool as again:
             again.details["tool_list_refreshed"] = True
             raise
-    raise stale_tool_fault(proxy, call, before, after, fault)
+    raise stale_tool_fault(router, policy, call, before, after, fault)
 
 
 def stale_tool_fault(
-    proxy: Proxy, call: ToolCall, before: Sequence[types.Tool], after: Sequence[types.Tool], cause: Fault
+    router: Router,
+    policy: Policy,
+    call: ToolCall,
+    before: Sequence[types.Tool],
+    after: Sequence[types.Tool],
+    cause: Fault,
 ) -> StaleToolList:
     """The A2 fault for ``call``, whose tool is not in ``after`` (the refreshed list) any more."""
-    prefix = proxy.prefixes.get(call.upstream, "")
+    prefix = router.prefix(call.upstream)
     old = [t.name for t in before]
     if call.upstream_tool not in old:
         old.append(call.upstream_tool)
     new = [t.name for t in after]
 
     def visible(names: Sequence[str]) -> list[str]:
-        return [prefix + n for n in names if proxy.policy.is_visible(call.upstream, n, prefix + n)]
+        return [prefix + n for n in names if policy.is_visible(call.upstream, n, prefix + n)]
 
     removed = visible([n for n in old if n not in set(new)])
     added = visible([n for n in new if n not in set(old)])
-    candidates = _candidates(call.name, added, [t.name for t in proxy.routing.visible_tools])
+    # The routing in force was built before the refresh (its rebuild waits until the call is over): its names,
+    # less what the refresh removed, plus what it added, are what the hosts will be listed.
+    listed = [t.name for t in router.routing.visible_tools if t.name not in set(removed)] + added
+    candidates = _candidates(call.name, added, listed)
     stale = StaleToolList(
         f"The tool '{call.name}' is no longer offered by its upstream: the proxy refreshed the tool list and it is "
         "gone. The proxy does not call a replacement on its own.",
@@ -174,14 +184,14 @@ def _candidates(name: str, added: Sequence[str], listed: Sequence[str]) -> list[
 # --- A3: schema drift ------------------------------------------------------------------------------------------------
 
 
-async def _drift(proxy: Proxy, call: ToolCall, fault: Fault, cached: types.Tool) -> Fault:
-    refreshed = await _refresh(proxy, call, "arguments_rejected")
+async def _drift(router: Router, policy: Policy, call: ToolCall, fault: Fault, cached: types.Tool) -> Fault:
+    refreshed = await _refresh(router, call, "arguments_rejected")
     if refreshed is None:
         return fault
     before, after = refreshed
     tool = next((t for t in after if t.name == call.upstream_tool), None)
     if tool is None:
-        return stale_tool_fault(proxy, call, before, after, fault)
+        return stale_tool_fault(router, policy, call, before, after, fault)
     old_hash, new_hash = schema_hash(cached.input_schema), schema_hash(tool.input_schema)
     if old_hash == new_hash:
         fault.details["input_schema_unchanged"] = True

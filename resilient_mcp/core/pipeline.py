@@ -1,7 +1,11 @@
 """Compiles the chain of one tool from policy, in the fixed order where safety lives.
 
-    observe → guard → validate → access → [fallback] → provenance → output → [cache] → idempotency → retry → breaker
-    → terminal
+    observe → announce → guard → validate → [access] → [fallback] → provenance → output → [cache] → [idempotency]
+    → [retry] → [breaker] → terminal
+
+(``[...]``: only when the tool's policy asks for it.) ``announce`` is the proxy's own: the first capped result makes
+the proxy list its ``read_stored_output`` tool (a rebuild and a ``tools/list_changed``, scheduled, never run inside
+the call).
 
 Retry is never outside access; idempotency is outside retry so every attempt shares one key; retry is outside the
 breaker so each attempt is counted and an open breaker ends the retries; observe is outermost so every exception
@@ -25,7 +29,6 @@ import mcp_types as types
 import structlog
 from mcp.shared.exceptions import MCPError
 
-from ..chaos.inject import injector_for
 from ..faults import EffectClass, Fault, OversizedResult, ProtocolMismatch, UnknownTool
 from ..faults.classify import classify_result
 from ..policy import Policy, ToolRule
@@ -54,7 +57,7 @@ from .fingerprint import FailureStats
 
 if TYPE_CHECKING:
     from .catalog import Entry
-    from .proxy import Proxy, Routing
+    from .routing import Router, Routing
 
 log = structlog.get_logger(__name__)
 
@@ -94,13 +97,12 @@ class Services:
 
 
 class Pipeline:
-    def __init__(self, proxy: Proxy, services: Services | None = None) -> None:
-        self.proxy = proxy
-        self.policy = proxy.policy
+    def __init__(self, router: Router, policy: Policy, services: Services | None = None) -> None:
+        self.router = router
+        """The proxy as the chain sees it: routing in force, upstreams, the "tools changed" signal."""
+        self.policy = policy
         self.services = services or Services()
         self.services.board.set_probe(self._probe)
-        self.faults = injector_for(proxy.config)
-        """Chaos mode (``faults:`` in the config): upstream calls go through the fault injector."""
         self._outputs: StoredOutputs | None = None
         self.outputs_announced = False
         self._cache_warned: set[str] = set()
@@ -134,7 +136,7 @@ class Pipeline:
             arguments_hash=self.services.store.arguments_hash if self.services.store is not None else None,
         )
         self._guard = Guard(self.policy.session, self.services.guards)
-        self._announce = _AnnounceStoredOutputs(self)
+        self._announce = Announce(self.announce_outputs)
 
     # --- compiled chains --------------------------------------------------------------------------------------------
 
@@ -156,7 +158,8 @@ class Pipeline:
         if self._caches(rule, entry):
             stages.append(Cache(rule.cache, self.services.cache))
         if store is not None and replays_writes(rule, entry.tool):
-            identity = upstream_identity(self.proxy.config.enabled_upstreams().get(entry.upstream))
+            up = self.router.upstream(entry.upstream)
+            identity = upstream_identity(up.config if up is not None else None)
             stages.append(
                 Idempotency(rule, store, self.services.in_flight, identity=identity, guards=self.services.guards)
             )
@@ -170,7 +173,7 @@ class Pipeline:
 
     def _fallback_target(self, name: str) -> CompiledTool | None:
         """A fallback tool by host-visible name, in the routing current when the fallback is needed."""
-        return self.proxy.routing.chains.get(name)
+        return self.router.routing.chains.get(name)
 
     def _caches(self, rule: ToolRule, entry: Entry) -> bool:
         if not rule.cache.enabled:
@@ -187,13 +190,12 @@ class Pipeline:
         try:
             return await self._send(call)
         except Fault as fault:  # a stale tool list or a changed schema is checked once (drift.py, A2/A3)
-            return await drift.recover(self.proxy, call, fault, self._send)
+            return await drift.recover(self.router, self.policy, call, fault, self._send)
 
     async def _send(self, call: ToolCall) -> types.CallToolResult:
-        upstream = self.proxy.upstreams[call.upstream]
         host = call.host
         timeouts = call.rule.timeouts
-        call_tool = upstream.call_tool if self.faults is None else self.faults.bind(upstream)
+        call_tool = self.router.calls(call.upstream)
         try:
             result = await call_tool(
                 call.upstream_tool,
@@ -212,7 +214,8 @@ class Pipeline:
 
     async def _probe(self, upstream: str) -> None:
         """The breaker's half-open probe: a listing, never a write."""
-        up = self.proxy.upstreams[upstream]
+        up = self.router.upstream(upstream)
+        assert up is not None
         session = await up.wait_ready(5.0)
         await session.send_request(types.ListToolsRequest(), types.ListToolsResult)
 
@@ -256,7 +259,7 @@ class Pipeline:
                 return await proxy_tool(call.arguments or {})
             if entry is not None:
                 raise denied_fault(name)
-            up = self.proxy.upstreams.get(upstream)
+            up = self.router.upstream(upstream)
             if up is not None and up.state != "ready":
                 await up.wait_ready(0)  # raises the upstream-unavailable fault
             raise _unknown(name, [t.name for t in routing.visible_tools])
@@ -273,10 +276,10 @@ class Pipeline:
     def proxy_tools(self) -> list[types.Tool]:
         return [READ_STORED_OUTPUT_TOOL] if self._outputs is not None and self.outputs_announced else []
 
-    async def announce_outputs(self) -> None:
+    def announce_outputs(self) -> None:
         if not self.outputs_announced:
             self.outputs_announced = True
-            await self.proxy.tools_changed()
+            self.router.tools_changed()
 
     def proxy_resource_templates(self) -> list[types.ResourceTemplate]:
         return [STORED_OUTPUT_TEMPLATE] if self._outputs is not None else []
@@ -293,20 +296,21 @@ class Pipeline:
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
 
 
-class _AnnounceStoredOutputs:
-    """Just inside observe: the first capped result makes the pipeline advertise ``read_stored_output``."""
+class Announce:
+    """The announce stage, just inside observe: a capped result (the first one counts) calls ``announce``, which
+    makes the proxy advertise ``read_stored_output`` (a scheduled rebuild; nothing is rebuilt during the call)."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self._pipeline = pipeline
+    def __init__(self, announce: Callable[[], None]) -> None:
+        self._announce = announce
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         try:
             result = await call_next(call)
         except OversizedResult:
-            await self._pipeline.announce_outputs()
+            self._announce()
             raise
         if TRUNCATED_META in (result.meta or {}):
-            await self._pipeline.announce_outputs()
+            self._announce()
         return result
 
 

@@ -1,7 +1,9 @@
 """The proxy's core: upstream lifecycle, the routing snapshot, and everything that flows from upstreams to hosts.
 
-``Proxy`` owns the supervised upstreams, rebuilds the ``Routing`` (catalog + one compiled chain per tool) whenever
-an upstream's catalog or the policy changes, and swaps it atomically: a call runs on the routing it started with.
+``Proxy`` owns the supervised upstreams and the ``Router`` (routing.py) its pipeline sees. It rebuilds the
+``Routing`` (catalog + one compiled chain per tool) when an upstream's catalog or the policy changed, outside every
+call: a change marks the routing stale; the next host request, or the proxy's announcer task (which then tells the
+hosts ``list_changed``), rebuilds it. A call runs on the routing it started with.
 It implements ``UpstreamHooks``: upstream log messages, resource updates, list changes and server→client requests
 (sampling, elicitation, roots) are relayed to the host whose call caused them, or to every connected host.
 """
@@ -14,7 +16,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -31,8 +32,9 @@ from ..policy import Policy
 from ..policy.config import ProxyConfig
 from ..upstream import TransportFactory, Upstream, host_capability_names
 from ..upstream.bridge import Bridges
-from .catalog import Catalog, CatalogConflict, build_catalog, prefixes_for
+from .catalog import CatalogConflict, build_catalog, prefixes_for
 from .pipeline import CompiledTool, Pipeline
+from .routing import CallLayer, Router, Routing
 
 MISSING_CAPABILITY = -32021
 """MissingRequiredClientCapability (2026-07-28, SEP-2575): the answer to a request the host cannot serve."""
@@ -42,15 +44,6 @@ _CAPABILITY_OF = {"sampling/createMessage": "sampling", "elicitation/create": "e
 log = structlog.get_logger(__name__)
 
 Ctx = ServerRequestContext[Any, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Routing:
-    """One consistent view for calls: the catalog and the chain compiled for each of its tools."""
-
-    catalog: Catalog
-    chains: dict[str, CompiledTool] = field(default_factory=dict)
-    visible_tools: list[types.Tool] = field(default_factory=list)
 
 
 class Sessions:
@@ -113,10 +106,12 @@ class Proxy:
         self,
         config: ProxyConfig,
         policy: Policy,
-        pipeline_factory: Callable[[Proxy], Pipeline],
+        pipeline_factory: Callable[[Router, Policy], Pipeline],
         *,
         transports: dict[str, TransportFactory] | None = None,
+        calls: CallLayer | None = None,
     ) -> None:
+        """``calls`` wraps how the pipeline's terminal sends a tool call to an upstream (chaos mode's seam)."""
         self.config = config
         self.policy = policy
         transports = transports or {}
@@ -132,8 +127,10 @@ class Proxy:
         self._active: dict[str, list[Ctx]] = {name: [] for name in self.upstreams}
         self._last_ctx: Ctx | None = None
         self._subscribers: dict[str, set[str]] = {}
-        self.pipeline = pipeline_factory(self)
-        self.routing = Routing(catalog=Catalog(prefixes=dict(self.prefixes)))
+        self.router = Router(self.upstreams, self.prefixes, calls)
+        self.pipeline = pipeline_factory(self.router, policy)
+        self._announced: Routing = self.router.routing
+        """The routing the hosts were last told about (``list_changed`` is sent for what differs)."""
         self._strict_names = True
         self._started = False
         self.single_host = False
@@ -164,6 +161,8 @@ class Proxy:
                 if conflict is None:
                     self._strict_names = False
                     self._started = True
+                    self._announced = self.routing
+                    tg.start_soon(self._announce_changes, name="proxy:announcer")
                     try:
                         yield self
                     finally:
@@ -194,6 +193,13 @@ class Proxy:
 
     # --- routing ----------------------------------------------------------------------------------------------------
 
+    @property
+    def routing(self) -> Routing:
+        """The routing for a host request that starts now: rebuilt first if something changed meanwhile."""
+        if self.router.stale and self._started:
+            self.rebuild()
+        return self.router.routing
+
     def rebuild(self, *, strict: bool = False) -> None:
         """Recompute the catalog and compile one chain per visible tool; swap the routing in one assignment."""
         catalog = build_catalog(self.upstreams, self.prefixes, strict=strict)
@@ -206,7 +212,8 @@ class Proxy:
             chains[name] = self.pipeline.compile(entry)
             visible.append(entry.tool.model_copy(update={"name": name}))
         visible.extend(t for t in self.pipeline.proxy_tools() if t.name not in catalog.tools)
-        self.routing = Routing(catalog=catalog, chains=chains, visible_tools=visible)
+        self.router.stale = False
+        self.router.routing = Routing(catalog=catalog, chains=chains, visible_tools=visible)
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
@@ -226,6 +233,10 @@ class Proxy:
             active.remove(ctx)
             if ctx not in active:
                 self._refused.pop(id(ctx), None)
+
+    def calls_in_flight(self, upstream: str) -> int:
+        """How many host calls are running on ``upstream`` now."""
+        return len(self._active.get(upstream, ()))
 
     def refused_capabilities(self, ctx: Ctx) -> set[str]:
         """The host capabilities the proxy refused an upstream on behalf of ``ctx``'s call (so far)."""
@@ -248,7 +259,7 @@ class Proxy:
             async with anyio.create_task_group() as tg:
                 for up in self.upstreams.values():
                     tg.start_soon(up.declare, wanted, up.config.connect_timeout_s)
-            self.rebuild()  # the re-listed catalogs, before this host's first answer
+            self.rebuild()  # the re-listed catalogs, before this host's first answer (not inside a call)
 
     def seen(self, ctx: Ctx) -> None:
         self._last_ctx = ctx
@@ -256,7 +267,7 @@ class Proxy:
         if not key.startswith(PER_REQUEST):  # a one-request connection can be told nothing later: not kept
             self.sessions.touch(key, ctx.session)
 
-    def _ctx_for(self, upstream: str) -> Ctx | None:
+    def answering(self, upstream: str) -> Ctx | None:
         """The call whose host should answer a request the upstream makes, when that host is unambiguous.
 
         The SDK does not say which of our calls an upstream's request belongs to; when calls of several hosts are
@@ -273,30 +284,27 @@ class Proxy:
     # --- UpstreamHooks ----------------------------------------------------------------------------------------------
 
     async def catalog_changed(self, upstream: Upstream) -> None:
-        if not self._started:
-            return
-        before = self.routing
-        try:
-            self.rebuild(strict=self._strict_names)
-        except CatalogConflict as exc:  # pragma: no cover - strict only at startup
-            log.error("name_conflict", detail=str(exc))
-            return
-        changed = [
-            kind
-            for kind, old, new in (
-                ("tools", before.visible_tools, self.routing.visible_tools),
-                ("prompts", before.catalog.prompt_list(), self.routing.catalog.prompt_list()),
-                ("resources", list(before.catalog.resources), list(self.routing.catalog.resources)),
-            )
-            if old != new
-        ]
-        for kind in changed:
-            await self._notify_list_changed(kind)
+        """An upstream listed again (connected, refreshed, told us): rebuild soon, outside the call that caused it."""
+        if self._started:
+            self.router.tools_changed()
 
-    async def tools_changed(self) -> None:
-        """The proxy's own tool list changed (not an upstream's): rebuild and tell the hosts."""
-        self.rebuild()
-        await self._notify_list_changed("tools")
+    async def _announce_changes(self) -> None:
+        """The announcer task: after each change, rebuild (if no request did yet) and tell the hosts what differs."""
+        while True:
+            await self.router.wait_changed()
+            before, after = self._announced, self.routing
+            self._announced = after
+            changed = [
+                kind
+                for kind, old, new in (
+                    ("tools", before.visible_tools, after.visible_tools),
+                    ("prompts", before.catalog.prompt_list(), after.catalog.prompt_list()),
+                    ("resources", list(before.catalog.resources), list(after.catalog.resources)),
+                )
+                if old != new
+            ]
+            for kind in changed:
+                await self._notify_list_changed(kind)
 
     async def _notify_list_changed(self, kind: str) -> None:
         log.info("list_changed_sent", what=kind, hosts=len(self.sessions.all()))
@@ -324,7 +332,7 @@ class Proxy:
         targets: list[tuple[ServerSession, Any]]
         if not active:  # not about a call: every connected host hears the upstream
             targets = [(s, None) for s in self.sessions.all()]
-        elif (ctx := self._ctx_for(upstream.name)) is not None:
+        elif (ctx := self.answering(upstream.name)) is not None:
             targets = [(ctx.session, ctx.request_id)]
         else:  # calls of several hosts in flight: the message cannot be attributed, so it goes to nobody
             log.debug("upstream_log_unattributed", upstream=upstream.name)
@@ -363,7 +371,7 @@ class Proxy:
                 log.debug("notify_failed", error=str(exc))
 
     async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
-        ctx = self._ctx_for(upstream.name)
+        ctx = self.answering(upstream.name)
         if ctx is None:
             active = self._active.get(upstream.name) or []
             log.info(

@@ -35,7 +35,6 @@ from pydantic import (
     model_validator,
 )
 
-from ..chaos.plan import Rule as FaultRule
 from .hostfiles import HostFile, HostSettings, read_host_file
 from .source import Document, SourceError, expand_env, load_document, validate_document
 
@@ -181,8 +180,8 @@ class LoggingConfig(_Strict):
 class FaultsConfig(_Strict):
     plan: str | None = None
     """A fault plan file (YAML/JSON, see ``resilient_mcp/chaos/plan.py``), relative to this file."""
-    rules: list[FaultRule] | None = None
-    """Or the plan's rules inline."""
+    rules: list[dict[str, Any]] | None = None
+    """Or the plan's rules inline (checked, like a plan file, by the chaos package when the config is loaded)."""
     seed: int | None = None
     """The seed of `probability` draws (overrides the plan file's)."""
 
@@ -210,6 +209,8 @@ class ProxyConfig(_Strict):
     """Chaos mode: inject faults between the proxy and its upstreams as a fault plan says (testing only)."""
 
     base_dir: str = Field(default=".", exclude=True)
+    source: str | None = Field(default=None, exclude=True)
+    """The file this config was read from (for messages that name a line of it)."""
     _host: HostSettings | None = PrivateAttr(default=None)
 
     @field_validator("upstreams")
@@ -391,7 +392,7 @@ def parse_config(doc: Document, environ: dict[str, str] | None = None) -> ProxyC
         raise SourceError(doc.path, [f"{doc.path}:1: the file must hold a mapping ({what})"])
     host = read_host_file(doc, data)
     cfg = validate_document(ProxyConfig, doc, data=data) if host is None else _validate_host(doc, data, host)
-    cfg = cfg.model_copy(update={"base_dir": str(Path(doc.path).resolve().parent)})
+    cfg = cfg.model_copy(update={"base_dir": str(Path(doc.path).resolve().parent), "source": doc.path})
     cfg._host = host.settings if host is not None else None
     return _expand(doc, cfg, environ, host.servers_loc if host is not None else ("upstreams",))
 
