@@ -227,93 +227,98 @@ def _not_found(kind: str, name: str) -> MCPError:
     return MCPError(types.INVALID_PARAMS, f"Unknown {kind}: {name}", {"name": name})
 
 
-def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any]:
-    """The low-level server for ``proxy``. Only handlers some upstream supports are registered."""
+class HostServer:
+    """The low-level server for one proxy: one method per request the host may send. Only the handlers some upstream
+    supports are registered (``handlers``)."""
 
-    async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListToolsResult:
-        proxy.seen(ctx)
-        await proxy.follow_host(ctx)
-        return types.ListToolsResult(tools=proxy.routing.visible_tools)
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListToolsResult:
+        self.proxy.seen(ctx)
+        await self.proxy.follow_host(ctx)
+        return types.ListToolsResult(tools=self.proxy.routing.visible_tools)
 
     async def call_tool(
-        ctx: Ctx, params: types.CallToolRequestParams
+        self, ctx: Ctx, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         async def work() -> types.CallToolResult:
-            return await run_tool_call(proxy, ctx, params.name, params.arguments, params.meta)
+            return await run_tool_call(self.proxy, ctx, params.name, params.arguments, params.meta)
 
-        return await _maybe_bridged(proxy, ctx, params, work, params.name)
+        return await _maybe_bridged(self.proxy, ctx, params, work, params.name)
 
-    async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
-        proxy.seen(ctx)
-        cat = proxy.routing.catalog
+    async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
+        self.proxy.seen(ctx)
+        cat = self.proxy.routing.catalog
         return types.ListResourcesResult(resources=[r for _, r in cat.resources.values()])
 
-    async def list_templates(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourceTemplatesResult:
-        proxy.seen(ctx)
-        templates = [t for _, t in proxy.routing.catalog.templates] + proxy.pipeline.proxy_resource_templates()
+    async def list_templates(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourceTemplatesResult:
+        self.proxy.seen(ctx)
+        own = self.proxy.pipeline.proxy_resource_templates()
+        templates = [t for _, t in self.proxy.routing.catalog.templates] + own
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
-    def _owner(uri: str) -> str:
-        upstream = proxy.routing.catalog.upstream_for_uri(uri)
+    def _owner(self, uri: str) -> str:
+        upstream = self.proxy.routing.catalog.upstream_for_uri(uri)
         if upstream is None:
-            if len(proxy.upstreams) == 1:
-                return next(iter(proxy.upstreams))
+            if len(self.proxy.upstreams) == 1:
+                return next(iter(self.proxy.upstreams))
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
         return upstream
 
     async def read_resource(
-        ctx: Ctx, params: types.ReadResourceRequestParams
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
-        proxy.seen(ctx)
+        self.proxy.seen(ctx)
         uri = str(params.uri)
-        local = await proxy.pipeline.read_proxy_resource(uri)
+        local = await self.proxy.pipeline.read_proxy_resource(uri)
         if local is not None:
             return local
-        up = proxy.upstreams[_owner(uri)]
+        up = self.proxy.upstreams[self._owner(uri)]
 
         async def work() -> types.ReadResourceResult:
-            async with proxy.in_flight(up.name, ctx):
+            async with self.proxy.in_flight(up.name, ctx):
                 return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
 
-        return await _maybe_bridged(proxy, ctx, params, work, uri)
+        return await _maybe_bridged(self.proxy, ctx, params, work, uri)
 
-    async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        proxy.seen(ctx)
+    async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        self.proxy.seen(ctx)
         uri = str(params.uri)
-        await proxy.subscribe(uri, session_key(ctx), proxy.upstreams[_owner(uri)])
+        await self.proxy.subscribe(uri, session_key(ctx), self.proxy.upstreams[self._owner(uri)])
         return types.EmptyResult()
 
-    async def unsubscribe(ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        proxy.seen(ctx)
+    async def unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        self.proxy.seen(ctx)
         uri = str(params.uri)
-        await proxy.unsubscribe(uri, session_key(ctx), proxy.upstreams[_owner(uri)])
+        await self.proxy.unsubscribe(uri, session_key(ctx), self.proxy.upstreams[self._owner(uri)])
         return types.EmptyResult()
 
-    async def list_prompts(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListPromptsResult:
-        proxy.seen(ctx)
-        return types.ListPromptsResult(prompts=proxy.routing.catalog.prompt_list())
+    async def list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListPromptsResult:
+        self.proxy.seen(ctx)
+        return types.ListPromptsResult(prompts=self.proxy.routing.catalog.prompt_list())
 
     async def get_prompt(
-        ctx: Ctx, params: types.GetPromptRequestParams
+        self, ctx: Ctx, params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
-        proxy.seen(ctx)
-        entry = proxy.routing.catalog.prompts.get(params.name)
+        self.proxy.seen(ctx)
+        entry = self.proxy.routing.catalog.prompts.get(params.name)
         if entry is None:
             raise _not_found("prompt", params.name)
-        up = proxy.upstreams[entry.upstream]
+        up = self.proxy.upstreams[entry.upstream]
         forwarded = _hop(params).model_copy(update={"name": entry.name})
 
         async def work() -> types.GetPromptResult:
-            async with proxy.in_flight(up.name, ctx):
+            async with self.proxy.in_flight(up.name, ctx):
                 return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
 
-        return await _maybe_bridged(proxy, ctx, params, work, params.name)
+        return await _maybe_bridged(self.proxy, ctx, params, work, params.name)
 
-    async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
-        proxy.seen(ctx)
+    async def complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        self.proxy.seen(ctx)
         ref = params.ref
         if isinstance(ref, types.PromptReference):
-            entry = proxy.routing.catalog.prompts.get(ref.name)
+            entry = self.proxy.routing.catalog.prompts.get(ref.name)
             if entry is None:
                 raise _not_found("prompt", ref.name)
             upstream, forwarded = (
@@ -321,64 +326,71 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
                 params.model_copy(update={"ref": ref.model_copy(update={"name": entry.name})}),
             )
         else:
-            upstream, forwarded = _owner(ref.uri), params
-        up = proxy.upstreams[upstream]
+            upstream, forwarded = self._owner(ref.uri), params
+        up = self.proxy.upstreams[upstream]
         if not up.supports("completions"):
             return types.CompleteResult(completion=types.Completion(values=[]))
         return await up.request(types.CompleteRequest(params=_hop(forwarded)), types.CompleteResult)
 
-    async def set_level(ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        proxy.seen(ctx)
-        for up in proxy.upstreams.values():
+    async def set_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        self.proxy.seen(ctx)
+        for up in self.proxy.upstreams.values():
             try:
                 await up.set_log_level(params.level)
             except Exception as exc:
                 log.warning("set_level_failed", upstream=up.name, error=str(exc))
         return types.EmptyResult()
 
-    async def on_initialized(ctx: Ctx, params: Any) -> None:
-        proxy.seen(ctx)
-        await proxy.follow_host(ctx)
+    async def on_initialized(self, ctx: Ctx, params: Any) -> None:
+        self.proxy.seen(ctx)
+        await self.proxy.follow_host(ctx)
 
-    def any_supports(capability: str) -> bool:
-        return any(up.supports(capability) for up in proxy.upstreams.values()) or not any(
-            up.state == "ready" for up in proxy.upstreams.values()
+    def _any_supports(self, capability: str) -> bool:
+        return any(up.supports(capability) for up in self.proxy.upstreams.values()) or not any(
+            up.state == "ready" for up in self.proxy.upstreams.values()
         )
 
-    def input_schema(name: str) -> dict[str, Any] | None:
-        compiled = proxy.routing.chains.get(name)
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        compiled = self.proxy.routing.chains.get(name)
         return compiled.entry.tool.input_schema if compiled is not None and compiled.entry.tool else None
 
-    handlers: dict[str, Any] = {"on_list_tools": list_tools, "on_call_tool": call_tool}
-    if any_supports("resources") or proxy.pipeline.has_proxy_resources():
-        handlers |= {
-            "on_list_resources": list_resources,
-            "on_list_resource_templates": list_templates,
-            "on_read_resource": read_resource,
-        }
-        if any(_subscribable(up.catalog.capabilities) for up in proxy.upstreams.values()):
-            handlers |= {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
-    if any_supports("prompts"):
-        handlers |= {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
-    if any_supports("completions"):
-        handlers["on_completion"] = complete
-    if any_supports("logging"):
-        handlers["on_set_logging_level"] = set_level
+    def build(self, *, instructions: str | None = None) -> Server[Any]:
+        """The SDK server with this object's handlers, the tools/call fast path and the initialized hook."""
+        handlers: dict[str, Any] = {"on_list_tools": self.list_tools, "on_call_tool": self.call_tool}
+        if self._any_supports("resources") or self.proxy.pipeline.has_proxy_resources():
+            handlers |= {
+                "on_list_resources": self.list_resources,
+                "on_list_resource_templates": self.list_templates,
+                "on_read_resource": self.read_resource,
+            }
+            if any(_subscribable(up.catalog.capabilities) for up in self.proxy.upstreams.values()):
+                handlers |= {"on_subscribe_resource": self.subscribe, "on_unsubscribe_resource": self.unsubscribe}
+        if self._any_supports("prompts"):
+            handlers |= {"on_list_prompts": self.list_prompts, "on_get_prompt": self.get_prompt}
+        if self._any_supports("completions"):
+            handlers["on_completion"] = self.complete
+        if self._any_supports("logging"):
+            handlers["on_set_logging_level"] = self.set_level
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        server: Server[Any] = Server(
-            "resilient-mcp",
-            version=__version__,
-            title=_title(proxy),
-            instructions=instructions,
-            get_tool_input_schema=input_schema,
-            on_subscriptions_listen=ListenHandler(proxy.bus),
-            **handlers,
-        )
-    server.middleware.append(ToolCallFastPath(proxy))
-    server.add_notification_handler("notifications/initialized", types.NotificationParams, on_initialized)
-    return server
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = Server(
+                "resilient-mcp",
+                version=__version__,
+                title=_title(self.proxy),
+                instructions=instructions,
+                get_tool_input_schema=self._input_schema,
+                on_subscriptions_listen=ListenHandler(self.proxy.bus),
+                **handlers,
+            )
+        server.middleware.append(ToolCallFastPath(self.proxy))
+        server.add_notification_handler("notifications/initialized", types.NotificationParams, self.on_initialized)
+        return server
+
+
+def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any]:
+    """The low-level server for ``proxy`` (``HostServer(proxy).build()``)."""
+    return HostServer(proxy).build(instructions=instructions)
 
 
 def _subscribable(caps: types.ServerCapabilities | None) -> bool:
