@@ -76,8 +76,10 @@ async def test_the_breaker_opens_after_the_configured_failures_fails_fast_and_cl
     }
     assert obs["retry_after_ms"] == 30_000
     assert {k: obs["details"][k] for k in ("circuit", "fallback", "consecutive_failures")} == {
-        "circuit": "tool", "fallback": ["lookup_cached"], "consecutive_failures": 4,
-    }  # fmt: skip
+        "circuit": "tool",
+        "fallback": ["lookup_cached"],
+        "consecutive_failures": 4,
+    }
     assert text_of(sibling) == "cached", "one failing tool does not open its upstream's circuit"
     assert text_of(probe) == "found" and text_of(after) == "found"
     assert shop.up.count("lookup") == 6

@@ -197,9 +197,13 @@ async def test_a_five_megabyte_text_result_is_capped_says_what_was_cut_and_its_p
     kept = len(head.encode())
     assert CAP - 4 < kept <= CAP and big.startswith(head), "cut at a character boundary, as close to the cap as fits"
     assert facts == {
-        "handle": facts["handle"], "original_bytes": len(raw), "kept_bytes": kept, "items_dropped": 0,
-        "resume_offset": kept, "uri": f"resilient-mcp://outputs/{facts['handle']}",
-    }  # fmt: skip
+        "handle": facts["handle"],
+        "original_bytes": len(raw),
+        "kept_bytes": kept,
+        "items_dropped": 0,
+        "resume_offset": kept,
+        "uri": f"resilient-mcp://outputs/{facts['handle']}",
+    }
     assert note.startswith(f"[resilient-mcp: output truncated: kept {kept} of {len(raw)} bytes of text")
     assert f'read_stored_output(handle="{facts["handle"]}", offset={kept}' in note
     assert pages == raw, "the pages reassemble the original byte for byte"

@@ -94,8 +94,10 @@ async def test_other_arguments_miss_the_cache() -> None:
 
 async def test_a_failed_read_is_not_cached() -> None:
     up, clock = ScriptedUpstream(name="shop"), FakeClock()
-    up.tool("lookup", ScriptedUpstream.sequence(lambda a: error_text("service temporarily unavailable"),
-                                                lambda a: ok_text("found")))  # fmt: skip
+    up.tool(
+        "lookup",
+        ScriptedUpstream.sequence(lambda a: error_text("service temporarily unavailable"), lambda a: ok_text("found")),
+    )
     tools = {"lookup": {"effect": "read_only", "retry": {"enabled": False}, "cache": CACHED}}
     async with shop(up, tools, clock) as h:
         failed = await call(h, "lookup", {"q": "a"})

@@ -41,8 +41,9 @@ def _replies(done: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]
 
 
 def _request(n: int, text: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "echo",
-                       "arguments": {"text": text}}}).encode()  # fmt: skip
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": text}}}
+    ).encode()
 
 
 def test_messages_of_any_size_cross_the_wire_intact_and_in_order() -> None:

@@ -94,19 +94,32 @@ class FaultInjector:
         """``upstream.call_tool`` with this plan's faults."""
         return partial(self.call, upstream)
 
-    async def call(self, upstream: Upstream, name: str, arguments: dict[str, Any] | None,
-                   meta: dict[str, Any] | None = None, **kw: Any) -> types.CallToolResult:  # fmt: skip
+    async def call(
+        self,
+        upstream: Upstream,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> types.CallToolResult:
         decision = self.planner.decide(name, arguments, upstream=upstream.name)
         forward = partial(upstream.call_tool, name, arguments, meta, **kw)
         if decision is None:
             return await forward()
-        log.warning("chaos_fault_injected", upstream=upstream.name, tool=name, fault=decision.fault,
-                    rule=decision.rule, call=decision.call)  # fmt: skip
+        log.warning(
+            "chaos_fault_injected",
+            upstream=upstream.name,
+            tool=name,
+            fault=decision.fault,
+            rule=decision.rule,
+            call=decision.call,
+        )
         limit = _attempt_limit(kw.get("timeout_s"), kw.get("deadline", math.inf))
         return await self._inject(decision, upstream, name, forward, limit)
 
-    async def _inject(self, d: Decision, upstream: Upstream, name: str, forward: CallTool,
-                      limit: float) -> types.CallToolResult:  # fmt: skip
+    async def _inject(
+        self, d: Decision, upstream: Upstream, name: str, forward: CallTool, limit: float
+    ) -> types.CallToolResult:
         kind, p = d.fault[:2], d.params
         if isinstance(p, pm.ErrorParams):
             return _reported(d.fault, p, name)
@@ -143,13 +156,18 @@ class FaultInjector:
         await self.clock.sleep(max(0.0, min(hang, left)))
         if hang >= left:
             waited = self.clock.now() - started
-            raise AttemptTimeout(f"the upstream did not answer within {waited:.1f} s (injected); the request was "
-                                 "cancelled", details={"timeout_ms": int(waited * 1000), "injected": True})  # fmt: skip
+            raise AttemptTimeout(
+                f"the upstream did not answer within {waited:.1f} s (injected); the request was cancelled",
+                details={"timeout_ms": int(waited * 1000), "injected": True},
+            )
         if result is not None:
             return result
         hint = {"type": "deadline_exceeded", "retryable": False}
-        return types.CallToolResult(content=[types.TextContent(text="The operation did not complete in time")],
-                                    is_error=True, _meta={ERROR_META_KEY: hint})  # fmt: skip
+        return types.CallToolResult(
+            content=[types.TextContent(text="The operation did not complete in time")],
+            is_error=True,
+            _meta={ERROR_META_KEY: hint},
+        )
 
     async def _malformed(self, p: pm.MalformedParams, forward: CallTool, limit: float) -> types.CallToolResult:
         if p.variant == "log_line":  # the SDK client logs the stray line and reads the real answer

@@ -182,8 +182,12 @@ class Pipeline:
             return True
         if entry.public_name not in self._cache_warned:
             self._cache_warned.add(entry.public_name)
-            log.warning("cache_ignored", tool=entry.public_name, effect=rule.effect.value,
-                        hint="the response cache applies to read_only tools only")  # fmt: skip
+            log.warning(
+                "cache_ignored",
+                tool=entry.public_name,
+                effect=rule.effect.value,
+                hint="the response cache applies to read_only tools only",
+            )
         return False
 
     async def _terminal(self, call: ToolCall) -> types.CallToolResult:

@@ -187,9 +187,11 @@ class Proxy:
             if up.state != "ready":
                 log.error(
                     "upstream_unavailable_at_startup",
-                    upstream=up.name, state=up.state, error=up.last_error,
+                    upstream=up.name,
+                    state=up.state,
+                    error=up.last_error,
                     hint="its tools answer with an 'upstream unavailable' observation; the others are served",
-                )  # fmt: skip
+                )
 
     # --- routing ----------------------------------------------------------------------------------------------------
 
@@ -375,9 +377,13 @@ class Proxy:
         if ctx is None:
             active = self._active.get(upstream.name) or []
             log.info(
-                "server_request_unattributed", upstream=upstream.name, method=request.method, calls=len(active),
-                parked=sum(self.bridges.waiting_on_host(c) for c in active), hosts=len(self.sessions),
-            )  # fmt: skip
+                "server_request_unattributed",
+                upstream=upstream.name,
+                method=request.method,
+                calls=len(active),
+                parked=sum(self.bridges.waiting_on_host(c) for c in active),
+                hosts=len(self.sessions),
+            )
             return types.ErrorData(
                 code=types.INVALID_REQUEST,
                 message=f"resilient-mcp: no connected host can answer {request.method} for upstream {upstream.name!r}",

@@ -161,22 +161,56 @@ async def _script(direct: Caller, proxied: Caller) -> None:
     _say(f"\n▶ tools/list through the proxy: {len(tools)} tools, advertised unchanged")
     for tool in tools:
         _say(f"    {tool.name}: {tool.description}")
-    await _step(direct, proxied, "Invalid arguments: the proxy answers before anything is sent, with every fix",
-                "create_order", {"customer": "ada", "sku": "banana", "qty": "two"})  # fmt: skip
+    await _step(
+        direct,
+        proxied,
+        "Invalid arguments: the proxy answers before anything is sent, with every fix",
+        "create_order",
+        {"customer": "ada", "sku": "banana", "qty": "two"},
+    )
     await _step(direct, proxied, "A typo in a tool name", "lookup_ordr", {"order_id": "ord-1"})
-    await _step(direct, proxied, "A read that hangs once (the host gives up after "
-                f"{DIRECT_TIMEOUT_S:.0f} s; the proxy's attempt timeout is {ATTEMPT_TIMEOUT_S:.0f} s, then it retries "
-                "the read)",
-                "lookup_order", {"order_id": "ord-1-slow"})  # fmt: skip
-    await _step(direct, proxied, "A read that fails transiently: absorbed by the proxy's retry",
-                "lookup_order", {"order_id": "ord-2-flaky"})  # fmt: skip
-    await _step(direct, proxied, "A write whose server dies after committing: never retried; the agent is told "
-                "to verify first", "create_order",
-                {"customer": "bob", "sku": "pear", "qty": 1, "client_ref": "r-2-crash"})  # fmt: skip
-    await _step(direct, proxied, "Verifying, as the observation said: the order exists exactly once",
-                "search_orders", {"customer": "bob"})  # fmt: skip
-    await _step(direct, proxied, "A 5 MB result: the proxy caps it (valid text, a note, the rest readable in pages)",
-                "sales_report", {"rows": 190_000})  # fmt: skip
-    await _step(direct, proxied, "The same bad call again: the loop guard answers without calling the server",
-                "create_order", {"customer": "ada", "sku": "banana", "qty": "two"})  # fmt: skip
+    await _step(
+        direct,
+        proxied,
+        "A read that hangs once (the host gives up after "
+        f"{DIRECT_TIMEOUT_S:.0f} s; the proxy's attempt timeout is {ATTEMPT_TIMEOUT_S:.0f} s, then it retries "
+        "the read)",
+        "lookup_order",
+        {"order_id": "ord-1-slow"},
+    )
+    await _step(
+        direct,
+        proxied,
+        "A read that fails transiently: absorbed by the proxy's retry",
+        "lookup_order",
+        {"order_id": "ord-2-flaky"},
+    )
+    await _step(
+        direct,
+        proxied,
+        "A write whose server dies after committing: never retried; the agent is told to verify first",
+        "create_order",
+        {"customer": "bob", "sku": "pear", "qty": 1, "client_ref": "r-2-crash"},
+    )
+    await _step(
+        direct,
+        proxied,
+        "Verifying, as the observation said: the order exists exactly once",
+        "search_orders",
+        {"customer": "bob"},
+    )
+    await _step(
+        direct,
+        proxied,
+        "A 5 MB result: the proxy caps it (valid text, a note, the rest readable in pages)",
+        "sales_report",
+        {"rows": 190_000},
+    )
+    await _step(
+        direct,
+        proxied,
+        "The same bad call again: the loop guard answers without calling the server",
+        "create_order",
+        {"customer": "ada", "sku": "banana", "qty": "two"},
+    )
     _say("\nDone. Put `resilient-mcp wrap -- <your server>` in your MCP host's config to get the same guards.")

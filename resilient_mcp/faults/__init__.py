@@ -410,13 +410,34 @@ class LoopDetected(GuardFault):
 
 #: Every catalog fault type, in catalog order (27). Used by tests, reports and the benchmark.
 CATALOG: tuple[type[Fault], ...] = (
-    UnknownTool, StaleToolList, SchemaDrift, ProtocolMismatch,
-    MissingRequiredArgument, SchemaViolation, MalformedArguments, SemanticArgumentRejection,
-    ConnectFailure, ConnectionLost, AttemptTimeout, GatewayError, PersistentOutage,
-    TransientExecutionError, RateLimited, SlowSuccess, PermanentExecutionError, StateConflict,
-    MalformedResponse, OutputSchemaViolation, IncompleteResult, OversizedResult, SemanticCorruption,
-    Unauthenticated, PermissionDenied, QuotaExhausted, PromptInjection,
-)  # fmt: skip
+    UnknownTool,
+    StaleToolList,
+    SchemaDrift,
+    ProtocolMismatch,
+    MissingRequiredArgument,
+    SchemaViolation,
+    MalformedArguments,
+    SemanticArgumentRejection,
+    ConnectFailure,
+    ConnectionLost,
+    AttemptTimeout,
+    GatewayError,
+    PersistentOutage,
+    TransientExecutionError,
+    RateLimited,
+    SlowSuccess,
+    PermanentExecutionError,
+    StateConflict,
+    MalformedResponse,
+    OutputSchemaViolation,
+    IncompleteResult,
+    OversizedResult,
+    SemanticCorruption,
+    Unauthenticated,
+    PermissionDenied,
+    QuotaExhausted,
+    PromptInjection,
+)
 
 _NAMED: tuple[type[Fault], ...] = (*CATALOG, BudgetExhausted, LoopDetected)
 BY_TYPE: dict[str, type[Fault]] = {c.fault_type: c for c in _NAMED}

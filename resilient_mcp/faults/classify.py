@@ -164,23 +164,29 @@ def classify_http_status(
             return QuotaExhausted("The upstream's quota is used up (HTTP 429).", retry_after_ms=after, **common)
         return RateLimited("The upstream is rate limiting calls (HTTP 429).", retry_after_ms=after, **common)
     if status == 408:
-        return AttemptTimeout(text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE,
-                              **common)  # fmt: skip
+        return AttemptTimeout(
+            text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common
+        )
     if status == 409:
         return StateConflict("The upstream reported a conflict with the current state (HTTP 409).", **common)
     if status in (400, 413, 422):
         return MalformedArguments(text, retry_safety=RetrySafety.REJECTED, **common)
     if status == 404:
-        return GatewayError(text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE,
-                            **common)  # fmt: skip
+        return GatewayError(text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common)
     if status == 503 and (after is not None or unavailable_not_processed):
-        return GatewayError(text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE,
-                            retry_after_ms=after, **common)  # fmt: skip
+        return GatewayError(
+            text,
+            retry_safety=RetrySafety.REJECTED,
+            side_effect_status=SideEffectStatus.NONE,
+            retry_after_ms=after,
+            **common,
+        )
     if status >= 500:
         return GatewayError(text, retry_after_ms=after, **common)
     if status >= 400:
-        return PermanentExecutionError(text, retry_safety=RetrySafety.REJECTED,
-                                       side_effect_status=SideEffectStatus.NONE, **common)  # fmt: skip
+        return PermanentExecutionError(
+            text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common
+        )
     return MalformedResponse(f"The upstream answered with unexpected HTTP status {status}.", **common)
 
 
@@ -202,8 +208,9 @@ def classify_exception(exc: BaseException, *, sent: bool) -> Fault:
 def _lost(exc: BaseException, *, sent: bool, what: str) -> Fault:
     text = str(exc) or type(exc).__name__
     if sent:
-        return ConnectionLost(f"The connection to the upstream was lost after the call was sent ({what}).",
-                              upstream_message=text)  # fmt: skip
+        return ConnectionLost(
+            f"The connection to the upstream was lost after the call was sent ({what}).", upstream_message=text
+        )
     return ConnectFailure(f"The proxy could not reach the upstream ({what}).", upstream_message=text)
 
 
@@ -223,10 +230,16 @@ def _from_transport(exc: BaseException, *, sent: bool) -> Fault:
     if isinstance(exc, anyio.BrokenResourceError):
         return _lost(exc, sent=sent, what=name)
     if isinstance(exc, pydantic.ValidationError | json.JSONDecodeError | UnicodeDecodeError):
-        return MalformedResponse("The upstream's response could not be parsed; the call may have executed.",
-                                 details={"parse_error": _short(text)}, upstream_message=text)  # fmt: skip
-    return GatewayError(f"The upstream call failed unexpectedly ({name}); the call may have executed.",
-                        details={"exception_type": name}, upstream_message=text)  # fmt: skip
+        return MalformedResponse(
+            "The upstream's response could not be parsed; the call may have executed.",
+            details={"parse_error": _short(text)},
+            upstream_message=text,
+        )
+    return GatewayError(
+        f"The upstream call failed unexpectedly ({name}); the call may have executed.",
+        details={"exception_type": name},
+        upstream_message=text,
+    )
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -252,8 +265,9 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
     if code == types.INVALID_PARAMS:
         if "unknown tool" in lowered or _TOOL_NOT_FOUND.search(lowered):
             return UnknownTool("The upstream does not know this tool.", **rejected)
-        return SchemaViolation("The upstream rejected the arguments.", details={"schema_drift_candidate": True},
-                               **rejected)  # fmt: skip
+        return SchemaViolation(
+            "The upstream rejected the arguments.", details={"schema_drift_candidate": True}, **rejected
+        )
     if code == types.METHOD_NOT_FOUND:
         return ProtocolMismatch("The upstream does not support tool calls.", details={"variant": "c"}, **rejected)
     if code == types.INVALID_REQUEST and "session terminated" in lowered:
@@ -280,18 +294,33 @@ def _from_spec_code(exc: MCPError, kw: dict[str, Any], rejected: dict[str, Any])
         details = {"variant": "a", "supported_versions": data.get("supported", data.get("supportedVersions"))}
         # Transient only through renegotiation, which the terminal does once (drift.recover): the retry stage
         # must not repeat the identical request.
-        return ProtocolMismatch("The upstream does not support the negotiated protocol version.", transient=False,
-                                details=details, **rejected)  # fmt: skip
+        return ProtocolMismatch(
+            "The upstream does not support the negotiated protocol version.",
+            transient=False,
+            details=details,
+            **rejected,
+        )
     if code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
         details = {"variant": "d", "missing_capability": data.get("capability", data.get("requiredCapabilities"))}
-        return ProtocolMismatch("The upstream requires a client capability the proxy did not declare.",
-                                details=details, repair_action=RepairAction.ABORT, **rejected)  # fmt: skip
+        return ProtocolMismatch(
+            "The upstream requires a client capability the proxy did not declare.",
+            details=details,
+            repair_action=RepairAction.ABORT,
+            **rejected,
+        )
     if code == types.HEADER_MISMATCH:
-        return ProtocolMismatch("The upstream rejected the request's HTTP headers.", details={"variant": "headers"},
-                                **rejected)  # fmt: skip
+        return ProtocolMismatch(
+            "The upstream rejected the request's HTTP headers.", details={"variant": "headers"}, **rejected
+        )
     if code == types.URL_ELICITATION_REQUIRED:
-        return PermissionDenied("The upstream needs the user to complete an authorization step in a browser.",
-                                details={"elicitations": data.get("elicitations")}, **rejected)  # fmt: skip
-    return PermanentExecutionError("The upstream returned an error; the call may have executed.",
-                                   details={"upstream_code": exc.code}, retry_safety=RetrySafety.MAYBE_EXECUTED,
-                                   **kw)  # fmt: skip
+        return PermissionDenied(
+            "The upstream needs the user to complete an authorization step in a browser.",
+            details={"elicitations": data.get("elicitations")},
+            **rejected,
+        )
+    return PermanentExecutionError(
+        "The upstream returned an error; the call may have executed.",
+        details={"upstream_code": exc.code},
+        retry_safety=RetrySafety.MAYBE_EXECUTED,
+        **kw,
+    )

@@ -64,24 +64,44 @@ QUOTA_RETRY_AFTER_MS = 3_600_000
 """A rate limit asking to wait this long or longer is a quota (F3), not a rate limit (D2)."""
 
 _CAN_BE_TRANSIENT: tuple[type[Fault], ...] = (
-    StaleToolList, ProtocolMismatch, ConnectFailure, ConnectionLost, AttemptTimeout, GatewayError,
-    TransientExecutionError, RateLimited, MalformedResponse, IncompleteResult,
-)  # fmt: skip
+    StaleToolList,
+    ProtocolMismatch,
+    ConnectFailure,
+    ConnectionLost,
+    AttemptTimeout,
+    GatewayError,
+    TransientExecutionError,
+    RateLimited,
+    MalformedResponse,
+    IncompleteResult,
+)
 
 _EXTRA_ALIASES: dict[str, type[Fault]] = {
-    "rate_limit": RateLimited, "too_many_requests": RateLimited, "throttled": RateLimited,
-    "conflict": StateConflict, "aborted": StateConflict, "already_exists": StateConflict,
+    "rate_limit": RateLimited,
+    "too_many_requests": RateLimited,
+    "throttled": RateLimited,
+    "conflict": StateConflict,
+    "aborted": StateConflict,
+    "already_exists": StateConflict,
     "failed_precondition": StateConflict,
-    "unauthenticated": Unauthenticated, "unauthorized": Unauthenticated,
-    "quota": QuotaExhausted, "resource_exhausted": QuotaExhausted,
-    "permission": PermissionDenied, "permission_denied": PermissionDenied, "forbidden": PermissionDenied,
+    "unauthenticated": Unauthenticated,
+    "unauthorized": Unauthenticated,
+    "quota": QuotaExhausted,
+    "resource_exhausted": QuotaExhausted,
+    "permission": PermissionDenied,
+    "permission_denied": PermissionDenied,
+    "forbidden": PermissionDenied,
     "approval_required": PermissionDenied,
-    "invalid_argument": SemanticArgumentRejection, "out_of_range": SemanticArgumentRejection,
-    "transient": TransientExecutionError, "unavailable": TransientExecutionError, "internal": TransientExecutionError,
+    "invalid_argument": SemanticArgumentRejection,
+    "out_of_range": SemanticArgumentRejection,
+    "transient": TransientExecutionError,
+    "unavailable": TransientExecutionError,
+    "internal": TransientExecutionError,
     "deadline_exceeded": AttemptTimeout,
-    "not_found": PermanentExecutionError, "permanent": PermanentExecutionError,
+    "not_found": PermanentExecutionError,
+    "permanent": PermanentExecutionError,
     "unimplemented": PermanentExecutionError,
-}  # fmt: skip
+}
 
 
 def _aliases() -> dict[str, type[Fault]]:
@@ -96,8 +116,9 @@ def _aliases() -> dict[str, type[Fault]]:
 ALIASES: dict[str, type[Fault]] = _aliases()
 """Typed-error ``type`` (lower case) -> fault class."""
 
-_DID_NOT_RUN = frozenset({"unavailable", "transient", "transient_error", "transient_execution_error",
-                          "d1_transient_execution_error"})  # fmt: skip
+_DID_NOT_RUN = frozenset(
+    {"unavailable", "transient", "transient_error", "transient_execution_error", "d1_transient_execution_error"}
+)
 """Typed errors that say, by their type alone, that the call did not run (retryable as ``rejected``)."""
 
 _TRANSIENT, _REFUSAL = True, False
@@ -106,20 +127,30 @@ _HEURISTICS: tuple[tuple[re.Pattern[str], type[Fault], bool], ...] = tuple(
     for pattern, cls, kind in (
         (r"\bquota\b|resource[ _]exhausted", QuotaExhausted, _REFUSAL),
         (r"rate[ _-]?limit|too many requests|\b429\b|throttl", RateLimited, _TRANSIENT),
-        (r"unauthori[sz]ed|unauthenticated|not authenticated|(authentication|login) required|\b401\b"
-         r"|(invalid|expired) (api )?(token|credential)", Unauthenticated, _REFUSAL),
-        (r"permission denied|forbidden|\b403\b|access denied|not permitted|approval required", PermissionDenied,
-         _REFUSAL),
+        (
+            r"unauthori[sz]ed|unauthenticated|not authenticated|(authentication|login) required|\b401\b"
+            r"|(invalid|expired) (api )?(token|credential)",
+            Unauthenticated,
+            _REFUSAL,
+        ),
+        (
+            r"permission denied|forbidden|\b403\b|access denied|not permitted|approval required",
+            PermissionDenied,
+            _REFUSAL,
+        ),
         # Only the SDKs' own wording, at the start: "Error executing tool x: ... not found" is the tool's own error.
         (r"^\s*unknown tool\b", UnknownTool, _REFUSAL),
         (r"time[d ]?\s?out|deadline exceeded", TransientExecutionError, _TRANSIENT),
         (r"unavailable|\b503\b|try again|temporar|connection reset|overloaded", TransientExecutionError, _TRANSIENT),
         (r"conflict|already exists|\b409\b|precondition|version mismatch", StateConflict, _REFUSAL),
-        (r"invalid|validation|-32602|\brequired\b|must be|missing|malformed|out of range", SemanticArgumentRejection,
-         _REFUSAL),
+        (
+            r"invalid|validation|-32602|\brequired\b|must be|missing|malformed|out of range",
+            SemanticArgumentRejection,
+            _REFUSAL,
+        ),
         (r"not found|does not exist|no such", PermanentExecutionError, _REFUSAL),
     )
-)  # fmt: skip
+)
 _SCHEMA_LIKE = re.compile(
     r"validation error|-32602|input validation|required propert|unexpected keyword|field required|additional propert",
     re.IGNORECASE,
@@ -246,14 +277,22 @@ def _from_text(text: str, tool: types.Tool | None) -> Fault:
                 details["input_schema_hash"] = digest
         message = _MESSAGES.get(cls, "The tool reported an error.")
         if transient:
-            return cls(message, details=details, transient=True, retry_safety=RetrySafety.MAYBE_EXECUTED,
-                       side_effect_status=SideEffectStatus.UNKNOWN)  # fmt: skip
+            return cls(
+                message,
+                details=details,
+                transient=True,
+                retry_safety=RetrySafety.MAYBE_EXECUTED,
+                side_effect_status=SideEffectStatus.UNKNOWN,
+            )
         # A refusal the upstream made before running (auth, permission, quota) changed nothing.
         refused_before = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
         effect = SideEffectStatus.NONE if refused_before else SideEffectStatus.UNKNOWN
         return cls(message, details=details, transient=False, side_effect_status=effect)
-    return PermanentExecutionError("The tool reported an error; it may have had an effect.", details=details,
-                                   retry_safety=RetrySafety.MAYBE_EXECUTED)  # fmt: skip
+    return PermanentExecutionError(
+        "The tool reported an error; it may have had an effect.",
+        details=details,
+        retry_safety=RetrySafety.MAYBE_EXECUTED,
+    )
 
 
 def _enum(enum: Any, value: Any) -> Any:

@@ -201,9 +201,14 @@ def build_observation(
         raw = fault.upstream_message or fault.message
         return types.CallToolResult(content=[types.TextContent(text=raw)], is_error=True)
     obs = observation_dict(
-        fault, call, level=level, consecutive=consecutive, repeat_count=repeat_count,
-        session_context=session_context, upstream_message_chars=upstream_message_chars,
-    )  # fmt: skip
+        fault,
+        call,
+        level=level,
+        consecutive=consecutive,
+        repeat_count=repeat_count,
+        session_context=session_context,
+        upstream_message_chars=upstream_message_chars,
+    )
     original = fault.upstream_result if isinstance(fault.upstream_result, types.CallToolResult) else None
     if original is None:
         content: list[types.ContentBlock] = [types.TextContent(text=_text(fault, obs)), *_degraded(fault)]
@@ -257,9 +262,13 @@ def unknown_tool_error(
 ) -> MCPError:
     """The JSON-RPC ``-32602`` error the spec wants for an unknown tool, with the observation as ``error.data``."""
     result = build_observation(
-        fault, call, level=level, consecutive=consecutive, repeat_count=repeat_count,
+        fault,
+        call,
+        level=level,
+        consecutive=consecutive,
+        repeat_count=repeat_count,
         upstream_message_chars=upstream_message_chars,
-    )  # fmt: skip
+    )
     name = call.name if len(call.name) <= 256 else f"{call.name[:256]}…"  # a 1 MB name is not echoed whole
     message = f"Unknown tool: {name}"
     candidates = [
@@ -274,9 +283,16 @@ def unknown_tool_error(
 
 _L1_KEYS = ["level", "fault_category", "fault_type", "is_transient", "retry_safety", "code", "upstream_message"]
 _L2_KEYS = [
-    *_L1_KEYS, "side_effect_status", "repair_action", "max_retry", "retry_after_ms", "attempts",
-    "consecutive_failures", "suggestion", "details",
-]  # fmt: skip
+    *_L1_KEYS,
+    "side_effect_status",
+    "repair_action",
+    "max_retry",
+    "retry_after_ms",
+    "attempts",
+    "consecutive_failures",
+    "suggestion",
+    "details",
+]
 _COUNT = {"type": "integer", "minimum": 0}
 
 OBSERVATION_SCHEMA: dict[str, Any] = {

@@ -232,18 +232,36 @@ def _slow(fault: Fault, call: ToolCall, d: Mapping[str, Any]) -> str:
 
 
 WRITERS: dict[type[Fault], Writer] = {
-    f.UnknownTool: _unknown_tool, f.StaleToolList: _stale, f.SchemaDrift: _drift, f.ProtocolMismatch: _protocol,
-    f.MissingRequiredArgument: _arguments, f.SchemaViolation: _arguments, f.MalformedArguments: _arguments,
+    f.UnknownTool: _unknown_tool,
+    f.StaleToolList: _stale,
+    f.SchemaDrift: _drift,
+    f.ProtocolMismatch: _protocol,
+    f.MissingRequiredArgument: _arguments,
+    f.SchemaViolation: _arguments,
+    f.MalformedArguments: _arguments,
     f.SemanticArgumentRejection: _rejected,
-    f.ConnectFailure: _connect, f.ConnectionLost: _ambiguous, f.AttemptTimeout: _ambiguous, f.GatewayError: _ambiguous,
+    f.ConnectFailure: _connect,
+    f.ConnectionLost: _ambiguous,
+    f.AttemptTimeout: _ambiguous,
+    f.GatewayError: _ambiguous,
     f.PersistentOutage: _outage,
-    f.TransientExecutionError: _ambiguous, f.RateLimited: _rate, f.SlowSuccess: _slow,
-    f.PermanentExecutionError: _permanent, f.StateConflict: _conflict,
-    f.MalformedResponse: _ambiguous, f.OutputSchemaViolation: _output_schema, f.IncompleteResult: _incomplete,
-    f.OversizedResult: _oversized, f.SemanticCorruption: _suspect,
-    f.Unauthenticated: _auth, f.PermissionDenied: _denied, f.QuotaExhausted: _quota, f.PromptInjection: _injection,
-    f.BudgetExhausted: _budget, f.LoopDetected: _loop,
-}  # fmt: skip
+    f.TransientExecutionError: _ambiguous,
+    f.RateLimited: _rate,
+    f.SlowSuccess: _slow,
+    f.PermanentExecutionError: _permanent,
+    f.StateConflict: _conflict,
+    f.MalformedResponse: _ambiguous,
+    f.OutputSchemaViolation: _output_schema,
+    f.IncompleteResult: _incomplete,
+    f.OversizedResult: _oversized,
+    f.SemanticCorruption: _suspect,
+    f.Unauthenticated: _auth,
+    f.PermissionDenied: _denied,
+    f.QuotaExhausted: _quota,
+    f.PromptInjection: _injection,
+    f.BudgetExhausted: _budget,
+    f.LoopDetected: _loop,
+}
 
 
 def _writer(fault: Fault) -> Writer:

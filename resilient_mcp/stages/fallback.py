@@ -116,8 +116,16 @@ class Fallback:
             tried.append({"tool": name, "outcome": "not_read_only"})
             return None
         entry = target.entry
-        sub = replace(call, name=name, upstream=entry.upstream, upstream_tool=entry.name, rule=target.rule,
-                      tool=entry.tool, record=CallRecord(), attempt_timeout_s=None)  # fmt: skip
+        sub = replace(
+            call,
+            name=name,
+            upstream=entry.upstream,
+            upstream_tool=entry.name,
+            rule=target.rule,
+            tool=entry.tool,
+            record=CallRecord(),
+            attempt_timeout_s=None,
+        )
         token = _in_fallback.set(True)
         try:
             result = await target.inner(sub)

@@ -57,8 +57,20 @@ from .sqlite import StateError, StateLimits
 if TYPE_CHECKING:
     from ..core.chain import ToolCall
 
-__all__ = ["AuditFields", "AuditStore", "IdempotencyRecord", "IdempotencyStore", "OutputStore", "StateError",
-           "StateLimits", "StateStore", "default_state_dir", "iter_utf8", "recent_audit", "utf8_len"]  # fmt: skip
+__all__ = [
+    "AuditFields",
+    "AuditStore",
+    "IdempotencyRecord",
+    "IdempotencyStore",
+    "OutputStore",
+    "StateError",
+    "StateLimits",
+    "StateStore",
+    "default_state_dir",
+    "iter_utf8",
+    "recent_audit",
+    "utf8_len",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -498,6 +510,11 @@ def _record(row: sqlite3.Row | None) -> IdempotencyRecord | None:
     text = row["result_json"]
     result = types.CallToolResult.model_validate_json(text) if text is not None else None
     return IdempotencyRecord(
-        key=row["key"], args_hash=row["args_hash"], tool=row["tool"], status=row["status"],
-        created_at=row["created_at"], expires_at=row["expires_at"], result=result,
-    )  # fmt: skip
+        key=row["key"],
+        args_hash=row["args_hash"],
+        tool=row["tool"],
+        status=row["status"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        result=result,
+    )

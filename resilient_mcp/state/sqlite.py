@@ -247,8 +247,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
-            raise StateError(f"the state database has schema version {version}; this resilient-mcp knows up to "
-                             f"{SCHEMA_VERSION}: use a newer resilient-mcp or another state directory")  # fmt: skip
+            raise StateError(
+                f"the state database has schema version {version}; this resilient-mcp knows up to "
+                f"{SCHEMA_VERSION}: use a newer resilient-mcp or another state directory"
+            )
         for statement in _SCHEMA:  # version 0 -> 1; later versions add their steps here
             conn.execute(statement)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -338,8 +340,19 @@ def output_manifest(conn: sqlite3.Connection, handle: str, now: float) -> str | 
 
 # --- audit ---------------------------------------------------------------------------------------------------------
 
-AUDIT_FIELDS = ("ts", "session", "upstream", "tool", "argument_keys", "arguments_hash", "outcome", "fault_type",
-                "attempts", "latency_ms", "decided_by")  # fmt: skip
+AUDIT_FIELDS = (
+    "ts",
+    "session",
+    "upstream",
+    "tool",
+    "argument_keys",
+    "arguments_hash",
+    "outcome",
+    "fault_type",
+    "attempts",
+    "latency_ms",
+    "decided_by",
+)
 
 
 def audit_write(conn: sqlite3.Connection, entries: Sequence[Any]) -> None:

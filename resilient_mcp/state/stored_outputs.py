@@ -90,8 +90,9 @@ def build_manifest(
         if i not in spans:
             items.append(item.model_dump(mode="json", by_alias=True, exclude_none=True))
         elif isinstance(item, types.TextContent):
-            items.append({**item.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"text"}),
-                          "$text": spans[i]})  # fmt: skip
+            items.append(
+                {**item.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"text"}), "$text": spans[i]}
+            )
         else:
             dumped = item.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"resource": {"text"}})
             dumped["resource"]["$text"] = spans[i]
@@ -165,13 +166,17 @@ class StoredOutputs:
         args = args or {}
         handle, offset, length = args.get("handle"), args.get("offset", 0), args.get("length", DEFAULT_PAGE_BYTES)
         if not isinstance(handle, str) or not _is_int(offset) or not _is_int(length) or offset < 0 or length < 1:
-            return _error("read_stored_output needs handle (a string from a truncation note), offset (an integer "
-                          f">= 0) and length (an integer from 1 to {MAX_PAGE_BYTES}).")  # fmt: skip
+            return _error(
+                "read_stored_output needs handle (a string from a truncation note), offset (an integer "
+                f">= 0) and length (an integer from 1 to {MAX_PAGE_BYTES})."
+            )
         try:
             page = await self.read_page(handle, offset, length)
         except StoredOutputMissing:
-            return _error(f"No stored output has the handle {handle!r}: it expired or never existed. Call the "
-                          "original tool again, with a narrower request.")  # fmt: skip
+            return _error(
+                f"No stored output has the handle {handle!r}: it expired or never existed. Call the "
+                "original tool again, with a narrower request."
+            )
         stop = page.total if page.next_offset is None else page.next_offset
         start = stop - len(page.text.encode("utf-8", "replace"))
         where = f"bytes {start}-{stop} of {page.total}"

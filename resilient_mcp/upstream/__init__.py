@@ -189,9 +189,12 @@ class Upstream:
                     self._set_state("failed" if self.start_failures >= 2 else "down", reason)
                     log.warning(
                         "upstream_start_failed" if first else "upstream_connect_failed",
-                        upstream=self.name, error=reason, fault=fault.fault_type,
-                        retry_in_s=round(backoff, 2), failures=self.start_failures,
-                    )  # fmt: skip
+                        upstream=self.name,
+                        error=reason,
+                        fault=fault.fault_type,
+                        retry_in_s=round(backoff, 2),
+                        failures=self.start_failures,
+                    )
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, self._backoff_max_s)
         finally:
@@ -226,9 +229,12 @@ class Upstream:
             self.start_failures = 0
             self._set_state("ready")
             log.info(
-                "upstream_ready", upstream=self.name, tools=len(self.catalog.tools),
-                server=init.server_info.name, protocol=init.protocol_version,
-            )  # fmt: skip
+                "upstream_ready",
+                upstream=self.name,
+                tools=len(self.catalog.tools),
+                server=init.server_info.name,
+                protocol=init.protocol_version,
+            )
             await self.hooks.catalog_changed(self)
             async with anyio.create_task_group() as tg:
 
