@@ -54,22 +54,13 @@ from ..state.stored_outputs import (
 from . import drift
 from .chain import CallNext, HostLink, Stage, ToolCall, compose
 from .fingerprint import FailureStats
+from .routing import CompiledTool
 
 if TYPE_CHECKING:
     from .catalog import Entry
     from .routing import Router, Routing
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledTool:
-    rule: ToolRule
-    chain: CallNext
-    entry: Entry
-    inner: CallNext
-    """The chain below observe, announce and guard: what another tool's fallback stage calls (counted once, by the
-    observe of the tool the host called)."""
 
 
 @dataclass
@@ -199,7 +190,7 @@ class Pipeline:
     async def _send(self, call: ToolCall) -> types.CallToolResult:
         host = call.host
         timeouts = call.rule.timeouts
-        call_tool = self.router.calls(call.upstream)
+        call_tool = self.router.senders[call.upstream]
         try:
             result = await call_tool(
                 call.upstream_tool,

@@ -33,8 +33,8 @@ from ..policy.config import ProxyConfig
 from ..upstream import TransportFactory, Upstream, host_capability_names
 from ..upstream.bridge import Bridges
 from .catalog import CatalogConflict, build_catalog, prefixes_for
-from .pipeline import CompiledTool, Pipeline
-from .routing import CallLayer, Router, Routing
+from .pipeline import Pipeline
+from .routing import CallLayer, CompiledTool, Router, Routing
 
 MISSING_CAPABILITY = -32021
 """MissingRequiredClientCapability (2026-07-28, SEP-2575): the answer to a request the host cannot serve."""

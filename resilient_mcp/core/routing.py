@@ -20,10 +20,12 @@ import anyio
 import mcp_types as types
 
 from .catalog import Catalog
+from .chain import CallNext
 
 if TYPE_CHECKING:
+    from ..policy import ToolRule
     from ..upstream import Upstream
-    from .pipeline import CompiledTool
+    from .catalog import Entry
 
 CallTool = Callable[..., Awaitable[types.CallToolResult]]
 """One attempt of a tool call on an upstream, shaped like ``Upstream.call_tool``."""
@@ -33,6 +35,18 @@ CallLayer = Callable[["Upstream"], CallTool]
 
 def plain_calls(upstream: Upstream) -> CallTool:
     return upstream.call_tool
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTool:
+    """One tool's chain, compiled from the policy in force when the routing was built."""
+
+    rule: ToolRule
+    chain: CallNext
+    entry: Entry
+    inner: CallNext
+    """The chain below observe, announce and guard: what another tool's fallback stage calls (counted once, by the
+    observe of the tool the host called)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +65,8 @@ class Router:
         self, upstreams: Mapping[str, Upstream], prefixes: Mapping[str, str], calls: CallLayer | None = None
     ) -> None:
         self._upstreams = upstreams
-        self._calls: dict[str, CallTool] = {name: (calls or plain_calls)(up) for name, up in upstreams.items()}
+        self.senders: dict[str, CallTool] = {name: (calls or plain_calls)(up) for name, up in upstreams.items()}
+        """How the terminal sends an attempt to each upstream: ``Upstream.call_tool``, or the call layer's wrapper."""
         self.routing = Routing(catalog=Catalog(prefixes=dict(prefixes)))
         """The routing in force (swapped by the proxy)."""
         self.stale = False
@@ -60,10 +75,6 @@ class Router:
 
     def upstream(self, name: str) -> Upstream | None:
         return self._upstreams.get(name)
-
-    def calls(self, name: str) -> CallTool:
-        """How the terminal sends an attempt to upstream ``name``."""
-        return self._calls[name]
 
     def prefix(self, upstream: str) -> str:
         return self.routing.catalog.prefixes.get(upstream, "")

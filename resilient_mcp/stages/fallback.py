@@ -54,7 +54,7 @@ _in_fallback: ContextVar[bool] = ContextVar("resilient_mcp_in_fallback", default
 
 
 class FallbackTarget(Protocol):
-    """What the stage needs of a compiled tool (``pipeline.CompiledTool``)."""
+    """What the stage needs of a compiled tool (``routing.CompiledTool``)."""
 
     @property
     def rule(self) -> ToolRule: ...
