@@ -345,6 +345,17 @@ def report(root: Path, trace: bool, top: int) -> None:
         for cycle in cycles:
             print(f"  - {' <-> '.join(cycle)}")
 
+    print("\n## Who imports the test tools (chaos, demo) from outside them\n")
+    for tool in ("chaos", "demo"):
+        importers = [
+            f"{name} ({kind})"
+            for name, mod in sorted(modules.items())
+            if package_of(name) != tool
+            for kind in KINDS
+            if any(package_of(target) == tool for target in mod.arrows[kind])
+        ]
+        print(f"- {tool}: {', '.join(importers) or 'nobody'}")
+
     print(f"\n## Longest functions (top {top})\n")
     for size, name in longest_functions(modules, top):
         print(f"- {size:4d} {name}")
