@@ -12,15 +12,16 @@ import sys
 import anyio
 import structlog
 
-from .catalog import CatalogConflict
-from .config import ProxyConfig, StdioUpstream, command_problem, split_host_port
-from .pipeline import Pipeline
+from .core.catalog import CatalogConflict
+from .core.pipeline import Pipeline
+from .core.proxy import Proxy
+from .core.routing import CallLayer
+from .host.server import build_server, init_options
+from .host.stdio import stdio_transport
 from .policy import Policy, PolicyFile
-from .policyfile import PolicyWatcher
-from .proxy import Proxy
-from .server import build_server, init_options
-from .state_sqlite import StateError
-from .stdio import stdio_transport
+from .policy.config import ProxyConfig, StdioUpstream, command_problem, split_host_port
+from .policy.files import PolicyWatcher
+from .state.sqlite import StateError
 
 log = structlog.get_logger(__name__)
 
@@ -51,7 +52,7 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
         server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)))
         if listen_at:
-            from .http import serve_http
+            from .host.http import serve_http
 
             host, port = split_host_port(listen_at)
             await serve_http(p, server, host, port, config.listen)
@@ -106,9 +107,19 @@ def _log_config(config: ProxyConfig) -> None:
             log.error("upstream_command_not_found", upstream=name, error=problem)
 
 
+def chaos_calls(config: ProxyConfig) -> CallLayer | None:
+    """Chaos mode (``faults:``): the fault injector wraps how the proxy calls its upstreams. The chaos package is
+    imported here only, and only when the config asks for faults."""
+    if config.faults is None:
+        return None
+    from .chaos.inject import calls_for
+
+    return calls_for(config)
+
+
 def _instructions() -> str | None:
     try:
-        from .observations import INSTRUCTIONS
+        from .faults.observations import INSTRUCTIONS
     except ImportError:  # pragma: no cover
         return None
     return INSTRUCTIONS
@@ -119,14 +130,14 @@ async def run_proxy(
 ) -> None:
     listen_at = http or config.listen.http
     if listen_at:
-        from .http import ensure_bindable
+        from .host.http import ensure_bindable
 
         try:
             ensure_bindable(*split_host_port(listen_at))
         except OSError as exc:
             raise StartupError(str(exc)) from None
     _log_config(config)
-    proxy = Proxy(config, policy, Pipeline)
+    proxy = Proxy(config, policy, Pipeline, calls=chaos_calls(config))
     conflict: CatalogConflict | StateError | None = None
     async with anyio.create_task_group() as outer:
         stop = anyio.CancelScope()

@@ -34,7 +34,7 @@ import anyio
 import mcp_types as types
 import structlog
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
 from ..faults import ConnectFailure, ConnectionLost, EffectClass, Fault, GatewayError, PersistentOutage, RepairAction
 from ..policy import BreakerRule, ToolRule
 
@@ -223,8 +223,15 @@ class BreakerBoard:
         circuit.state = CircuitState.OPEN
         circuit.open_until = self._clock() + rule.open_s
         circuit.opened_at = datetime.now(UTC).isoformat(timespec="seconds")
-        log.warning("breaker_opened", upstream=circuit.upstream, tool=circuit.tool, circuit=circuit.kind,
-                    failures=circuit.failures, open_s=rule.open_s, reason=reason)  # fmt: skip
+        log.warning(
+            "breaker_opened",
+            upstream=circuit.upstream,
+            tool=circuit.tool,
+            circuit=circuit.kind,
+            failures=circuit.failures,
+            open_s=rule.open_s,
+            reason=reason,
+        )
 
     def _close(self, circuit: _Circuit) -> None:
         was = circuit.state
@@ -236,8 +243,9 @@ class BreakerBoard:
 
     @staticmethod
     def _refusal(circuit: _Circuit, tool: str, retry_in_ms: int, waiting_for: str | None = None) -> Refusal:
-        return Refusal(circuit.kind, circuit.upstream, tool, circuit.opened_at, retry_in_ms, circuit.failures,
-                       waiting_for)  # fmt: skip
+        return Refusal(
+            circuit.kind, circuit.upstream, tool, circuit.opened_at, retry_in_ms, circuit.failures, waiting_for
+        )
 
 
 class Breaker:

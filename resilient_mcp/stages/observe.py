@@ -30,11 +30,11 @@ import mcp_types as types
 import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from ..chain import CallNext, ToolCall
-from ..classify import FAULT_META_KEY, classify_result
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import FailureStats, call_arguments_hash
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
-from ..fingerprint import FailureStats, call_arguments_hash
-from ..observations import build_observation, unknown_tool_error
+from ..faults.classify import FAULT_META_KEY, classify_result
+from ..faults.observations import build_observation, unknown_tool_error
 from ..policy import ObservationLevel, ObservationRule
 
 log = structlog.get_logger(__name__)
@@ -224,15 +224,24 @@ class Observe:
         repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0 else None
         if isinstance(fault, UnknownTool) and not self._unknown_as_result:
             raise unknown_tool_error(
-                fault, call, level=level, consecutive=consecutive, repeat_count=repeat,
+                fault,
+                call,
+                level=level,
+                consecutive=consecutive,
+                repeat_count=repeat,
                 upstream_message_chars=self._chars,
-            )  # fmt: skip
+            )
         try:
             context = self._context(call) if level is ObservationLevel.L3 else None
             return build_observation(
-                fault, call, level=level, consecutive=consecutive, repeat_count=repeat, session_context=context,
+                fault,
+                call,
+                level=level,
+                consecutive=consecutive,
+                repeat_count=repeat,
+                session_context=context,
                 upstream_message_chars=self._chars,
-            )  # fmt: skip
+            )
         except Exception:
             log.exception("observation_failed", fault_type=fault.fault_type)
             text = f"{fault.code}: the call failed ({fault.fault_type}); resilient-mcp could not describe it further."
@@ -254,11 +263,18 @@ class Observe:
             return
         args = call.arguments if isinstance(call.arguments, dict) else {}
         entry = AuditEntry(
-            ts=self._wall(), session=_clip(call.session_id), upstream=_clip(call.upstream), tool=_clip(call.name),
-            argument_keys=audit_keys(args), arguments_hash=self._hash(call), outcome=outcome,
-            fault_type=fault_type, attempts=len(call.record.attempts), latency_ms=call.record.elapsed_ms(),
+            ts=self._wall(),
+            session=_clip(call.session_id),
+            upstream=_clip(call.upstream),
+            tool=_clip(call.name),
+            argument_keys=audit_keys(args),
+            arguments_hash=self._hash(call),
+            outcome=outcome,
+            fault_type=fault_type,
+            attempts=len(call.record.attempts),
+            latency_ms=call.record.elapsed_ms(),
             decided_by=call.record.decided_by,
-        )  # fmt: skip
+        )
         if self._audit is not None:
             try:
                 self._audit.record(entry)

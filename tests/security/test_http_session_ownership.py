@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from resilient_mcp.state import StateStore
-from resilient_mcp.stored_outputs import OUTPUT_URI_PREFIX, StoredOutputMissing, StoredOutputs
+from resilient_mcp.state.stored_outputs import OUTPUT_URI_PREFIX, StoredOutputMissing, StoredOutputs
 from tests.security.http_proxy import RawSession, Reply, http_proxy
 
 pytestmark = pytest.mark.anyio
