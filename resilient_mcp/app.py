@@ -14,7 +14,7 @@ import structlog
 
 from .catalog import CatalogConflict
 from .config import ProxyConfig, split_host_port
-from .pipeline import Pipeline
+from .ops.runtime import Ops, OpsUnavailable
 from .policy import Policy, PolicyFile
 from .policyfile import PolicyWatcher
 from .proxy import Proxy
@@ -44,16 +44,21 @@ async def _signals(stop: anyio.CancelScope) -> None:
                 stop.cancel()
 
 
-async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base: PolicyFile | None) -> None:
+async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base: PolicyFile | None, ops: Ops) -> None:
     async with proxy.running() as p, anyio.create_task_group() as tg:
         if config.policy_paths():
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
         server = build_server(p, instructions=_instructions())
+        ops.instrument(server)
+        if config.metrics.listen and not listen_at and (ops.metrics or ops.status):
+            from .ops.web import serve_loopback
+
+            tg.start_soon(serve_loopback, ops, *split_host_port(config.metrics.listen))
         if listen_at:
             from .http import serve_http
 
             host, port = split_host_port(listen_at)
-            await serve_http(p, server, host, port, config.listen)
+            await serve_http(p, server, host, port, config.listen, ops)
         else:
             async with stdio_transport() as (read, write):
                 await server.run(read, write, init_options(server))
@@ -80,16 +85,29 @@ async def run_proxy(
             ensure_bindable(*split_host_port(listen_at))
         except OSError as exc:
             raise StartupError(str(exc)) from None
-    proxy = Proxy(config, policy, Pipeline)
+    if config.metrics.listen and not listen_at:
+        from .http import ensure_bindable
+
+        try:
+            ensure_bindable(*split_host_port(config.metrics.listen))
+        except OSError as exc:
+            raise StartupError(f"metrics.listen: {exc}") from None
+    try:
+        ops = Ops.from_config(config, http=bool(listen_at))
+    except OpsUnavailable as exc:
+        raise StartupError(str(exc)) from None
+    proxy = Proxy(config, policy, ops.pipeline())
     conflict: CatalogConflict | None = None
     async with anyio.create_task_group() as outer:
         stop = anyio.CancelScope()
         outer.start_soon(_signals, stop)
         with stop:
             try:
-                await _serve(proxy, config, listen_at, base_policy)
+                await _serve(proxy, config, listen_at, base_policy, ops)
             except CatalogConflict as exc:  # kept out of the task group, which would wrap it in a group
                 conflict = exc
+            finally:
+                ops.shutdown()
         outer.cancel_scope.cancel()  # every upstream is closed: signals may have their default effect again
     if conflict is not None:
         raise StartupError(str(conflict))

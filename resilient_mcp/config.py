@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from .chaos.plan import Rule as FaultRule
+from .ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from .sourcefile import Document, SourceError, expand_env, load_document, validate_document
 
 #: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
@@ -176,6 +177,12 @@ class ProxyConfig(_Strict):
     """Log level and format (always to stderr)."""
     faults: FaultsConfig | None = None
     """Chaos mode: inject faults between the proxy and its upstreams as a fault plan says (testing only)."""
+    metrics: MetricsConfig = MetricsConfig()
+    """Prometheus metrics at /metrics (see README, Operations)."""
+    status: StatusConfig = StatusConfig()
+    """The live status page at /status."""
+    tracing: TracingConfig = TracingConfig()
+    """OpenTelemetry traces of tool calls (the [otel] extra)."""
 
     base_dir: str = Field(default=".", exclude=True)
 

@@ -31,6 +31,7 @@ from .chaos.inject import injector_for
 from .classify import classify_result
 from .faults import EffectClass, Fault, OversizedResult, UnknownTool
 from .fingerprint import FailureStats
+from .ops.events import NULL, CallEvents
 from .policy import Policy, ToolRule
 from .stages.access import Access, denied_fault
 from .stages.breaker import Breaker, BreakerBoard
@@ -87,6 +88,8 @@ class Services:
     """The embedded state (idempotency records, stored outputs, audit); opened by ``Pipeline.open``."""
     cache: ResponseCache = field(default_factory=ResponseCache)
     """Cached results of read_only tools with ``cache.enabled`` (tests inject one with a fake clock)."""
+    events: CallEvents = NULL
+    """The ops recorders (traces, metrics, status page; ``resilient_mcp.ops``): NULL when operations are off."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -131,6 +134,7 @@ class Pipeline:
             stats=self.services.stats,
             audit=self.services.audit,
             session_context=self._session_context,
+            events=self.services.events,
         )
         self._guard = Guard(self.policy.session, self.services.guards)
         self._announce = _AnnounceStoredOutputs(self)
@@ -156,7 +160,8 @@ class Pipeline:
                 Idempotency(rule, store, self.services.in_flight, identity=identity, guards=self.services.guards)
             )
         if rule.retry.enabled:
-            stages.append(Retry(rule, self.services.budgets, sleep=self.services.sleep, random=self.services.random))
+            sleep = self.services.events.wrap_sleep(self.services.sleep)
+            stages.append(Retry(rule, self.services.budgets, sleep=sleep, random=self.services.random))
         if rule.breaker.enabled:
             stages.append(Breaker(rule, self.services.board))
         inner = compose(stages, self._terminal)
@@ -185,6 +190,19 @@ class Pipeline:
             return await drift.recover(self.proxy, call, fault, self._send)
 
     async def _send(self, call: ToolCall) -> types.CallToolResult:
+        events = self.services.events
+        if events is NULL:
+            return await self._attempt(call)
+        events.attempt_started(call)
+        try:
+            result = await self._attempt(call)
+        except BaseException as exc:
+            events.attempt_finished(call, exc)
+            raise
+        events.attempt_finished(call, None)
+        return result
+
+    async def _attempt(self, call: ToolCall) -> types.CallToolResult:
         upstream = self.proxy.upstreams[call.upstream]
         host = call.host
         timeouts = call.rule.timeouts

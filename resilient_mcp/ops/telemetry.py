@@ -1,0 +1,199 @@
+"""OpenTelemetry traces: one span per tool call, a child per upstream attempt and per wait between attempts.
+
+The call span is a child of the current span, which is the MCP SDK's server span of the request (the SDK joins the
+host's trace from ``_meta.traceparent``); with no such span it joins the trace named in the call's ``_meta`` or, over
+HTTP, in the request's ``traceparent`` header (``HeaderTraceContext``). While an attempt span is current the SDK's
+client span of the upstream request injects ``traceparent``/``tracestate`` into the ``_meta`` it sends, so a chained
+proxy or an instrumented server continues the trace. Spans never carry argument values: names, classes, counts.
+
+The SDK, the OTLP/HTTP exporter and the batching processor come with the ``[otel]`` extra; the exporter is configured
+by the standard ``OTEL_EXPORTER_OTLP_*`` environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.propagate import extract
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ..chain import ToolCall
+from .events import CallEnd, CallEvents, Sleep
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult
+
+    from ..proxy import Ctx
+
+TRACER_NAME = "resilient-mcp"
+
+
+class _CallSpans:
+    __slots__ = ("attempt", "attempt_token", "span", "token")
+
+    def __init__(self, span: trace.Span, token: object) -> None:
+        self.span, self.token = span, token
+        self.attempt: trace.Span | None = None
+        self.attempt_token: object = None
+
+
+def _parent(call: ToolCall) -> otel_context.Context | None:
+    """The current context when a span is current (the SDK's server span); else the trace in the call's ``_meta``."""
+    if trace.get_current_span().get_span_context().is_valid:
+        return None
+    if call.meta and "traceparent" in call.meta:
+        ctx = extract(call.meta)
+        if trace.get_current_span(ctx).get_span_context().is_valid:
+            return ctx
+    return None
+
+
+class TraceRecorder(CallEvents):
+    enabled = True
+
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
+
+    def call_started(self, call: ToolCall) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "resilient_mcp.tool": call.name,
+            "resilient_mcp.upstream": call.upstream,
+            "resilient_mcp.upstream_tool": call.upstream_tool,
+            "resilient_mcp.effect": call.rule.effect.value,
+        }
+        span = self._tracer.start_span(
+            f"resilient-mcp call {call.name}", context=_parent(call), kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        token = otel_context.attach(trace.set_span_in_context(span))
+        call.record.ops = _CallSpans(span, token)
+
+    def call_finished(self, call: ToolCall, end: CallEnd) -> None:
+        spans = call.record.ops
+        if not isinstance(spans, _CallSpans):
+            return
+        span = spans.span
+        attributes: dict[str, Any] = {
+            "resilient_mcp.outcome": end.outcome,
+            "resilient_mcp.attempts": end.attempts,
+            "resilient_mcp.replay": end.replay,
+            "resilient_mcp.cache_hit": end.cache_hit,
+            "resilient_mcp.capped": end.capped,
+            "resilient_mcp.fallback": end.fallback,
+        }
+        for key, value in (
+            ("resilient_mcp.fault_type", end.fault_type),
+            ("resilient_mcp.fault_category", end.category),
+            ("resilient_mcp.repair_action", end.repair_action),
+            ("resilient_mcp.decided_by", end.decided_by),
+        ):
+            if value is not None:
+                attributes[key] = value
+        span.set_attributes(attributes)
+        if end.outcome in ("error", "refused"):
+            span.set_status(Status(StatusCode.ERROR, end.fault_type or end.outcome))
+        if spans.attempt is not None:  # cancelled mid-attempt
+            self._end_attempt(spans, "cancelled", None)
+        otel_context.detach(spans.token)  # type: ignore[arg-type]
+        span.end()
+
+    def attempt_started(self, call: ToolCall) -> None:
+        spans = call.record.ops
+        if not isinstance(spans, _CallSpans):
+            return
+        n = len(call.record.attempts) + 1
+        attempt = self._tracer.start_span(
+            f"resilient-mcp attempt {n}",
+            kind=SpanKind.INTERNAL,
+            attributes={"resilient_mcp.attempt": n, "resilient_mcp.upstream": call.upstream},
+        )
+        spans.attempt = attempt
+        spans.attempt_token = otel_context.attach(trace.set_span_in_context(attempt))
+
+    def attempt_finished(self, call: ToolCall, error: BaseException | None) -> None:
+        spans = call.record.ops
+        if not isinstance(spans, _CallSpans) or spans.attempt is None:
+            return
+        fault_type = getattr(error, "fault_type", None) if error is not None else None
+        if error is None:
+            outcome = "ok"
+        elif isinstance(fault_type, str):
+            outcome = fault_type
+        elif isinstance(error, Exception):
+            outcome = "internal_error"
+        else:
+            outcome = "cancelled"
+        self._end_attempt(spans, outcome, fault_type if isinstance(fault_type, str) else None)
+
+    def _end_attempt(self, spans: _CallSpans, outcome: str, fault_type: str | None) -> None:
+        attempt, spans.attempt = spans.attempt, None
+        assert attempt is not None
+        attempt.set_attribute("resilient_mcp.outcome", outcome)
+        if fault_type is not None:
+            attempt.set_attribute("resilient_mcp.fault_type", fault_type)
+            attempt.set_status(Status(StatusCode.ERROR, fault_type))
+        otel_context.detach(spans.attempt_token)  # type: ignore[arg-type]
+        attempt.end()
+
+    def wrap_sleep(self, sleep: Sleep) -> Sleep:
+        tracer = self._tracer
+
+        async def backoff(delay_s: float) -> None:
+            attributes = {"resilient_mcp.backoff_ms": round(delay_s * 1000)}
+            with tracer.start_as_current_span("resilient-mcp backoff", attributes=attributes):
+                await sleep(delay_s)
+
+        return backoff
+
+
+class HeaderTraceContext:
+    """Server middleware (placed before the SDK's span middleware): an HTTP request whose ``_meta`` carries no
+    ``traceparent`` joins the trace of its ``traceparent``/``tracestate`` headers."""
+
+    async def __call__(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        headers = getattr(ctx.request, "headers", None)
+        meta = ctx.meta
+        if headers is None or "traceparent" not in headers or (meta and "traceparent" in meta):
+            return await call_next(ctx)
+        carrier = {k: headers[k] for k in ("traceparent", "tracestate") if k in headers}
+        joined = extract(carrier)
+        if not trace.get_current_span(joined).get_span_context().is_valid:
+            return await call_next(ctx)
+        token = otel_context.attach(joined)
+        try:
+            return await call_next(ctx)
+        finally:
+            otel_context.detach(token)
+
+
+def sdk_available() -> bool:
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def start_tracing(service_name: str = "resilient-mcp") -> Callable[[], None]:
+    """Install the global tracer provider (so the MCP SDK's own spans are exported too): OTLP/HTTP through a batching
+    processor, configured by ``OTEL_*``. Returns the shutdown function (flushes what is queued)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from .. import __version__
+
+    attributes = {"service.version": __version__}
+    if not os.environ.get("OTEL_SERVICE_NAME"):
+        attributes["service.name"] = service_name
+    provider = TracerProvider(resource=Resource.create(attributes))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return provider.shutdown

@@ -1,0 +1,188 @@
+"""OpenTelemetry spans of tool calls, captured with the SDK's in-memory exporter through the real client → proxy →
+upstream path: a success, a retried transient fault, a refusal and a replay; the host's trace context as the parent
+and carried on to the upstream in ``_meta``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry import context, trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags, TraceState
+
+from tests.fixtures.scripted import ScriptedUpstream, ok_text
+from tests.ops.support import call, ops_proxy
+
+pytestmark = pytest.mark.anyio
+
+Spans = tuple[TracerProvider, InMemorySpanExporter]
+SECRET_ARG = "s3cr3t-argument-value"
+HOST_TRACE = "0af7651916cd43dd8448eb211c80319c"
+HOST_SPAN = "b7ad6b7169203331"
+
+
+def by_name(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name.startswith(prefix)]
+
+
+def one(spans: list[ReadableSpan], prefix: str) -> ReadableSpan:
+    found = by_name(spans, prefix)
+    assert len(found) == 1, [s.name for s in spans]
+    return found[0]
+
+
+def child(spans: list[ReadableSpan], name: str, parent: ReadableSpan) -> ReadableSpan:
+    found = [s for s in spans if s.name == name and parent_of(s) == parent.context.span_id]
+    assert len(found) == 1, [(s.name, parent_of(s)) for s in spans]
+    return found[0]
+
+
+def servers(spans: list[ReadableSpan], name: str, call_span: ReadableSpan) -> tuple[ReadableSpan, ReadableSpan]:
+    """The proxy's server span of the request (the call span's parent) and the upstream's (the in-process server's)."""
+    found = [s for s in spans if s.name == name and s.kind is SpanKind.SERVER]
+    assert len(found) == 2, [s.name for s in spans]
+    proxy = next(s for s in found if s.context.span_id == parent_of(call_span))
+    return proxy, next(s for s in found if s is not proxy)
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def shop() -> ScriptedUpstream:
+    up = ScriptedUpstream(name="shop")
+    schema = {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}
+    up.tool("get_stock", lambda args: ok_text("12 in stock", n=12), schema=schema)
+    up.tool("create_order", lambda args: ok_text("order 1 created", id=1), schema=schema)
+    return up
+
+
+TOOLS = {"get_stock": {"effect": "read_only"}, "create_order": {"effect": "write_unsafe"}}
+
+
+async def test_a_successful_call_is_one_call_span_with_one_attempt_and_the_sdk_client_span_inside_it(
+    spans: Spans,
+) -> None:
+    provider, exporter = spans
+    async with ops_proxy(shop(), TOOLS, tracer_provider=provider) as (h, _):
+        result = await call(h, "get_stock", {"sku": SECRET_ARG})
+    assert not result.is_error
+    finished = list(exporter.get_finished_spans())
+    call_span = one(finished, "resilient-mcp call get_stock")
+    attempt = one(finished, "resilient-mcp attempt")
+    client = child(finished, "MCP send tools/call get_stock", attempt)
+    proxy_server, upstream_server = servers(finished, "tools/call get_stock", call_span)
+    assert proxy_server.kind is SpanKind.SERVER and client.kind is SpanKind.CLIENT
+    assert parent_of(call_span) == proxy_server.context.span_id
+    assert parent_of(attempt) == call_span.context.span_id
+    assert parent_of(upstream_server) == client.context.span_id, "the upstream (an SDK server) continues the trace"
+    assert len({s.context.trace_id for s in (proxy_server, call_span, attempt, client, upstream_server)}) == 1
+    a = attrs(call_span)
+    assert a["resilient_mcp.tool"] == "get_stock" and a["resilient_mcp.upstream"] == "shop"
+    assert a["resilient_mcp.effect"] == "read_only" and a["resilient_mcp.outcome"] == "ok"
+    assert a["resilient_mcp.attempts"] == 1
+    assert (a["resilient_mcp.replay"], a["resilient_mcp.cache_hit"], a["resilient_mcp.capped"]) == (False,) * 3
+    assert "resilient_mcp.fault_type" not in a and call_span.status.status_code is not StatusCode.ERROR
+    expected = {"resilient_mcp.attempt": 1, "resilient_mcp.upstream": "shop", "resilient_mcp.outcome": "ok"}
+    assert attrs(attempt) == expected
+    for span in finished:  # no argument values anywhere in spans
+        assert SECRET_ARG not in repr(attrs(span)) and SECRET_ARG not in span.name
+
+
+async def test_a_retried_transient_fault_shows_a_failed_attempt_a_backoff_wait_and_a_successful_attempt(
+    spans: Spans,
+) -> None:
+    provider, exporter = spans
+    rule = {"match": {"tool": "get_stock", "nth_call": 1}, "fault": "rate_limit", "params": {"retry_after_ms": 20}}
+    faults = {"rules": [rule]}
+    async with ops_proxy(shop(), TOOLS, tracer_provider=provider, config={"faults": faults}) as (h, _):
+        result = await call(h, "get_stock", {"sku": "apple"})
+    assert not result.is_error
+    finished = list(exporter.get_finished_spans())
+    call_span = one(finished, "resilient-mcp call get_stock")
+    attempts = sorted(by_name(finished, "resilient-mcp attempt"), key=lambda s: s.start_time or 0)
+    backoff = one(finished, "resilient-mcp backoff")
+    assert [attrs(s)["resilient_mcp.outcome"] for s in attempts] == ["D2_rate_limited", "ok"]
+    assert attempts[0].status.status_code is StatusCode.ERROR
+    assert {parent_of(s) for s in (*attempts, backoff)} == {call_span.context.span_id}
+    assert attempts[0].end_time <= backoff.start_time and backoff.end_time <= attempts[1].start_time  # type: ignore[operator]
+    assert attrs(backoff)["resilient_mcp.backoff_ms"] >= 20
+    a = attrs(call_span)
+    assert a["resilient_mcp.outcome"] == "ok" and a["resilient_mcp.attempts"] == 2
+
+
+async def test_a_refused_call_has_no_attempt_and_names_the_stage_that_refused_it(spans: Spans) -> None:
+    provider, exporter = spans
+    up = shop()
+    async with ops_proxy(up, TOOLS, tracer_provider=provider) as (h, _):
+        result = await call(h, "create_order", {"qty": 2})  # sku is required
+    assert result.is_error and up.count("create_order") == 0
+    finished = list(exporter.get_finished_spans())
+    call_span = one(finished, "resilient-mcp call create_order")
+    assert by_name(finished, "resilient-mcp attempt") == []
+    assert len(by_name(finished, "MCP send tools/call")) == 1, "only the host's request: nothing was sent upstream"
+    a = attrs(call_span)
+    assert a["resilient_mcp.outcome"] == "refused" and a["resilient_mcp.decided_by"] == "validate"
+    assert a["resilient_mcp.fault_type"] == "B1_missing_required_argument"
+    assert a["resilient_mcp.fault_category"] == "arguments" and a["resilient_mcp.repair_action"]
+    assert a["resilient_mcp.attempts"] == 0 and call_span.status.status_code is StatusCode.ERROR
+
+
+async def test_a_replayed_write_is_marked_and_never_reaches_the_upstream(spans: Spans) -> None:
+    provider, exporter = spans
+    up = shop()
+    meta = {"idempotency-key": "order-77"}
+    async with ops_proxy(up, TOOLS, tracer_provider=provider) as (h, _):
+        await call(h, "create_order", {"sku": "S"}, meta)
+        exporter.clear()
+        second = await call(h, "create_order", {"sku": "S"}, meta)
+    assert not second.is_error and up.count("create_order") == 1
+    finished = list(exporter.get_finished_spans())
+    call_span = one(finished, "resilient-mcp call create_order")
+    assert by_name(finished, "resilient-mcp attempt") == []
+    a = attrs(call_span)
+    assert a["resilient_mcp.replay"] is True and a["resilient_mcp.decided_by"] == "idempotency"
+    assert a["resilient_mcp.outcome"] == "ok" and a["resilient_mcp.effect"] == "write_unsafe"
+
+
+async def test_the_hosts_trace_context_is_the_parent_and_reaches_the_upstream_in_meta(spans: Spans) -> None:
+    provider, exporter = spans
+    up = shop()
+    # The host (an in-process SDK client here) is inside a trace of its own; its request carries it in _meta.
+    state = TraceState([("vendor", "abc")])
+    host = SpanContext(int(HOST_TRACE, 16), int(HOST_SPAN, 16), True, TraceFlags(1), state)
+    async with ops_proxy(up, TOOLS, tracer_provider=provider) as (h, _):
+        token = context.attach(trace.set_span_in_context(NonRecordingSpan(host)))
+        try:
+            await call(h, "get_stock", {"sku": "apple"})
+        finally:
+            context.detach(token)
+    finished = list(exporter.get_finished_spans())
+    call_span = one(finished, "resilient-mcp call get_stock")
+    attempt = one(finished, "resilient-mcp attempt")
+    sends = [s for s in finished if s.name == "MCP send tools/call get_stock"]
+    host_client = next(s for s in sends if parent_of(s) == host.span_id)
+    proxy_client = child(finished, "MCP send tools/call get_stock", attempt)
+    server, _ = servers(finished, "tools/call get_stock", call_span)
+    assert parent_of(server) == host_client.context.span_id, "the proxy's request span joins the host's trace"
+    assert {f"{s.context.trace_id:032x}" for s in (server, call_span, attempt, proxy_client)} == {HOST_TRACE}
+    sent = up.metas[-1]
+    version, trace_id, parent_id, flags = sent["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", HOST_TRACE, "01")
+    assert parent_id == f"{proxy_client.context.span_id:016x}", "the upstream continues from the proxy's attempt"
+    assert sent["tracestate"] == "vendor=abc"
+
+
+async def test_with_tracing_off_the_hosts_trace_context_passes_through_unchanged() -> None:
+    up = shop()
+    traceparent = f"00-{HOST_TRACE}-{HOST_SPAN}-01"
+    async with ops_proxy(up, TOOLS) as (h, ops):
+        assert ops.tracing is None
+        await call(h, "get_stock", {"sku": "apple"}, {"traceparent": traceparent})
+    assert up.metas[-1]["traceparent"] == traceparent
