@@ -13,7 +13,10 @@ with a new message (so an idempotent write is never a replay), after a warm-up. 
 - ``fastmcp``: FastMCP's proxy (``fastmcp_proxy.py``, in its own venv), when it can be installed;
 - ``resilient_http``: ``resilient-mcp wrap --http 127.0.0.1:PORT``, the client over streamable HTTP;
 - ``scale_1x50`` / ``scale_20x50``: ``resilient-mcp serve`` with 1 or 20 raw upstreams of 50 tools each; the
-  calls cycle through every tool of every upstream.
+  calls cycle through every tool of every upstream;
+- ``ops_off`` / ``ops_on``: ``resilient-mcp serve`` (stdio), operations off, and on: OpenTelemetry traces through
+  the batching OTLP/HTTP exporter to a local sink on 127.0.0.1 (in this process), Prometheus metrics and the status
+  page recorders (``metrics.listen`` on a loopback port). The summary gives the added latency per call in percent.
 
 Modes are measured in interleaved rounds (every mode gets a block of calls per round), so drift of the machine
 affects all alike. Every process it starts is stopped at the end; only 127.0.0.1 is used.
@@ -39,7 +42,7 @@ from typing import Any
 
 import anyio
 import mcp
-from bench_procs import free_port, process_group, reap_leftovers, wait_for_port
+from bench_procs import free_port, otlp_sink, process_group, reap_leftovers, wait_for_port
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -117,7 +120,24 @@ def scale_tools(upstreams: int, tools: int) -> list[str]:
     return [f"u{u:02d}__{name}" for name in names for u in range(upstreams)]
 
 
-def build_modes(args: argparse.Namespace, tmp: Path, run_id: str) -> tuple[list[Mode], dict[str, str]]:
+def ops_config(tmp: Path, name: str, run_id: str, *, on: bool) -> Path:
+    """``resilient-mcp serve`` of the raw upstream (stdio), operations on or off, otherwise identical."""
+    args = json.dumps([RAW, "--run-id", run_id])
+    lines = [
+        f"upstreams: {{raw: {{command: {json.dumps(PY)}, args: {args}}}}}",
+        f"state_dir: {json.dumps(str(tmp / f'state-{name}'))}",
+        f"tracing: {{enabled: {'true' if on else 'false'}}}",
+    ]
+    if on:
+        lines.append(f"metrics: {{listen: '127.0.0.1:{free_port()}'}}")
+    path = tmp / f"{name}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def build_modes(
+    args: argparse.Namespace, tmp: Path, run_id: str, otlp: str | None = None
+) -> tuple[list[Mode], dict[str, str]]:
     raw = [PY, RAW, "--run-id", run_id]
     rmcp = resilient_cmd()
     policy = tmp / "echo-read-only.yaml"
@@ -182,6 +202,17 @@ def build_modes(args: argparse.Namespace, tmp: Path, run_id: str) -> tuple[list[
         for name, (script, about) in floors.items():
             floor_cmd = [PY, str(HERE / script), "--run-id", run_id]
             modes.append(Mode(name, about, lambda c=floor_cmd, m=name: stdio_session(c, log(m))))
+    if otlp is not None:
+        for name, on in (("ops_off", False), ("ops_on", True)):
+            config = ops_config(tmp, name, run_id, on=on)
+            env = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp} if on else {}
+            about = (
+                "serve, traces (batching OTLP/HTTP to a local sink) + metrics + status on"
+                if on
+                else "serve, operations off (the same config otherwise)"
+            )
+            cmd = [*rmcp, "serve", "--config", str(config)]
+            modes.append(Mode(name, about, lambda c=cmd, m=name, e=env: stdio_session(c, log(m), **e)))
     if not args.skip_scale:
         for n in (1, 20):
             config = scale_config(tmp, n, 50, run_id)
@@ -278,6 +309,11 @@ def report(modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace)
         summary["meets_fastmcp_target"] = summary["added_resilient_to_added_fastmcp"] <= 1 / 3
     if "resilient_http" in by:
         summary["http_to_stdio_median"] = by["resilient_http"]["median_ms"] / by["resilient"]["median_ms"]
+    if "ops_on" in by and "ops_off" in by:
+        off = by["ops_off"]["median_ms"]
+        summary["ops_added_pct_per_call"] = (by["ops_on"]["median_ms"] - off) / off * 100
+        summary["ops_target_added_pct"] = 10.0
+        summary["meets_ops_target"] = summary["ops_added_pct_per_call"] < 10.0
     if "scale_1x50" in by and "scale_20x50" in by:
         summary["scale_added_20x50_to_1x50"] = by["scale_20x50"]["added_ms"] / by["scale_1x50"]["added_ms"]
     return {
@@ -323,9 +359,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for old in OUT.glob("stderr-*.log"):
         old.unlink()
     run_id = uuid.uuid4().hex[:12]
-    with tempfile.TemporaryDirectory(prefix=f"rmcp-bench-{run_id}-") as tmp_name:
+    with (
+        tempfile.TemporaryDirectory(prefix=f"rmcp-bench-{run_id}-") as tmp_name,
+        otlp_sink() as sink,
+    ):
         try:
-            modes, skipped = build_modes(args, Path(tmp_name), run_id)
+            modes, skipped = build_modes(args, Path(tmp_name), run_id, None if args.skip_ops else sink.url)
             async with AsyncExitStack() as stack:
                 sessions = {}
                 for mode in modes:
@@ -340,7 +379,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             leftovers = reap_leftovers(run_id)
             if leftovers:
                 print(f"stopped {leftovers} leftover process(es) of this run", file=sys.stderr)
-    return report(modes, skipped, args)
+    result = report(modes, skipped, args)
+    if not args.skip_ops:
+        result["summary"]["ops_spans_exported_bytes"] = sink.received
+    return result
 
 
 def main() -> None:
@@ -351,6 +393,7 @@ def main() -> None:
     p.add_argument("--skip-fastmcp", action="store_true")
     p.add_argument("--skip-http", action="store_true")
     p.add_argument("--skip-scale", action="store_true")
+    p.add_argument("--skip-ops", action="store_true", help="skip the operations on/off pair")
     p.add_argument("--floors", action="store_true", help="also measure the two floors (raw relay, bare SDK proxy)")
     p.add_argument("--baseline", type=Path, help="also measure the resilient_mcp package under DIR (before/after)")
     p.add_argument("--out", type=Path, default=OUT / "latency.json")

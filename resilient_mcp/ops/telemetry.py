@@ -1,8 +1,9 @@
 """OpenTelemetry traces: one span per tool call, a child per upstream attempt and per wait between attempts.
 
-The call span is a child of the current span, which is the MCP SDK's server span of the request (the SDK joins the
-host's trace from ``_meta.traceparent``); with no such span it joins the trace named in the call's ``_meta`` or, over
-HTTP, in the request's ``traceparent`` header (``HeaderTraceContext``). While an attempt span is current the SDK's
+The call's span is the MCP SDK's server span of the request (``tools/call NAME``; the SDK joins the host's trace from
+``_meta.traceparent``, and over HTTP ``HeaderTraceContext`` joins the request's ``traceparent`` header when ``_meta``
+names no trace): the proxy adds its attributes to it. With no such span it opens its own, joined to the trace named in
+the call's ``_meta``. While an attempt span is current the SDK's
 client span of the upstream request injects ``traceparent``/``tracestate`` into the ``_meta`` it sends, so a chained
 proxy or an instrumented server continues the trace. Spans never carry argument values: names, classes, counts.
 
@@ -33,18 +34,16 @@ TRACER_NAME = "resilient-mcp"
 
 
 class _CallSpans:
-    __slots__ = ("attempt", "attempt_token", "span", "token")
+    __slots__ = ("attempt", "attempt_token", "own", "span", "token")
 
-    def __init__(self, span: trace.Span, token: object) -> None:
-        self.span, self.token = span, token
+    def __init__(self, span: trace.Span, token: object, own: bool) -> None:
+        self.span, self.token, self.own = span, token, own
         self.attempt: trace.Span | None = None
         self.attempt_token: object = None
 
 
 def _parent(call: ToolCall) -> otel_context.Context | None:
-    """The current context when a span is current (the SDK's server span); else the trace in the call's ``_meta``."""
-    if trace.get_current_span().get_span_context().is_valid:
-        return None
+    """The trace in the call's ``_meta`` (when no span is current, e.g. a chain run outside the SDK's server)."""
     if call.meta and "traceparent" in call.meta:
         ctx = extract(call.meta)
         if trace.get_current_span(ctx).get_span_context().is_valid:
@@ -53,6 +52,10 @@ def _parent(call: ToolCall) -> otel_context.Context | None:
 
 
 class TraceRecorder(CallEvents):
+    """Spans of tool calls. The call's span is the MCP SDK's server span of the request (``tools/call NAME``, kind
+    SERVER), which already joined the host's trace: the proxy adds its attributes to it rather than opening a second
+    span per call. Without a recording server span (a chain run outside the SDK) the proxy opens its own."""
+
     enabled = True
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
@@ -67,11 +70,16 @@ class TraceRecorder(CallEvents):
             "resilient_mcp.upstream_tool": call.upstream_tool,
             "resilient_mcp.effect": call.rule.effect.value,
         }
+        current = trace.get_current_span()
+        if current.is_recording():
+            current.set_attributes(attributes)
+            call.record.ops = _CallSpans(current, None, own=False)
+            return
         span = self._tracer.start_span(
-            f"resilient-mcp call {call.name}", context=_parent(call), kind=SpanKind.INTERNAL, attributes=attributes
+            f"tools/call {call.name}", context=_parent(call), kind=SpanKind.INTERNAL, attributes=attributes
         )
         token = otel_context.attach(trace.set_span_in_context(span))
-        call.record.ops = _CallSpans(span, token)
+        call.record.ops = _CallSpans(span, token, own=True)
 
     def call_finished(self, call: ToolCall, end: CallEnd) -> None:
         spans = call.record.ops
@@ -99,8 +107,9 @@ class TraceRecorder(CallEvents):
             span.set_status(Status(StatusCode.ERROR, end.fault_type or end.outcome))
         if spans.attempt is not None:  # cancelled mid-attempt
             self._end_attempt(spans, "cancelled", None)
-        otel_context.detach(spans.token)  # type: ignore[arg-type]
-        span.end()
+        if spans.own:
+            otel_context.detach(spans.token)  # type: ignore[arg-type]
+            span.end()
 
     def attempt_started(self, call: ToolCall) -> None:
         spans = call.record.ops

@@ -266,7 +266,7 @@ def test_the_status_command_prints_upstreams_tools_and_failures(run: Run) -> Non
 
 def test_spans_reach_the_otlp_endpoint_in_the_trace_of_the_hosts_traceparent_header(run: Run) -> None:
     def exported() -> list[Any] | None:
-        spans = [s for s in run.sink.spans() if s.name.startswith("resilient-mcp call")]
+        spans = [s for s in run.sink.spans() if any(a.key == "resilient_mcp.outcome" for a in s.attributes)]
         return spans if len(spans) >= 8 else None
 
     wait_until(exported, 30, "8 call spans exported", stderr=run.stderr)

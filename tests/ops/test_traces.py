@@ -39,12 +39,19 @@ def child(spans: list[ReadableSpan], name: str, parent: ReadableSpan) -> Readabl
     return found[0]
 
 
-def servers(spans: list[ReadableSpan], name: str, call_span: ReadableSpan) -> tuple[ReadableSpan, ReadableSpan]:
-    """The proxy's server span of the request (the call span's parent) and the upstream's (the in-process server's)."""
-    found = [s for s in spans if s.name == name and s.kind is SpanKind.SERVER]
-    assert len(found) == 2, [s.name for s in spans]
-    proxy = next(s for s in found if s.context.span_id == parent_of(call_span))
-    return proxy, next(s for s in found if s is not proxy)
+def call_span(spans: list[ReadableSpan], tool: str) -> ReadableSpan:
+    """The proxy's span of the call: the SDK's server span of the request, with the proxy's attributes."""
+    found = [s for s in spans if s.name == f"tools/call {tool}" and "resilient_mcp.outcome" in attrs(s)]
+    assert len(found) == 1, [(s.name, attrs(s)) for s in spans]
+    assert found[0].kind is SpanKind.SERVER
+    return found[0]
+
+
+def upstream_server(spans: list[ReadableSpan], tool: str) -> ReadableSpan:
+    """The in-process upstream's own server span of the request (an SDK server continuing the trace)."""
+    found = [s for s in spans if s.name == f"tools/call {tool}" and "resilient_mcp.outcome" not in attrs(s)]
+    assert len(found) == 1, [(s.name, attrs(s)) for s in spans]
+    return found[0]
 
 
 def parent_of(span: ReadableSpan) -> int | None:
@@ -66,7 +73,7 @@ def shop() -> ScriptedUpstream:
 TOOLS = {"get_stock": {"effect": "read_only"}, "create_order": {"effect": "write_unsafe"}}
 
 
-async def test_a_successful_call_is_one_call_span_with_one_attempt_and_the_sdk_client_span_inside_it(
+async def test_a_successful_call_is_the_request_span_with_one_attempt_and_the_sdk_client_span_inside_it(
     spans: Spans,
 ) -> None:
     provider, exporter = spans
@@ -74,21 +81,20 @@ async def test_a_successful_call_is_one_call_span_with_one_attempt_and_the_sdk_c
         result = await call(h, "get_stock", {"sku": SECRET_ARG})
     assert not result.is_error
     finished = list(exporter.get_finished_spans())
-    call_span = one(finished, "resilient-mcp call get_stock")
+    span = call_span(finished, "get_stock")
     attempt = one(finished, "resilient-mcp attempt")
     client = child(finished, "MCP send tools/call get_stock", attempt)
-    proxy_server, upstream_server = servers(finished, "tools/call get_stock", call_span)
-    assert proxy_server.kind is SpanKind.SERVER and client.kind is SpanKind.CLIENT
-    assert parent_of(call_span) == proxy_server.context.span_id
-    assert parent_of(attempt) == call_span.context.span_id
-    assert parent_of(upstream_server) == client.context.span_id, "the upstream (an SDK server) continues the trace"
-    assert len({s.context.trace_id for s in (proxy_server, call_span, attempt, client, upstream_server)}) == 1
-    a = attrs(call_span)
+    upstream = upstream_server(finished, "get_stock")
+    assert client.kind is SpanKind.CLIENT
+    assert parent_of(attempt) == span.context.span_id
+    assert parent_of(upstream) == client.context.span_id, "the upstream (an SDK server) continues the trace"
+    assert len({s.context.trace_id for s in (span, attempt, client, upstream)}) == 1
+    a = attrs(span)
     assert a["resilient_mcp.tool"] == "get_stock" and a["resilient_mcp.upstream"] == "shop"
     assert a["resilient_mcp.effect"] == "read_only" and a["resilient_mcp.outcome"] == "ok"
     assert a["resilient_mcp.attempts"] == 1
     assert (a["resilient_mcp.replay"], a["resilient_mcp.cache_hit"], a["resilient_mcp.capped"]) == (False,) * 3
-    assert "resilient_mcp.fault_type" not in a and call_span.status.status_code is not StatusCode.ERROR
+    assert "resilient_mcp.fault_type" not in a and span.status.status_code is not StatusCode.ERROR
     expected = {"resilient_mcp.attempt": 1, "resilient_mcp.upstream": "shop", "resilient_mcp.outcome": "ok"}
     assert attrs(attempt) == expected
     for span in finished:  # no argument values anywhere in spans
@@ -105,15 +111,15 @@ async def test_a_retried_transient_fault_shows_a_failed_attempt_a_backoff_wait_a
         result = await call(h, "get_stock", {"sku": "apple"})
     assert not result.is_error
     finished = list(exporter.get_finished_spans())
-    call_span = one(finished, "resilient-mcp call get_stock")
+    span = call_span(finished, "get_stock")
     attempts = sorted(by_name(finished, "resilient-mcp attempt"), key=lambda s: s.start_time or 0)
     backoff = one(finished, "resilient-mcp backoff")
     assert [attrs(s)["resilient_mcp.outcome"] for s in attempts] == ["D2_rate_limited", "ok"]
     assert attempts[0].status.status_code is StatusCode.ERROR
-    assert {parent_of(s) for s in (*attempts, backoff)} == {call_span.context.span_id}
+    assert {parent_of(s) for s in (*attempts, backoff)} == {span.context.span_id}
     assert attempts[0].end_time <= backoff.start_time and backoff.end_time <= attempts[1].start_time  # type: ignore[operator]
     assert attrs(backoff)["resilient_mcp.backoff_ms"] >= 20
-    a = attrs(call_span)
+    a = attrs(span)
     assert a["resilient_mcp.outcome"] == "ok" and a["resilient_mcp.attempts"] == 2
 
 
@@ -124,14 +130,14 @@ async def test_a_refused_call_has_no_attempt_and_names_the_stage_that_refused_it
         result = await call(h, "create_order", {"qty": 2})  # sku is required
     assert result.is_error and up.count("create_order") == 0
     finished = list(exporter.get_finished_spans())
-    call_span = one(finished, "resilient-mcp call create_order")
+    span = call_span(finished, "create_order")
     assert by_name(finished, "resilient-mcp attempt") == []
     assert len(by_name(finished, "MCP send tools/call")) == 1, "only the host's request: nothing was sent upstream"
-    a = attrs(call_span)
+    a = attrs(span)
     assert a["resilient_mcp.outcome"] == "refused" and a["resilient_mcp.decided_by"] == "validate"
     assert a["resilient_mcp.fault_type"] == "B1_missing_required_argument"
     assert a["resilient_mcp.fault_category"] == "arguments" and a["resilient_mcp.repair_action"]
-    assert a["resilient_mcp.attempts"] == 0 and call_span.status.status_code is StatusCode.ERROR
+    assert a["resilient_mcp.attempts"] == 0 and span.status.status_code is StatusCode.ERROR
 
 
 async def test_a_replayed_write_is_marked_and_never_reaches_the_upstream(spans: Spans) -> None:
@@ -144,9 +150,9 @@ async def test_a_replayed_write_is_marked_and_never_reaches_the_upstream(spans: 
         second = await call(h, "create_order", {"sku": "S"}, meta)
     assert not second.is_error and up.count("create_order") == 1
     finished = list(exporter.get_finished_spans())
-    call_span = one(finished, "resilient-mcp call create_order")
+    span = call_span(finished, "create_order")
     assert by_name(finished, "resilient-mcp attempt") == []
-    a = attrs(call_span)
+    a = attrs(span)
     assert a["resilient_mcp.replay"] is True and a["resilient_mcp.decided_by"] == "idempotency"
     assert a["resilient_mcp.outcome"] == "ok" and a["resilient_mcp.effect"] == "write_unsafe"
 
@@ -164,14 +170,13 @@ async def test_the_hosts_trace_context_is_the_parent_and_reaches_the_upstream_in
         finally:
             context.detach(token)
     finished = list(exporter.get_finished_spans())
-    call_span = one(finished, "resilient-mcp call get_stock")
+    span = call_span(finished, "get_stock")
     attempt = one(finished, "resilient-mcp attempt")
     sends = [s for s in finished if s.name == "MCP send tools/call get_stock"]
     host_client = next(s for s in sends if parent_of(s) == host.span_id)
     proxy_client = child(finished, "MCP send tools/call get_stock", attempt)
-    server, _ = servers(finished, "tools/call get_stock", call_span)
-    assert parent_of(server) == host_client.context.span_id, "the proxy's request span joins the host's trace"
-    assert {f"{s.context.trace_id:032x}" for s in (server, call_span, attempt, proxy_client)} == {HOST_TRACE}
+    assert parent_of(span) == host_client.context.span_id, "the proxy's span of the call joins the host's trace"
+    assert {f"{s.context.trace_id:032x}" for s in (span, attempt, proxy_client)} == {HOST_TRACE}
     sent = up.metas[-1]
     version, trace_id, parent_id, flags = sent["traceparent"].split("-")
     assert (version, trace_id, flags) == ("00", HOST_TRACE, "01")
