@@ -133,28 +133,28 @@ class Fanout(CallEvents):
             try:
                 r.call_started(call)
             except Exception:
-                log.exception("ops_recorder_failed", event="call_started", recorder=type(r).__name__)
+                log.exception("ops_recorder_failed", hook="call_started", recorder=type(r).__name__)
 
     def call_finished(self, call: ToolCall, end: CallEnd) -> None:
         for r in self.recorders:
             try:
                 r.call_finished(call, end)
             except Exception:
-                log.exception("ops_recorder_failed", event="call_finished", recorder=type(r).__name__)
+                log.exception("ops_recorder_failed", hook="call_finished", recorder=type(r).__name__)
 
     def attempt_started(self, call: ToolCall) -> None:
         for r in self.recorders:
             try:
                 r.attempt_started(call)
             except Exception:
-                log.exception("ops_recorder_failed", event="attempt_started", recorder=type(r).__name__)
+                log.exception("ops_recorder_failed", hook="attempt_started", recorder=type(r).__name__)
 
     def attempt_finished(self, call: ToolCall, error: BaseException | None) -> None:
         for r in self.recorders:
             try:
                 r.attempt_finished(call, error)
             except Exception:
-                log.exception("ops_recorder_failed", event="attempt_finished", recorder=type(r).__name__)
+                log.exception("ops_recorder_failed", hook="attempt_finished", recorder=type(r).__name__)
 
     def wrap_sleep(self, sleep: Sleep) -> Sleep:
         for r in self.recorders:
@@ -166,7 +166,7 @@ class Fanout(CallEvents):
             try:
                 r.upstream_state(upstream)
             except Exception:
-                log.exception("ops_recorder_failed", event="upstream_state", recorder=type(r).__name__)
+                log.exception("ops_recorder_failed", hook="upstream_state", recorder=type(r).__name__)
 
 
 def combine(recorders: Sequence[CallEvents]) -> CallEvents:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -100,31 +100,49 @@ class MetricsRecorder(CallEvents):
         self.backoff = Counter(
             "resilient_mcp_backoff_seconds", "Time spent waiting between attempts.", ["upstream"], registry=r
         )
+        self._children: dict[tuple[str, str], _ToolSeries] = {}
+        """The labelled series of each (upstream, tool), looked up once: ``labels()`` costs more than a dict get."""
+        self._attempts: dict[tuple[str, str], Any] = {}
+        self._cache_limit = 2 * max_tools
 
     def call_finished(self, call: ToolCall, end: CallEnd) -> None:
-        upstream = self._upstreams(call.upstream or "-")
-        tool = self.tool_label(call.name)
-        outcome = end.outcome if end.outcome in _OUTCOMES else OTHER
-        self.calls.labels(upstream, tool, outcome, _fault_label(end.fault_type)).inc()
-        self.latency.labels(upstream, tool).observe(end.latency_s)
+        key = (call.upstream, call.name)
+        children = self._children.get(key)
+        if children is None:
+            children = _ToolSeries(self, self._upstreams(call.upstream or "-"), self.tool_label(call.name))
+            if len(self._children) < self._cache_limit:  # names past the cap (unknown tools a host made up) stay out
+                self._children[key] = children
+        outcome = (end.outcome, end.fault_type)
+        counter = children.calls.get(outcome)
+        if counter is None:
+            label = end.outcome if end.outcome in _OUTCOMES else OTHER
+            counter = self.calls.labels(children.upstream, children.tool, label, _fault_label(end.fault_type))
+            if len(children.calls) < 64:
+                children.calls[outcome] = counter
+        counter.inc()
+        children.latency.observe(end.latency_s)
         for attempt in call.record.attempts:
-            label = attempt.outcome if attempt.outcome in ("ok", "cancelled", "internal_error") else attempt.fault_type
-            self.attempt_latency.labels(upstream, _fault_label(label) if label != "ok" else "ok").observe(
-                attempt.elapsed_ms / 1000
-            )
+            series = self._attempts.get((children.upstream, attempt.outcome))
+            if series is None:
+                plain = attempt.outcome in ("ok", "cancelled", "internal_error")
+                label = attempt.outcome if plain else _fault_label(attempt.fault_type)
+                series = self.attempt_latency.labels(children.upstream, label)
+                if len(self._attempts) < self._cache_limit:
+                    self._attempts[(children.upstream, attempt.outcome)] = series
+            series.observe(attempt.elapsed_ms / 1000)
         if end.retries:
-            self.retries.labels(upstream, tool).inc(end.retries)
+            children.retries.inc(end.retries)
         if end.replay:
-            self.replays.labels(upstream, tool).inc()
+            children.replays.inc()
         if end.cache_hit:
-            self.cache_hits.labels(upstream, tool).inc()
+            children.cache_hits.inc()
         if end.capped:
-            self.caps.labels(upstream, tool).inc()
+            children.caps.inc()
         if end.fallback:
-            self.fallbacks.labels(upstream, tool).inc()
+            children.fallbacks.inc()
         stage = end.refused_by
         if stage is not None:
-            self.refusals.labels(upstream, tool, stage if stage in _STAGES else OTHER).inc()
+            self.refusals.labels(children.upstream, children.tool, stage if stage in _STAGES else OTHER).inc()
 
     def wrap_sleep(self, sleep: Sleep) -> Sleep:
         counter = self.backoff
@@ -141,6 +159,20 @@ class MetricsRecorder(CallEvents):
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _ToolSeries:
+    __slots__ = ("cache_hits", "calls", "caps", "fallbacks", "latency", "replays", "retries", "tool", "upstream")
+
+    def __init__(self, metrics: MetricsRecorder, upstream: str, tool: str) -> None:
+        self.upstream, self.tool = upstream, tool
+        self.calls: dict[tuple[str, str | None], Any] = {}
+        self.latency = metrics.latency.labels(upstream, tool)
+        self.retries = metrics.retries.labels(upstream, tool)
+        self.replays = metrics.replays.labels(upstream, tool)
+        self.cache_hits = metrics.cache_hits.labels(upstream, tool)
+        self.caps = metrics.caps.labels(upstream, tool)
+        self.fallbacks = metrics.fallbacks.labels(upstream, tool)
 
 
 class ProxyCollector(Collector):

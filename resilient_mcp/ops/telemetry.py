@@ -62,19 +62,21 @@ class TraceRecorder(CallEvents):
         self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
 
     def call_started(self, call: ToolCall) -> None:
+        # Few attributes, set once: each costs the SDK a validation on the hot path. The tool's name is on the SDK's
+        # span already (gen_ai.tool.name); the upstream's own name for it only when it differs.
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "resilient_mcp.tool": call.name,
             "resilient_mcp.upstream": call.upstream,
-            "resilient_mcp.upstream_tool": call.upstream_tool,
             "resilient_mcp.effect": call.rule.effect.value,
         }
+        if call.upstream_tool != call.name:
+            attributes["resilient_mcp.upstream_tool"] = call.upstream_tool
         current = trace.get_current_span()
         if current.is_recording():
             current.set_attributes(attributes)
             call.record.ops = _CallSpans(current, None, own=False)
             return
+        attributes["gen_ai.operation.name"] = "execute_tool"
+        attributes["gen_ai.tool.name"] = call.name
         span = self._tracer.start_span(
             f"tools/call {call.name}", context=_parent(call), kind=SpanKind.INTERNAL, attributes=attributes
         )
@@ -86,14 +88,15 @@ class TraceRecorder(CallEvents):
         if not isinstance(spans, _CallSpans):
             return
         span = spans.span
-        attributes: dict[str, Any] = {
-            "resilient_mcp.outcome": end.outcome,
-            "resilient_mcp.attempts": end.attempts,
-            "resilient_mcp.replay": end.replay,
-            "resilient_mcp.cache_hit": end.cache_hit,
-            "resilient_mcp.capped": end.capped,
-            "resilient_mcp.fallback": end.fallback,
-        }
+        attributes: dict[str, Any] = {"resilient_mcp.outcome": end.outcome, "resilient_mcp.attempts": end.attempts}
+        for key, flag in (
+            ("resilient_mcp.replay", end.replay),
+            ("resilient_mcp.cache_hit", end.cache_hit),
+            ("resilient_mcp.capped", end.capped),
+            ("resilient_mcp.fallback", end.fallback),
+        ):
+            if flag:
+                attributes[key] = True
         for key, value in (
             ("resilient_mcp.fault_type", end.fault_type),
             ("resilient_mcp.fault_category", end.category),
@@ -116,11 +119,7 @@ class TraceRecorder(CallEvents):
         if not isinstance(spans, _CallSpans):
             return
         n = len(call.record.attempts) + 1
-        attempt = self._tracer.start_span(
-            f"resilient-mcp attempt {n}",
-            kind=SpanKind.INTERNAL,
-            attributes={"resilient_mcp.attempt": n, "resilient_mcp.upstream": call.upstream},
-        )
+        attempt = self._tracer.start_span(f"resilient-mcp attempt {n}", attributes={"resilient_mcp.attempt": n})
         spans.attempt = attempt
         spans.attempt_token = otel_context.attach(trace.set_span_in_context(attempt))
 
@@ -128,23 +127,20 @@ class TraceRecorder(CallEvents):
         spans = call.record.ops
         if not isinstance(spans, _CallSpans) or spans.attempt is None:
             return
-        fault_type = getattr(error, "fault_type", None) if error is not None else None
         if error is None:
-            outcome = "ok"
-        elif isinstance(fault_type, str):
-            outcome = fault_type
-        elif isinstance(error, Exception):
-            outcome = "internal_error"
+            self._end_attempt(spans, "ok", None)
+            return
+        fault_type = getattr(error, "fault_type", None)
+        if isinstance(fault_type, str):
+            self._end_attempt(spans, fault_type, fault_type)
         else:
-            outcome = "cancelled"
-        self._end_attempt(spans, outcome, fault_type if isinstance(fault_type, str) else None)
+            self._end_attempt(spans, "internal_error" if isinstance(error, Exception) else "cancelled", None)
 
     def _end_attempt(self, spans: _CallSpans, outcome: str, fault_type: str | None) -> None:
         attempt, spans.attempt = spans.attempt, None
         assert attempt is not None
         attempt.set_attribute("resilient_mcp.outcome", outcome)
         if fault_type is not None:
-            attempt.set_attribute("resilient_mcp.fault_type", fault_type)
             attempt.set_status(Status(StatusCode.ERROR, fault_type))
         otel_context.detach(spans.attempt_token)  # type: ignore[arg-type]
         attempt.end()

@@ -90,13 +90,12 @@ async def test_a_successful_call_is_the_request_span_with_one_attempt_and_the_sd
     assert parent_of(upstream) == client.context.span_id, "the upstream (an SDK server) continues the trace"
     assert len({s.context.trace_id for s in (span, attempt, client, upstream)}) == 1
     a = attrs(span)
-    assert a["resilient_mcp.tool"] == "get_stock" and a["resilient_mcp.upstream"] == "shop"
+    assert a["gen_ai.tool.name"] == "get_stock" and a["resilient_mcp.upstream"] == "shop"
     assert a["resilient_mcp.effect"] == "read_only" and a["resilient_mcp.outcome"] == "ok"
     assert a["resilient_mcp.attempts"] == 1
-    assert (a["resilient_mcp.replay"], a["resilient_mcp.cache_hit"], a["resilient_mcp.capped"]) == (False,) * 3
+    assert not {"resilient_mcp.replay", "resilient_mcp.cache_hit", "resilient_mcp.capped"} & set(a), "flags: when set"
     assert "resilient_mcp.fault_type" not in a and span.status.status_code is not StatusCode.ERROR
-    expected = {"resilient_mcp.attempt": 1, "resilient_mcp.upstream": "shop", "resilient_mcp.outcome": "ok"}
-    assert attrs(attempt) == expected
+    assert attrs(attempt) == {"resilient_mcp.attempt": 1, "resilient_mcp.outcome": "ok"}
     for span in finished:  # no argument values anywhere in spans
         assert SECRET_ARG not in repr(attrs(span)) and SECRET_ARG not in span.name
 
