@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from .config import ListenConfig, LoggingConfig, ProxyConfig, RemoteUpstream, StdioUpstream
+from .ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from .policy import (
     BreakerRule,
     CacheRule,
@@ -50,6 +51,9 @@ CONFIG_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("remote upstream", RemoteUpstream),
     ("`listen`", ListenConfig),
     ("`logging`", LoggingConfig),
+    ("`metrics`", MetricsConfig),
+    ("`status`", StatusConfig),
+    ("`tracing`", TracingConfig),
 ]
 
 
