@@ -290,7 +290,9 @@ def stats(samples: list[float]) -> dict[str, float]:
     }
 
 
-def report(modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+def report(
+    modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace, paired: dict[str, list[float]] | None = None
+) -> dict[str, Any]:
     by = {m.name: stats(m.samples) for m in modes}
     direct = by["direct"]["median_ms"]
     for s in by.values():
@@ -309,9 +311,15 @@ def report(modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace)
         summary["meets_fastmcp_target"] = summary["added_resilient_to_added_fastmcp"] <= 1 / 3
     if "resilient_http" in by:
         summary["http_to_stdio_median"] = by["resilient_http"]["median_ms"] / by["resilient"]["median_ms"]
-    if "ops_on" in by and "ops_off" in by:
-        off = by["ops_off"]["median_ms"]
-        summary["ops_added_pct_per_call"] = (by["ops_on"]["median_ms"] - off) / off * 100
+    if paired:
+        off, on = paired["ops_off"], paired["ops_on"]
+        diffs = sorted(b - a for a, b in zip(off, on, strict=True))
+        base = statistics.median(off)
+        summary["ops_paired_calls"] = len(diffs)
+        summary["ops_off_median_ms"] = base
+        summary["ops_on_median_ms"] = statistics.median(on)
+        summary["ops_added_ms_per_call"] = statistics.median(diffs)
+        summary["ops_added_pct_per_call"] = statistics.median(diffs) / base * 100
         summary["ops_target_added_pct"] = 10.0
         summary["meets_ops_target"] = summary["ops_added_pct_per_call"] < 10.0
     if "scale_1x50" in by and "scale_20x50" in by:
@@ -354,6 +362,24 @@ def show(result: dict[str, Any]) -> None:
         print(f"{key:<40}{value:.3f}" if isinstance(value, float) else f"{key:<40}{value}")
 
 
+async def ops_pairs(modes: list[Mode], sessions: dict[str, ClientSession], n: int) -> dict[str, list[float]]:
+    """Operations off vs on, call by call (alternating which goes first), so both see the same machine load: the
+    added cost per call is the median of the pairwise differences."""
+    by = {m.name: m for m in modes}
+    if "ops_off" not in by or "ops_on" not in by:
+        return {}
+    paired: dict[str, list[float]] = {"ops_off": [], "ops_on": []}
+    for i in range(n):
+        order = ("ops_off", "ops_on") if i % 2 == 0 else ("ops_on", "ops_off")
+        for name in order:
+            mode = by[name]
+            before = len(mode.samples)
+            await calls(mode, sessions[name], 10_000_000 + i, 1, keep=True)
+            paired[name].append(mode.samples.pop())
+            assert len(mode.samples) == before
+    return paired
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     OUT.mkdir(exist_ok=True)
     for old in OUT.glob("stderr-*.log"):
@@ -375,11 +401,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for r in range(args.rounds):
                     for mode in modes if r % 2 == 0 else reversed(modes):
                         await calls(mode, sessions[mode.name], r * per_round, per_round, keep=True)
+                paired = await ops_pairs(modes, sessions, args.calls)
         finally:
             leftovers = reap_leftovers(run_id)
             if leftovers:
                 print(f"stopped {leftovers} leftover process(es) of this run", file=sys.stderr)
-    result = report(modes, skipped, args)
+    result = report(modes, skipped, args, paired)
     if not args.skip_ops:
         result["summary"]["ops_spans_exported_bytes"] = sink.received
     return result
