@@ -54,6 +54,9 @@ class CallRecord:
     fault_type: str | None = None
     ops: Any = None
     """Opaque per-call slot of the ops recorders (``resilient_mcp.ops``); None when operations are off."""
+    sent: int = 0
+    """Upstream attempts the terminal made, counted only while operations are on (``attempts`` lists them only when
+    the retry stage runs)."""
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)

@@ -193,6 +193,7 @@ class Pipeline:
         events = self.services.events
         if events is NULL:
             return await self._attempt(call)
+        call.record.sent += 1
         events.attempt_started(call)
         try:
             result = await self._attempt(call)

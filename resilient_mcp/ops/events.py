@@ -82,7 +82,7 @@ def call_end(call: ToolCall, result: types.CallToolResult | None, error: BaseExc
         category=str(category) if category else None,
         repair_action=str(repair) if repair else None,
         decided_by=record.decided_by,
-        attempts=max(len(record.attempts), 0),
+        attempts=max(len(record.attempts), record.sent),
         latency_s=time.monotonic() - record.started,
         replay=REPLAY_META in meta,
         cache_hit=CACHE_META in meta,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -36,10 +37,10 @@ TRACER_NAME = "resilient-mcp"
 class _CallSpans:
     __slots__ = ("attempt", "attempt_token", "own", "span", "token")
 
-    def __init__(self, span: trace.Span, token: object, own: bool) -> None:
+    def __init__(self, span: trace.Span, token: Token[otel_context.Context] | None, own: bool) -> None:
         self.span, self.token, self.own = span, token, own
         self.attempt: trace.Span | None = None
-        self.attempt_token: object = None
+        self.attempt_token: Token[otel_context.Context] | None = None
 
 
 def _parent(call: ToolCall) -> otel_context.Context | None:
@@ -110,15 +111,15 @@ class TraceRecorder(CallEvents):
             span.set_status(Status(StatusCode.ERROR, end.fault_type or end.outcome))
         if spans.attempt is not None:  # cancelled mid-attempt
             self._end_attempt(spans, "cancelled", None)
-        if spans.own:
-            otel_context.detach(spans.token)  # type: ignore[arg-type]
+        if spans.own and spans.token is not None:
+            otel_context.detach(spans.token)
             span.end()
 
     def attempt_started(self, call: ToolCall) -> None:
         spans = call.record.ops
         if not isinstance(spans, _CallSpans):
             return
-        n = len(call.record.attempts) + 1
+        n = call.record.sent
         attempt = self._tracer.start_span(f"resilient-mcp attempt {n}", attributes={"resilient_mcp.attempt": n})
         spans.attempt = attempt
         spans.attempt_token = otel_context.attach(trace.set_span_in_context(attempt))
@@ -138,11 +139,12 @@ class TraceRecorder(CallEvents):
 
     def _end_attempt(self, spans: _CallSpans, outcome: str, fault_type: str | None) -> None:
         attempt, spans.attempt = spans.attempt, None
-        assert attempt is not None
+        token, spans.attempt_token = spans.attempt_token, None
+        assert attempt is not None and token is not None
         attempt.set_attribute("resilient_mcp.outcome", outcome)
         if fault_type is not None:
             attempt.set_status(Status(StatusCode.ERROR, fault_type))
-        otel_context.detach(spans.attempt_token)  # type: ignore[arg-type]
+        otel_context.detach(token)
         attempt.end()
 
     def wrap_sleep(self, sleep: Sleep) -> Sleep:

@@ -190,3 +190,13 @@ async def test_with_tracing_off_the_hosts_trace_context_passes_through_unchanged
         assert ops.tracing is None
         await call(h, "get_stock", {"sku": "apple"}, {"traceparent": traceparent})
     assert up.metas[-1]["traceparent"] == traceparent
+
+
+async def test_a_tool_without_the_retry_stage_still_counts_its_one_attempt(spans: Spans) -> None:
+    provider, exporter = spans
+    tools = {**TOOLS, "get_stock": {"effect": "read_only", "retry": {"enabled": False}}}
+    async with ops_proxy(shop(), tools, tracer_provider=provider) as (h, _):
+        await call(h, "get_stock", {"sku": "apple"})
+    finished = list(exporter.get_finished_spans())
+    assert attrs(call_span(finished, "get_stock"))["resilient_mcp.attempts"] == 1
+    assert attrs(one(finished, "resilient-mcp attempt 1"))["resilient_mcp.outcome"] == "ok"
