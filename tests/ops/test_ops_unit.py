@@ -178,3 +178,53 @@ def _get(port: int, path: str) -> str | None:
             return body
     except OSError:
         return None
+
+
+async def _asgi_get(app: Any, path: str, headers: dict[str, str]) -> int:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "server": ("127.0.0.1", 8080),
+        "client": ("127.0.0.1", 50000),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    status: int = sent[0]["status"]
+    return status
+
+
+async def test_metrics_public_lets_only_metrics_through_without_the_listeners_token() -> None:
+    from resilient_mcp.http import build_app
+    from resilient_mcp.server import build_server
+
+    token = "a-listener-token-1"
+    up = ScriptedUpstream(name="shop")
+    up.tool("echo", lambda args: ok_text("ok"))
+    for public in (True, False):
+        cfg = config(metrics={"public": public}, listen={"auth_tokens": [token]})
+        ops = Ops(cfg, served=True)
+        async with proxied({"shop": up.server()}, {}, pipeline=ops.pipeline()) as h:
+            app = build_app(h.proxy, build_server(h.proxy), "127.0.0.1", cfg.listen, ops)
+            host = {"Host": "127.0.0.1:8080"}
+            auth = {**host, "Authorization": f"Bearer {token}"}
+            assert await _asgi_get(app, "/metrics", host) == (200 if public else 401)
+            assert await _asgi_get(app, "/status", host) == 401
+            assert await _asgi_get(app, "/status.json", host) == 401
+            assert await _asgi_get(app, "/metrics", auth) == 200
+            assert await _asgi_get(app, "/status", auth) == 200
+            assert await _asgi_get(app, "/status", {**auth, "Host": "evil.example"}) == 421
