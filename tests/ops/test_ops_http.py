@@ -5,8 +5,10 @@ be reached, whose URL, headers and environment hold secrets. The script makes a 
 which the first is rate limited once (retried, recovered), a read that always gets HTTP 503 (retried once, as it may
 have run, then an observation), a write refused by validation, a write with an explicit idempotency key sent twice
 (one replay) and an export cut to the output cap. Traces go to a local OTLP/HTTP sink. Then ``/metrics`` is parsed
-with the Prometheus text parser, ``/status`` is read with and without JavaScript (headless Chromium), ``resilient-
-mcp status`` prints the table, and logs, spans, metrics and the status page are scanned for the configured secrets.
+with the Prometheus text parser, ``/status`` is read with and without JavaScript (headless Chromium),
+``resilient-mcp status`` prints the table, and logs, spans, metrics and the status page are scanned for the
+configured secrets. Chromium's screenshot of the page is saved in ``$RESILIENT_MCP_ARTIFACTS`` (default
+``.artifacts/``); with ``RESILIENT_MCP_UPDATE_DOCS=1`` also as ``docs/status-page.png``, the README's picture.
 """
 
 from __future__ import annotations
