@@ -40,10 +40,9 @@ class Ops:
         *,
         served: bool,
         tracer_provider: TracerProvider | None = None,
-        tracing: bool = False,
     ) -> None:
-        """``served``: there is an HTTP listener or ``metrics.listen`` to serve /metrics and /status on.
-        ``tracing`` with no ``tracer_provider``: use the global one (``start_tracing`` installs it)."""
+        """``served``: there is an HTTP listener or ``metrics.listen`` to serve /metrics and /status on; with a
+        ``tracer_provider`` tool calls are traced through it."""
         self.config = config
         self.proxy: Proxy | None = None
         self.metrics: MetricsRecorder | None = None
@@ -59,7 +58,7 @@ class Ops:
             from .status import StatusRecorder
 
             self.status = StatusRecorder(scrubber=Scrubber(configured_secrets(config)), max_tools=max_tools)
-        if tracing or tracer_provider is not None:
+        if tracer_provider is not None:
             from .telemetry import TraceRecorder
 
             self.tracing = TraceRecorder(tracer_provider)
@@ -87,12 +86,15 @@ class Ops:
                     "tracing_unavailable",
                     hint="OTEL_EXPORTER_OTLP_ENDPOINT is set: pip install 'resilient-mcp[otel]' to export traces",
                 )
-        ops = cls(config, served=http or config.metrics.listen is not None, tracing=tracing)
+        provider = None
         if tracing:
             from .telemetry import start_tracing
 
-            ops._shutdown = start_tracing()
+            provider = start_tracing()
             log.info("tracing_on", exporter="otlp/http")
+        ops = cls(config, served=http or config.metrics.listen is not None, tracer_provider=provider)
+        if provider is not None:
+            ops._shutdown = provider.shutdown
         return ops
 
     @property

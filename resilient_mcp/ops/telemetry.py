@@ -1,20 +1,21 @@
 """OpenTelemetry traces: one span per tool call, a child per upstream attempt and per wait between attempts.
 
-The call's span is the MCP SDK's server span of the request (``tools/call NAME``; the SDK joins the host's trace from
-``_meta.traceparent``, and over HTTP ``HeaderTraceContext`` joins the request's ``traceparent`` header when ``_meta``
-names no trace): the proxy adds its attributes to it. With no such span it opens its own, joined to the trace named in
-the call's ``_meta``. While an attempt span is current the SDK's
-client span of the upstream request injects ``traceparent``/``tracestate`` into the ``_meta`` it sends, so a chained
-proxy or an instrumented server continues the trace. Spans never carry argument values: names, classes, counts.
+The proxy's tracer provider is its own: the MCP SDK's spans of every message (which it opens through the global
+provider) stay no-ops, so a call costs two spans, not four. Those no-op spans still carry the trace context along:
+the call span (``tools/call NAME``, kind SERVER) is a child of the host's trace from ``_meta.traceparent`` (and over
+HTTP of the request's ``traceparent`` header when ``_meta`` names no trace, ``HeaderTraceContext``), and while an
+attempt span (kind CLIENT) is current, the SDK puts ``traceparent``/``tracestate`` of that attempt into the ``_meta``
+it sends upstream, so a chained proxy or an instrumented server continues the trace. When a recording span is
+already current (a global SDK provider installed by auto-instrumentation), the proxy adds its attributes to that
+span instead of opening a second one. Spans never carry argument values: names, classes, counts.
 
 The SDK, the OTLP/HTTP exporter and the batching processor come with the ``[otel]`` extra; the exporter is configured
-by the standard ``OTEL_EXPORTER_OTLP_*`` environment variables.
+by the standard ``OTEL_*`` environment variables.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from .events import CallEnd, CallEvents, Sleep
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
+    from opentelemetry.sdk.trace import TracerProvider
 
     from ..proxy import Ctx
 
@@ -76,10 +78,14 @@ class TraceRecorder(CallEvents):
             current.set_attributes(attributes)
             call.record.ops = _CallSpans(current, None, own=False)
             return
+        attributes["mcp.method.name"] = "tools/call"
         attributes["gen_ai.operation.name"] = "execute_tool"
         attributes["gen_ai.tool.name"] = call.name
+        if call.call_id != "-":
+            attributes["jsonrpc.request.id"] = call.call_id
+        parent = None if current.get_span_context().is_valid else _parent(call)
         span = self._tracer.start_span(
-            f"tools/call {call.name}", context=_parent(call), kind=SpanKind.INTERNAL, attributes=attributes
+            f"tools/call {call.name}", context=parent, kind=SpanKind.SERVER, attributes=attributes
         )
         token = otel_context.attach(trace.set_span_in_context(span))
         call.record.ops = _CallSpans(span, token, own=True)
@@ -120,7 +126,9 @@ class TraceRecorder(CallEvents):
         if not isinstance(spans, _CallSpans):
             return
         n = call.record.sent
-        attempt = self._tracer.start_span(f"resilient-mcp attempt {n}", attributes={"resilient_mcp.attempt": n})
+        attempt = self._tracer.start_span(
+            f"resilient-mcp attempt {n}", kind=SpanKind.CLIENT, attributes={"resilient_mcp.attempt": n}
+        )
         spans.attempt = attempt
         spans.attempt_token = otel_context.attach(trace.set_span_in_context(attempt))
 
@@ -187,9 +195,9 @@ def sdk_available() -> bool:
     return True
 
 
-def start_tracing(service_name: str = "resilient-mcp") -> Callable[[], None]:
-    """Install the global tracer provider (so the MCP SDK's own spans are exported too): OTLP/HTTP through a batching
-    processor, configured by ``OTEL_*``. Returns the shutdown function (flushes what is queued)."""
+def start_tracing(service_name: str = "resilient-mcp") -> TracerProvider:
+    """The proxy's tracer provider: OTLP/HTTP through a batching processor, configured by ``OTEL_*``. Not installed
+    as the global provider (see the module docstring). ``shutdown()`` flushes what is queued."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -202,5 +210,4 @@ def start_tracing(service_name: str = "resilient-mcp") -> Callable[[], None]:
         attributes["service.name"] = service_name
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    trace.set_tracer_provider(provider)
-    return provider.shutdown
+    return provider

@@ -1,5 +1,6 @@
-"""Fixtures of the operations tests: an in-memory span exporter installed as the global tracer provider (so the MCP
-SDK's own server and client spans land next to the proxy's) for one test, and removed afterwards."""
+"""Fixtures of the operations tests: a tracer provider with the SDK's in-memory span exporter, handed to the proxy
+(as in production, not the global provider); and, for the one test of that case, the same installed as the global
+provider (auto-instrumentation), removed again afterwards so other tests run with tracing off."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from opentelemetry.util._once import Once
 
 
 def _set_global(provider: TracerProvider | None) -> None:
-    # The API allows one global provider per process; tests install one per test and take it away again, and the
-    # SDK's module-level proxy tracer forgets the tracer it resolved, so other tests run with tracing off.
+    # The API allows one global provider per process; the SDK's module-level proxy tracer caches the tracer it
+    # resolved, so it is told to forget it too.
     trace._TRACER_PROVIDER_SET_ONCE = Once()
     trace._TRACER_PROVIDER = None
     if provider is not None:
@@ -24,11 +25,25 @@ def _set_global(provider: TracerProvider | None) -> None:
     sdk_otel._tracer._real_tracer = None  # type: ignore[attr-defined]
 
 
-@pytest.fixture
-def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+def _provider() -> tuple[TracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    provider, exporter = _provider()
+    try:
+        yield provider, exporter
+    finally:
+        provider.shutdown()
+
+
+@pytest.fixture
+def global_spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    provider, exporter = _provider()
     _set_global(provider)
     try:
         yield provider, exporter

@@ -13,6 +13,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
@@ -46,7 +47,12 @@ def test_tracing_auto_follows_the_standard_otlp_endpoint_variable_and_true_witho
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started: list[str] = []
-    monkeypatch.setattr("resilient_mcp.ops.telemetry.start_tracing", lambda: started.append("on") or (lambda: None))
+
+    def start() -> TracerProvider:
+        started.append("on")
+        return TracerProvider()
+
+    monkeypatch.setattr("resilient_mcp.ops.telemetry.start_tracing", start)
     assert Ops.from_config(config(), http=False, environ={}).tracing is None
     ops = Ops.from_config(config(), http=False, environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
     assert ops.tracing is not None and started == ["on"]

@@ -1,6 +1,7 @@
 """OpenTelemetry spans of tool calls, captured with the SDK's in-memory exporter through the real client → proxy →
-upstream path: a success, a retried transient fault, a refusal and a replay; the host's trace context as the parent
-and carried on to the upstream in ``_meta``."""
+upstream path: a success, a retried transient fault, a refusal and a replay (structure and attributes); the host's
+trace context as the parent and carried on to the upstream in ``_meta``; and the case of a global SDK provider
+(auto-instrumentation), where the proxy's attributes go on the SDK's own server span."""
 
 from __future__ import annotations
 
@@ -23,43 +24,28 @@ HOST_TRACE = "0af7651916cd43dd8448eb211c80319c"
 HOST_SPAN = "b7ad6b7169203331"
 
 
-def by_name(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
-    return [s for s in spans if s.name.startswith(prefix)]
-
-
-def one(spans: list[ReadableSpan], prefix: str) -> ReadableSpan:
-    found = by_name(spans, prefix)
-    assert len(found) == 1, [s.name for s in spans]
-    return found[0]
-
-
-def child(spans: list[ReadableSpan], name: str, parent: ReadableSpan) -> ReadableSpan:
-    found = [s for s in spans if s.name == name and parent_of(s) == parent.context.span_id]
-    assert len(found) == 1, [(s.name, parent_of(s)) for s in spans]
-    return found[0]
-
-
-def call_span(spans: list[ReadableSpan], tool: str) -> ReadableSpan:
-    """The proxy's span of the call: the SDK's server span of the request, with the proxy's attributes."""
-    found = [s for s in spans if s.name == f"tools/call {tool}" and "resilient_mcp.outcome" in attrs(s)]
-    assert len(found) == 1, [(s.name, attrs(s)) for s in spans]
-    assert found[0].kind is SpanKind.SERVER
-    return found[0]
-
-
-def upstream_server(spans: list[ReadableSpan], tool: str) -> ReadableSpan:
-    """The in-process upstream's own server span of the request (an SDK server continuing the trace)."""
-    found = [s for s in spans if s.name == f"tools/call {tool}" and "resilient_mcp.outcome" not in attrs(s)]
-    assert len(found) == 1, [(s.name, attrs(s)) for s in spans]
-    return found[0]
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
 
 
 def parent_of(span: ReadableSpan) -> int | None:
     return span.parent.span_id if span.parent is not None else None
 
 
-def attrs(span: ReadableSpan) -> dict[str, Any]:
-    return dict(span.attributes or {})
+def named(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
+    return sorted((s for s in spans if s.name.startswith(prefix)), key=lambda s: s.start_time or 0)
+
+
+def one(spans: list[ReadableSpan], name: str) -> ReadableSpan:
+    found = named(spans, name)
+    assert len(found) == 1, [(s.name, attrs(s)) for s in spans]
+    return found[0]
+
+
+def traceparent_parent(meta: dict[str, Any]) -> tuple[str, str]:
+    version, trace_id, parent_id, flags = meta["traceparent"].split("-")
+    assert version == "00" and int(flags, 16) & 1, "sampled"
+    return trace_id, parent_id
 
 
 def shop() -> ScriptedUpstream:
@@ -73,31 +59,31 @@ def shop() -> ScriptedUpstream:
 TOOLS = {"get_stock": {"effect": "read_only"}, "create_order": {"effect": "write_unsafe"}}
 
 
-async def test_a_successful_call_is_the_request_span_with_one_attempt_and_the_sdk_client_span_inside_it(
+async def test_a_successful_call_is_one_server_span_with_one_attempt_span_that_the_upstream_continues(
     spans: Spans,
 ) -> None:
     provider, exporter = spans
-    async with ops_proxy(shop(), TOOLS, tracer_provider=provider) as (h, _):
+    up = shop()
+    async with ops_proxy(up, TOOLS, tracer_provider=provider) as (h, _):
         result = await call(h, "get_stock", {"sku": SECRET_ARG})
     assert not result.is_error
     finished = list(exporter.get_finished_spans())
-    span = call_span(finished, "get_stock")
-    attempt = one(finished, "resilient-mcp attempt")
-    client = child(finished, "MCP send tools/call get_stock", attempt)
-    upstream = upstream_server(finished, "get_stock")
-    assert client.kind is SpanKind.CLIENT
-    assert parent_of(attempt) == span.context.span_id
-    assert parent_of(upstream) == client.context.span_id, "the upstream (an SDK server) continues the trace"
-    assert len({s.context.trace_id for s in (span, attempt, client, upstream)}) == 1
+    assert sorted(s.name for s in finished) == ["resilient-mcp attempt 1", "tools/call get_stock"], "2 spans a call"
+    span, attempt = one(finished, "tools/call get_stock"), one(finished, "resilient-mcp attempt 1")
+    assert span.kind is SpanKind.SERVER and attempt.kind is SpanKind.CLIENT
+    assert span.parent is None, "no trace from the host: a new one"
+    assert parent_of(attempt) == span.context.span_id and attempt.context.trace_id == span.context.trace_id
     a = attrs(span)
-    assert a["gen_ai.tool.name"] == "get_stock" and a["resilient_mcp.upstream"] == "shop"
-    assert a["resilient_mcp.effect"] == "read_only" and a["resilient_mcp.outcome"] == "ok"
-    assert a["resilient_mcp.attempts"] == 1
+    assert a["gen_ai.tool.name"] == "get_stock" and a["mcp.method.name"] == "tools/call"
+    assert a["resilient_mcp.upstream"] == "shop" and a["resilient_mcp.effect"] == "read_only"
+    assert a["resilient_mcp.outcome"] == "ok" and a["resilient_mcp.attempts"] == 1
     assert not {"resilient_mcp.replay", "resilient_mcp.cache_hit", "resilient_mcp.capped"} & set(a), "flags: when set"
     assert "resilient_mcp.fault_type" not in a and span.status.status_code is not StatusCode.ERROR
     assert attrs(attempt) == {"resilient_mcp.attempt": 1, "resilient_mcp.outcome": "ok"}
-    for span in finished:  # no argument values anywhere in spans
-        assert SECRET_ARG not in repr(attrs(span)) and SECRET_ARG not in span.name
+    trace_id, parent_id = traceparent_parent(up.metas[-1])
+    assert (trace_id, parent_id) == (f"{span.context.trace_id:032x}", f"{attempt.context.span_id:016x}")
+    for s in finished:  # no argument values anywhere in spans
+        assert SECRET_ARG not in repr(attrs(s)) and SECRET_ARG not in s.name
 
 
 async def test_a_retried_transient_fault_shows_a_failed_attempt_a_backoff_wait_and_a_successful_attempt(
@@ -105,14 +91,14 @@ async def test_a_retried_transient_fault_shows_a_failed_attempt_a_backoff_wait_a
 ) -> None:
     provider, exporter = spans
     rule = {"match": {"tool": "get_stock", "nth_call": 1}, "fault": "rate_limit", "params": {"retry_after_ms": 20}}
-    faults = {"rules": [rule]}
-    async with ops_proxy(shop(), TOOLS, tracer_provider=provider, config={"faults": faults}) as (h, _):
+    async with ops_proxy(shop(), TOOLS, tracer_provider=provider, config={"faults": {"rules": [rule]}}) as (h, _):
         result = await call(h, "get_stock", {"sku": "apple"})
     assert not result.is_error
     finished = list(exporter.get_finished_spans())
-    span = call_span(finished, "get_stock")
-    attempts = sorted(by_name(finished, "resilient-mcp attempt"), key=lambda s: s.start_time or 0)
+    span = one(finished, "tools/call get_stock")
+    attempts = named(finished, "resilient-mcp attempt")
     backoff = one(finished, "resilient-mcp backoff")
+    assert [s.name for s in attempts] == ["resilient-mcp attempt 1", "resilient-mcp attempt 2"]
     assert [attrs(s)["resilient_mcp.outcome"] for s in attempts] == ["D2_rate_limited", "ok"]
     assert attempts[0].status.status_code is StatusCode.ERROR
     assert {parent_of(s) for s in (*attempts, backoff)} == {span.context.span_id}
@@ -129,9 +115,8 @@ async def test_a_refused_call_has_no_attempt_and_names_the_stage_that_refused_it
         result = await call(h, "create_order", {"qty": 2})  # sku is required
     assert result.is_error and up.count("create_order") == 0
     finished = list(exporter.get_finished_spans())
-    span = call_span(finished, "create_order")
-    assert by_name(finished, "resilient-mcp attempt") == []
-    assert len(by_name(finished, "MCP send tools/call")) == 1, "only the host's request: nothing was sent upstream"
+    span = one(finished, "tools/call create_order")
+    assert named(finished, "resilient-mcp attempt") == []
     a = attrs(span)
     assert a["resilient_mcp.outcome"] == "refused" and a["resilient_mcp.decided_by"] == "validate"
     assert a["resilient_mcp.fault_type"] == "B1_missing_required_argument"
@@ -149,8 +134,8 @@ async def test_a_replayed_write_is_marked_and_never_reaches_the_upstream(spans: 
         second = await call(h, "create_order", {"sku": "S"}, meta)
     assert not second.is_error and up.count("create_order") == 1
     finished = list(exporter.get_finished_spans())
-    span = call_span(finished, "create_order")
-    assert by_name(finished, "resilient-mcp attempt") == []
+    span = one(finished, "tools/call create_order")
+    assert named(finished, "resilient-mcp attempt") == []
     a = attrs(span)
     assert a["resilient_mcp.replay"] is True and a["resilient_mcp.decided_by"] == "idempotency"
     assert a["resilient_mcp.outcome"] == "ok" and a["resilient_mcp.effect"] == "write_unsafe"
@@ -169,17 +154,11 @@ async def test_the_hosts_trace_context_is_the_parent_and_reaches_the_upstream_in
         finally:
             context.detach(token)
     finished = list(exporter.get_finished_spans())
-    span = call_span(finished, "get_stock")
-    attempt = one(finished, "resilient-mcp attempt")
-    sends = [s for s in finished if s.name == "MCP send tools/call get_stock"]
-    host_client = next(s for s in sends if parent_of(s) == host.span_id)
-    proxy_client = child(finished, "MCP send tools/call get_stock", attempt)
-    assert parent_of(span) == host_client.context.span_id, "the proxy's span of the call joins the host's trace"
-    assert {f"{s.context.trace_id:032x}" for s in (span, attempt, proxy_client)} == {HOST_TRACE}
+    span, attempt = one(finished, "tools/call get_stock"), one(finished, "resilient-mcp attempt 1")
+    assert f"{span.context.trace_id:032x}" == HOST_TRACE and parent_of(span) == host.span_id
+    assert attempt.context.trace_id == host.trace_id
     sent = up.metas[-1]
-    version, trace_id, parent_id, flags = sent["traceparent"].split("-")
-    assert (version, trace_id, flags) == ("00", HOST_TRACE, "01")
-    assert parent_id == f"{proxy_client.context.span_id:016x}", "the upstream continues from the proxy's attempt"
+    assert traceparent_parent(sent) == (HOST_TRACE, f"{attempt.context.span_id:016x}"), "continued from the attempt"
     assert sent["tracestate"] == "vendor=abc"
 
 
@@ -198,5 +177,25 @@ async def test_a_tool_without_the_retry_stage_still_counts_its_one_attempt(spans
     async with ops_proxy(shop(), tools, tracer_provider=provider) as (h, _):
         await call(h, "get_stock", {"sku": "apple"})
     finished = list(exporter.get_finished_spans())
-    assert attrs(call_span(finished, "get_stock"))["resilient_mcp.attempts"] == 1
+    assert attrs(one(finished, "tools/call get_stock"))["resilient_mcp.attempts"] == 1
     assert attrs(one(finished, "resilient-mcp attempt 1"))["resilient_mcp.outcome"] == "ok"
+
+
+async def test_with_a_global_sdk_provider_the_proxys_attributes_go_on_the_sdks_server_span(global_spans: Spans) -> None:
+    provider, exporter = global_spans
+    up = shop()
+    async with ops_proxy(up, TOOLS, tracer_provider=provider) as (h, _):
+        await call(h, "get_stock", {"sku": "apple"})
+    finished = list(exporter.get_finished_spans())
+    # The in-process client and upstream are SDK peers too: their spans are here as well.
+    servers = [s for s in finished if s.name == "tools/call get_stock" and s.kind is SpanKind.SERVER]
+    ours = [s for s in servers if "resilient_mcp.outcome" in attrs(s)]
+    assert len(servers) == 2 and len(ours) == 1, "the upstream's server span, and the proxy's: the SDK's, enriched"
+    span, attempt = ours[0], one(finished, "resilient-mcp attempt 1")
+    assert attrs(span)["jsonrpc.request.id"] and attrs(span)["resilient_mcp.attempts"] == 1
+    assert parent_of(attempt) == span.context.span_id
+    sends = [s for s in finished if s.name == "MCP send tools/call get_stock"]
+    client = [s for s in sends if parent_of(s) == attempt.context.span_id]
+    assert len(client) == 1
+    upstream = next(s for s in servers if s is not span)
+    assert parent_of(upstream) == client[0].context.span_id, "the upstream continues from the SDK's client span"
