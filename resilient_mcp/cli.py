@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     ch.add_argument("--ledger", metavar="FILE", help="keep the state and the count of committed writes in FILE")
     ch.add_argument("--seed", type=int, help="override the plan's seed")
 
+    st = sub.add_parser("status", help="show the live status of a running proxy (its /status page, as text)")
+    where = st.add_mutually_exclusive_group(required=True)
+    where.add_argument("--config", metavar="FILE", help="the proxy's config (listen.http or metrics.listen)")
+    where.add_argument("--url", metavar="URL", help="the proxy's base URL, e.g. http://127.0.0.1:8080")
+    st.add_argument("--json", action="store_true", help="print the status as JSON")
+    st.add_argument("--failures", type=int, default=10, metavar="N", help="how many recent failures to list")
+
     sub.add_parser("demo", help="run the proxy in front of a bundled example server and show what it does")
     sch = sub.add_parser("schema", help="print the JSON Schema of the policy file or of observations")
     sch.add_argument("which", choices=["policy", "observation"])
@@ -199,6 +206,12 @@ def _audit(args: argparse.Namespace) -> int:
     return audit(args)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from .ops.status_cli import status_command
+
+    return status_command(args.config, args.url, as_json=args.json, failures=args.failures)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .demo.run import run_demo
 
@@ -232,6 +245,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": _check,
     "explain": _explain,
     "audit": _audit,
+    "status": _status,
     "chaos-server": _chaos_server,
     "demo": _demo,
     "schema": _schema,

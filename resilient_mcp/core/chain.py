@@ -49,6 +49,15 @@ class CallRecord:
     """Run once the result is handed to the host's connection (not when the host cancelled first): the idempotency
     stage forgets a write the host has seen, so an identical call later runs (``server.run_tool_call`` calls them)."""
 
+    outcome: str | None = None
+    """ok | error | refused, set by the observe stage when the call ends (read by the ops recorders)."""
+    fault_type: str | None = None
+    ops: Any = None
+    """Opaque per-call slot of the ops recorders (``resilient_mcp.ops``); None when operations are off."""
+    sent: int = 0
+    """Upstream attempts the terminal made, counted only while operations are on (``attempts`` lists them only when
+    the retry stage runs)."""
+
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
 

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..faults import EffectClass, Fault, OversizedResult, ProtocolMismatch, UnknownTool
 from ..faults.classify import classify_result
+from ..ops.events import NULL, CallEvents
 from ..policy import Policy, ToolRule
 from ..stages.access import Access, denied_fault
 from ..stages.breaker import Breaker, BreakerBoard
@@ -81,6 +82,8 @@ class Services:
     """The embedded state (idempotency records, stored outputs, audit); opened by ``Pipeline.open``."""
     cache: ResponseCache = field(default_factory=ResponseCache)
     """Cached results of read_only tools with ``cache.enabled`` (tests inject one with a fake clock)."""
+    events: CallEvents = NULL
+    """The ops recorders (traces, metrics, status page; ``resilient_mcp.ops``): NULL when operations are off."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -125,6 +128,7 @@ class Pipeline:
             audit=self.services.audit,
             session_context=self._session_context,
             arguments_hash=self.services.store.arguments_hash if self.services.store is not None else None,
+            events=self.services.events,
         )
         self._guard = Guard(self.policy.session, self.services.guards)
         self._announce = Announce(self.announce_outputs)
@@ -155,7 +159,8 @@ class Pipeline:
                 Idempotency(rule, store, self.services.in_flight, identity=identity, guards=self.services.guards)
             )
         if rule.retry.enabled:
-            stages.append(Retry(rule, self.services.budgets, sleep=self.services.sleep, random=self.services.random))
+            sleep = self.services.events.wrap_sleep(self.services.sleep)
+            stages.append(Retry(rule, self.services.budgets, sleep=sleep, random=self.services.random))
         if rule.breaker.enabled:
             stages.append(Breaker(rule, self.services.board))
         inner = compose(stages, self._terminal)
@@ -188,6 +193,20 @@ class Pipeline:
             return await drift.recover(self.router, self.policy, call, fault, self._send)
 
     async def _send(self, call: ToolCall) -> types.CallToolResult:
+        events = self.services.events
+        if events is NULL:
+            return await self._attempt(call)
+        call.record.sent += 1
+        events.attempt_started(call)
+        try:
+            result = await self._attempt(call)
+        except BaseException as exc:
+            events.attempt_finished(call, exc)
+            raise
+        events.attempt_finished(call, None)
+        return result
+
+    async def _attempt(self, call: ToolCall) -> types.CallToolResult:
         host = call.host
         timeouts = call.rule.timeouts
         call_tool = self.router.senders[call.upstream]

@@ -76,6 +76,11 @@ class Router:
     def upstream(self, name: str) -> Upstream | None:
         return self._upstreams.get(name)
 
+    @property
+    def upstreams(self) -> Mapping[str, Upstream]:
+        """Every upstream by name (read-only view for side channels such as metrics and the status page)."""
+        return self._upstreams
+
     def prefix(self, upstream: str) -> str:
         return self.routing.catalog.prefixes.get(upstream, "")
 

@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
@@ -49,7 +49,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..core.proxy import Proxy
+from ..ops.web import ops_routes
 from ..policy.config import ListenConfig, is_loopback
+
+if TYPE_CHECKING:
+    from ..ops.runtime import Ops
 
 log = structlog.get_logger(__name__)
 
@@ -410,10 +414,9 @@ def security_settings(host: str, listen: ListenConfig) -> TransportSecuritySetti
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig) -> ASGIApp:
-    manager = StreamableHTTPSessionManager(
-        app=server, stateless=listen.stateless, security_settings=security_settings(host, listen)
-    )
+def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig, ops: Ops | None = None) -> ASGIApp:
+    security = security_settings(host, listen)
+    manager = StreamableHTTPSessionManager(app=server, stateless=listen.stateless, security_settings=security)
 
     async def health(request: Request) -> JSONResponse:
         # Unauthenticated and outside DNS-rebinding protection: says only how many upstreams are ready, no names.
@@ -433,15 +436,18 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
         routes=[
             Route(listen.path, endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),
             Route("/healthz", endpoint=health),
+            *(ops_routes(ops, security.allowed_hosts or []) if ops is not None else []),
         ],
         lifespan=lifespan,
     )
     if listen.auth_tokens:
-        app = BearerAuth(app, listen.auth_tokens)
+        app = BearerAuth(app, listen.auth_tokens, exempt=("/healthz", *(ops.public_paths() if ops else ())))
     return app
 
 
-async def serve_http(proxy: Proxy, server: Server[Any], host: str, port: int, listen: ListenConfig) -> None:
+async def serve_http(
+    proxy: Proxy, server: Server[Any], host: str, port: int, listen: ListenConfig, ops: Ops | None = None
+) -> None:
     if not is_loopback(host) and not listen.auth_tokens:
         log.warning("http_unauthenticated_remote_bind", host=host, port=port)
     if listen.stateless:
@@ -450,7 +456,7 @@ async def serve_http(proxy: Proxy, server: Server[Any], host: str, port: int, li
             lost="cancellation, out-of-band notifications, and per-session guards (loop guard, budgets, replay of "
             "writes identified by a hash of their arguments): each request is its own session",
         )
-    app = build_app(proxy, server, host, listen)
+    app = build_app(proxy, server, host, listen, ops)
     limits = ConnectionLimits(listen.max_connections or default_max_connections(), listen.header_timeout_s)
     open_files = open_files_limit()
     if limits.max_connections > open_files - descriptor_reserve(open_files):

@@ -35,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from .hostfiles import HostFile, HostSettings, read_host_file
 from .source import Document, SourceError, expand_env, load_document, validate_document
 
@@ -213,6 +214,12 @@ class ProxyConfig(_Strict):
     """Log level and format (always to stderr)."""
     faults: FaultsConfig | None = None
     """Chaos mode: inject faults between the proxy and its upstreams as a fault plan says (testing only)."""
+    metrics: MetricsConfig = MetricsConfig()
+    """Prometheus metrics at /metrics (see README, Operations)."""
+    status: StatusConfig = StatusConfig()
+    """The live status page at /status."""
+    tracing: TracingConfig = TracingConfig()
+    """OpenTelemetry traces of tool calls (the [otel] extra)."""
 
     base_dir: str = Field(default=".", exclude=True)
     source: str | None = Field(default=None, exclude=True)

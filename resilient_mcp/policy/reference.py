@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from ..ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from . import (
     BreakerRule,
     CacheRule,
@@ -54,6 +55,9 @@ CONFIG_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("remote upstream", RemoteUpstream),
     ("`listen`", ListenConfig),
     ("`logging`", LoggingConfig),
+    ("`metrics`", MetricsConfig),
+    ("`status`", StatusConfig),
+    ("`tracing`", TracingConfig),
 ]
 
 

@@ -105,6 +105,10 @@ class BreakerBoard:
         if self._probe is None:
             self._probe = probe
 
+    def circuit_states(self) -> list[tuple[str, str | None, str, int]]:
+        """``(upstream, tool or None for the upstream's circuit, state, consecutive failures)`` of every circuit."""
+        return [(c.upstream, c.tool, c.state.value, c.failures) for c in list(self._circuits.values())]
+
     def _circuit(self, upstream: str, tool: str | None) -> _Circuit:
         key = (upstream, tool)
         circuit = self._circuits.get(key)

@@ -35,6 +35,7 @@ from ..core.fingerprint import FailureStats, call_arguments_hash
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
 from ..faults.classify import FAULT_META_KEY, classify_result
 from ..faults.observations import build_observation, unknown_tool_error
+from ..ops.events import NULL, CallEvents, call_end
 from ..policy import ObservationLevel, ObservationRule
 
 log = structlog.get_logger(__name__)
@@ -166,6 +167,7 @@ class Observe:
         unknown_tool_as_result: bool | None = None,
         wall_clock: Callable[[], float] = time.time,
         arguments_hash: Callable[[ToolCall], str] | None = None,
+        events: CallEvents = NULL,
     ) -> None:
         if isinstance(level_for, ObservationRule):
             rule = level_for
@@ -180,11 +182,23 @@ class Observe:
         self._session_context = session_context
         self._wall = wall_clock
         self._hash = arguments_hash or (lambda call: call_arguments_hash(call, _PROCESS_KEY))
+        self._events = events
+        """Where the ops recorders hear of the call (traces, metrics, status page); NULL when they are off."""
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         tokens = bind_contextvars(session=call.session_id, upstream=call.upstream, tool=call.name, call_id=call.call_id)
+        events = self._events
         try:
-            return await self._run(call, call_next)
+            if events is NULL:
+                return await self._run(call, call_next)
+            events.call_started(call)
+            try:
+                result = await self._run(call, call_next)
+            except BaseException as exc:  # cancellation, or the unknown-tool JSON-RPC error
+                events.call_finished(call, call_end(call, None, exc))
+                raise
+            events.call_finished(call, call_end(call, result, None))
+            return result
         finally:
             reset_contextvars(**tokens)
 
@@ -257,6 +271,7 @@ class Observe:
             return None
 
     def _finish(self, call: ToolCall, outcome: Outcome, fault_type: str | None) -> None:
+        call.record.outcome, call.record.fault_type = outcome, fault_type
         level = logging.DEBUG if outcome == "ok" else logging.INFO
         logged = log.is_enabled_for(level)
         if self._audit is None and not logged:

@@ -373,6 +373,15 @@ class StateStore:
         if entries:
             sql.audit_write(self._db(), entries)
 
+    @property
+    def backend_errors(self) -> int:
+        """Failed SQLite jobs, writes and maintenance runs since the store opened (``/metrics``)."""
+        return self._worker.errors if self._worker is not None else 0
+
+    def idempotency_counts(self) -> dict[str, int]:
+        """Live idempotency records by status (in_flight, completed, unknown), from the in-memory index."""
+        return self._index.count_by_status()
+
     async def _run(self, fn: Callable[[], T]) -> T:
         if self._worker is None:
             raise StateError("the state store is closed")

@@ -91,6 +91,8 @@ class Worker:
     def __init__(self, idle: Callable[[], None], tick_s: float) -> None:
         self._jobs: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._idle, self._tick_s = idle, tick_s
+        self.errors = 0
+        """State backend errors so far (failed jobs, writes and maintenance): the ``/metrics`` counter."""
         self._thread = threading.Thread(target=self._run, name="resilient-mcp-state", daemon=True)
         self._thread.start()
 
@@ -129,18 +131,20 @@ class Worker:
                 try:
                     item.fn()
                 except Exception:
+                    self.errors += 1
                     log.exception("state_write_failed")
             try:
                 self._idle()
             except Exception:
+                self.errors += 1
                 log.exception("state_maintenance_failed")
 
-    @staticmethod
-    def _execute(job: _Job) -> None:
+    def _execute(self, job: _Job) -> None:
         try:
             job.value = job.fn()
         except BaseException as exc:
             job.error = exc
+            self.errors += isinstance(exc, Exception)
         try:
             if job.loop is not None:
                 job.loop.call_soon_threadsafe(job.done.set)

@@ -150,6 +150,10 @@ class Upstream:
         self.state: State = "starting"
         self.last_error: str | None = None
         self.start_failures = 0
+        self.restarts = 0
+        """Times a ready connection ended (the process exited, the session was lost, a restart was asked for)."""
+        self.on_state: Callable[[Upstream], None] | None = None
+        """Told of every state change (the ops recorders: status page, metrics); must not block or raise."""
         self._session: ClientSession | None = None
         self._changed = anyio.Event()
         self._restart = anyio.Event()
@@ -171,6 +175,11 @@ class Upstream:
             self.last_error = error
         self._changed.set()
         self._changed = anyio.Event()
+        if self.on_state is not None:
+            try:
+                self.on_state(self)
+            except Exception:
+                log.exception("upstream_state_hook_failed", upstream=self.name)
 
     async def run(self) -> None:
         """The owner task. Runs until cancelled; never raises for an upstream's failure."""
@@ -245,6 +254,7 @@ class Upstream:
                 tg.start_soon(until, self._ended)
                 tg.start_soon(until, self._restart)
             self._session = None
+            self.restarts += 1
             died = self._ended.is_set()
             self._set_state("down", "the upstream process exited" if died else "restart requested")
             log.warning("upstream_died" if died else "upstream_restarting", upstream=self.name)
