@@ -1,4 +1,6 @@
-"""The observation: the one model-facing value a fault becomes (catalog §5.3), its JSON Schema, and the instructions.
+"""The observation: the one model-facing value a fault becomes, its JSON Schema, and the instructions.
+
+The observation's format is ``docs/fault-catalog.md`` §5.
 
 ``build_observation`` turns a ``Fault`` and the call it ended into a ``CallToolResult(is_error=True)``: one short text
 block (``"CODE: what happened. What to do."``, then the upstream's own words quoted as untrusted data) and the same
