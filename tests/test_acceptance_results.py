@@ -290,7 +290,7 @@ async def test_a_read_its_upstream_flags_as_suspect_is_not_retried_by_the_proxy_
 
 
 async def test_a_success_shaped_wrong_result_without_a_hint_passes_through_unmarked(shop: Shop) -> None:
-    """The limit the catalog states (§7.5): without a hint or declared invariants the proxy passes E5 through."""
+    """The limit ``docs/fault-catalog.md`` §6 states: without a hint or declared invariants, E5 passes through."""
     shop.up.tool("stock", lambda args: ok_text("quantity: -3", quantity=-3))
     async with shop.run({"stock": rule("read_only")}) as h:
         result = await call(h, "stock", {"sku": "S"})

@@ -18,6 +18,7 @@ from resilient_mcp.faults.observations import (
     FAULT_META_KEY,
     INSTRUCTIONS,
     OBSERVATION_SCHEMA,
+    Observed,
     build_observation,
     unknown_tool_error,
     write_schema,
@@ -47,7 +48,7 @@ def make_call(
 
 def observe(fault: f.Fault, call: ToolCall, level: L = L.L2, **kw: Any) -> types.CallToolResult:
     kw.setdefault("consecutive", ONE)
-    res = build_observation(fault, call, level=level, **kw)
+    res = build_observation(Observed(fault, call, level=level, **kw))
     if res.structured_content is not None:  # every observation built in these tests must match the shipped schema
         VALIDATOR.validate(res.structured_content)
     return res
@@ -307,7 +308,7 @@ def test_text_block_states_the_machine_facts_on_its_second_line() -> None:
 
 def test_unknown_tool_error_is_invalid_params_with_the_observation_as_data() -> None:
     fault = f.UnknownTool("No tool named serch.", details={"candidates": ["search"]})
-    err = unknown_tool_error(fault, make_call("serch"), level=L.L2, consecutive=ONE)
+    err = unknown_tool_error(Observed(fault, make_call("serch"), level=L.L2, consecutive=ONE))
     assert (err.code, err.message) == (-32602, "Unknown tool: serch. Did you mean: search?")
     assert err.data["fault_type"] == "A1_unknown_tool"
     assert err.data["suggestion"] == "Call one of: search. Do not call serch again."

@@ -28,7 +28,7 @@ from resilient_mcp.faults import (
     TransientExecutionError,
 )
 from resilient_mcp.faults.error_results import ERROR_META_KEY, FAULT_META_KEY, classify_result
-from resilient_mcp.faults.observations import build_observation, plan_repair
+from resilient_mcp.faults.observations import Observed, build_observation, plan_repair
 from resilient_mcp.faults.repeat import decide
 from resilient_mcp.policy import IdempotencyRule, ObservationLevel, Policy, PolicyFile, ToolRule
 from resilient_mcp.stages.fallback import falls_back
@@ -161,7 +161,7 @@ async def test_an_untrusted_upstreams_claim_that_a_write_did_not_run_does_not_ma
     assert attempts == 1 and failed is not None
     assert failed.retry_safety is RetrySafety.MAYBE_EXECUTED and failed.details["retry_stopped"] == "untrusted_claim"
     assert failed.details["upstream_claimed"] == "rejected"
-    result = build_observation(failed, make_call(rule), level=ObservationLevel.L2, consecutive=ONE)
+    result = build_observation(Observed(failed, make_call(rule), level=ObservationLevel.L2, consecutive=ONE))
     obs = result.structured_content or {}
     assert obs["retry_safety"] == "maybe_executed" and obs["repair_action"] == "verify_state" and obs["max_retry"] == 0
     assert not falls_back(hinted(HINTS[hint]), rule)

@@ -1,9 +1,9 @@
 """Call identity and failure counts: canonical JSON, the fingerprint of a call, and consecutive-failure counters.
 
-The fingerprint of a call is ``(upstream, tool, canonical JSON of the arguments)`` hashed with SHA-256 (catalog §5.2,
-loop guard): two calls are "identical" exactly when their fingerprints are equal. Canonical JSON sorts keys, uses
-compact separators and keeps non-ASCII text as is, so the same arguments always give the same bytes whatever order
-the host sent them in.
+The fingerprint of a call is ``(upstream, tool, canonical JSON of the arguments)`` hashed with SHA-256
+(``docs/fault-catalog.md`` §4, guards): two calls are "identical" exactly when their fingerprints are equal. Canonical
+JSON sorts keys, uses compact separators and keeps non-ASCII text as is, so the same arguments always give the same
+bytes whatever order the host sent them in.
 
 ``FailureStats`` keeps the consecutive-failure counts an observation reports (``consecutive_failures``): per call
 fingerprint (within one host session), per tool and per upstream. A success resets the counts it touches. It is an

@@ -3,9 +3,9 @@
     observe → announce → guard → validate → [access] → [fallback] → provenance → output → [cache] → [idempotency]
     → [retry] → [breaker] → terminal
 
-(``[...]``: only when the tool's policy asks for it.) ``announce`` is the proxy's own: the first capped result makes
-the proxy list its ``read_stored_output`` tool (a rebuild and a ``tools/list_changed``, scheduled, never run inside
-the call).
+(``[...]``: only when the tool's policy asks for it.) ``announce`` (``stages/announce.py``) is the proxy's own: the
+first capped result makes the proxy list its ``read_stored_output`` tool (a rebuild and a ``tools/list_changed``,
+scheduled, never run inside the call).
 
 Retry is never outside access; idempotency is outside retry so every attempt shares one key; retry is outside the
 breaker so each attempt is counted and an open breaker ends the retries; observe is outermost so every exception
@@ -29,18 +29,19 @@ import mcp_types as types
 import structlog
 from mcp.shared.exceptions import MCPError
 
-from ..faults import EffectClass, Fault, OversizedResult, ProtocolMismatch, UnknownTool
+from ..faults import EffectClass, Fault, ProtocolMismatch, UnknownTool
 from ..faults.classify import classify_result
 from ..ops.events import NULL, CallEvents
 from ..policy import Policy, ToolRule
 from ..stages.access import Access, denied_fault
+from ..stages.announce import Announce
 from ..stages.breaker import Breaker, BreakerBoard
 from ..stages.cache import Cache, ResponseCache
 from ..stages.fallback import Fallback
 from ..stages.guard import Guard, SessionGuards
 from ..stages.idempotency import Idempotency, InFlight, replays_writes, upstream_identity
 from ..stages.observe import AuditSink, Observe
-from ..stages.output import TRUNCATED_META, OutputCap
+from ..stages.output import OutputCap
 from ..stages.provenance import Provenance, SessionTaint
 from ..stages.retry import Retry, RetryBudgets
 from ..stages.validate import Validate, suggest_tools
@@ -53,7 +54,7 @@ from ..state.stored_outputs import (
     StoredOutputs,
 )
 from . import drift
-from .chain import CallNext, HostLink, Stage, ToolCall, compose
+from .chain import HostLink, Stage, ToolCall, compose
 from .fingerprint import FailureStats
 from .routing import CompiledTool
 
@@ -316,24 +317,6 @@ class Pipeline:
             return await self._outputs.read_stored_output_resource(uri, owner)
         except StoredOutputMissing as exc:
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
-
-
-class Announce:
-    """The announce stage, just inside observe: a capped result (the first one counts) calls ``announce``, which
-    makes the proxy advertise ``read_stored_output`` (a scheduled rebuild; nothing is rebuilt during the call)."""
-
-    def __init__(self, announce: Callable[[], None]) -> None:
-        self._announce = announce
-
-    async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
-        try:
-            result = await call_next(call)
-        except OversizedResult:
-            self._announce()
-            raise
-        if TRUNCATED_META in (result.meta or {}):
-            self._announce()
-        return result
 
 
 MAX_NAME_SHOWN = 256

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import mcp_types as types
@@ -84,7 +84,7 @@ class Router:
     def prefix(self, upstream: str) -> str:
         return self.routing.catalog.prefixes.get(upstream, "")
 
-    def tools_changed(self, *_: Any) -> None:
+    def tools_changed(self) -> None:
         """An upstream's catalog or the proxy's own tools changed: rebuild soon (not now) and tell the hosts."""
         self.stale = True
         self._changed.set()

@@ -40,7 +40,8 @@ class FaultCategory(StrEnum):
 
 
 class RetrySafety(StrEnum):
-    """Where the failed attempt stopped (catalog §5.2): decides whether repeating it can duplicate a side effect."""
+    """Where the failed attempt stopped (``docs/fault-catalog.md`` §3): decides whether repeating it can duplicate a
+    side effect."""
 
     NOT_SENT = "not_sent"  # S0: never left the proxy
     REJECTED = "rejected"  # S1: the upstream said it did not execute
@@ -68,7 +69,7 @@ class RepairAction(StrEnum):
 
 
 class EffectClass(StrEnum):
-    """What calling a tool does to the world (catalog §5.1). Unknown tools are ``write_unsafe``."""
+    """What calling a tool does to the world (``docs/fault-catalog.md`` §2). Unknown tools are ``write_unsafe``."""
 
     READ_ONLY = "read_only"
     WRITE_IDEMPOTENT = "write_idempotent"
@@ -81,7 +82,7 @@ class EffectClass(StrEnum):
 
     @property
     def repeatable(self) -> bool:
-        """Whether repeating a maybe-executed call is harmless (rule R of catalog §5.2)."""
+        """Whether repeating a maybe-executed call is harmless (rule R, ``docs/fault-catalog.md`` §3)."""
         return self in (EffectClass.READ_ONLY, EffectClass.WRITE_IDEMPOTENT)
 
 

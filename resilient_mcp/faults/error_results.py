@@ -4,7 +4,7 @@ Sources, in order of trust:
 
 1. a chained resilient-mcp's own observation in ``_meta["io.github.resilient-mcp/fault"]``: read back as that fault;
 2. the typed-error convention ``_meta["io.github.resilient-mcp/error"] = {type, retryable, retry_after_ms, field}``
-   (catalog §6 shared notes). ``type`` is a catalog fault type (``"D2_rate_limited"``), its suffix
+   (``docs/fault-catalog.md`` §3-§4). ``type`` is a catalog fault type (``"D2_rate_limited"``), its suffix
    (``"rate_limited"``), a fault code (``"RATE_LIMITED"``) or a gRPC-style alias (``"unavailable"``, ``"aborted"``,
    ``"not_found"``, ...). ``retryable: true`` makes a fault that can be transient transient and ``rejected`` (the
    server said it did not execute); ``retryable: false`` makes any fault non-transient and, where the class would
@@ -14,12 +14,12 @@ Sources, in order of trust:
    ``trust_annotations: true``;
 3. text heuristics over the result's text, for servers that follow no convention.
 
-**The rule for untyped errors** (catalog §5.2 S2 and D4): an untyped error is never both transient and safe to
-repeat for a write. Texts that look transient (rate limit, timeout, unavailable) give a transient fault that is
-``maybe_executed``, so rule R retries it only on read-only or idempotent tools. Texts that name a refusal
+**The rule for untyped errors** (``docs/fault-catalog.md`` §3, and D4 in §4): an untyped error is never both transient
+and safe to repeat for a write. Texts that look transient (rate limit, timeout, unavailable) give a transient fault that
+is ``maybe_executed``, so rule R retries it only on read-only or idempotent tools. Texts that name a refusal
 (authentication, permission, quota, invalid argument, conflict, unknown tool, not found) give their class,
-non-transient, never retried. Anything else is ``PermanentExecutionError``, non-transient and ``maybe_executed``
-with an unknown side effect: not retried, and the observation tells a write's caller to verify state.
+non-transient, never retried. Anything else is ``PermanentExecutionError``, non-transient and ``maybe_executed`` with an
+unknown side effect: not retried, and the observation tells a write's caller to verify state.
 """
 
 from __future__ import annotations

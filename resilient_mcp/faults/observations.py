@@ -1,4 +1,6 @@
-"""The observation: the one model-facing value a fault becomes (catalog §5.3), its JSON Schema, and the instructions.
+"""The observation: the one model-facing value a fault becomes, its JSON Schema, and the instructions.
+
+The observation's format is ``docs/fault-catalog.md`` §5.
 
 ``build_observation`` turns a ``Fault`` and the call it ended into a ``CallToolResult(is_error=True)``: one short text
 block (``"CODE: what happened. What to do."``, then the upstream's own words quoted as untrusted data) and the same
@@ -28,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,17 +110,26 @@ def _upstream(fault: Fault, chars: int) -> dict[str, Any] | None:
     return {"untrusted": True, "text": _truncate(fault.upstream_message, chars)}
 
 
-def observation_dict(
-    fault: Fault,
-    call: ToolCall,
-    *,
-    level: ObservationLevel,
-    consecutive: Consecutive,
-    repeat_count: int | None = None,
-    session_context: Mapping[str, Any] | None = None,
-    upstream_message_chars: int = 500,
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What an observation is built from: the fault, the call it ended, and what the observe stage knows of both."""
+
+    fault: Fault
+    call: ToolCall
+    level: ObservationLevel
+    consecutive: Consecutive
+    """The consecutive-failure counts to report (``FailureStats``)."""
+    repeat_count: int | None = None
+    """How many identical calls this session already made (the loop guard's count), when known."""
+    session_context: Mapping[str, Any] | None = None
+    """The session facts an L3 observation adds (budgets used, alternatives)."""
+    upstream_message_chars: int = 500
+    """The upstream's own message is quoted up to this many characters."""
+
+
+def observation_dict(seen: Observed) -> dict[str, Any]:
     """The structured observation (L1-L3) as a JSON-ready dict; see the module docstring for the keys."""
+    fault, call, level = seen.fault, seen.call, seen.level
     obs: dict[str, Any] = {
         "level": level.value,
         "fault_category": fault.category.value,
@@ -125,7 +137,7 @@ def observation_dict(
         "is_transient": fault.is_transient,
         "retry_safety": decide(fault, call.rule).safety.value,
         "code": fault.code,
-        "upstream_message": _upstream(fault, upstream_message_chars),
+        "upstream_message": _upstream(fault, seen.upstream_message_chars),
     }
     if level is ObservationLevel.L1:
         return obs
@@ -146,14 +158,14 @@ def observation_dict(
         "max_retry": max_retry,
         "retry_after_ms": fault.retry_after_ms,
         "attempts": attempts,
-        "consecutive_failures": consecutive.as_dict(),
+        "consecutive_failures": seen.consecutive.as_dict(),
         "suggestion": suggestion_for(fault, call, action, verify, details),
         "details": details,
     }
-    if repeat_count is not None:
-        obs["repeat_count"] = repeat_count
+    if seen.repeat_count is not None:
+        obs["repeat_count"] = seen.repeat_count
     if level is ObservationLevel.L3:
-        obs["session"] = _jsonable(dict(session_context or {}))
+        obs["session"] = _jsonable(dict(seen.session_context or {}))
     return obs
 
 
@@ -184,31 +196,15 @@ def _text(fault: Fault, obs: Mapping[str, Any], *, quote_upstream: bool = True) 
     return "\n".join(lines)
 
 
-def build_observation(
-    fault: Fault,
-    call: ToolCall,
-    *,
-    level: ObservationLevel,
-    consecutive: Consecutive,
-    repeat_count: int | None = None,
-    session_context: Mapping[str, Any] | None = None,
-    upstream_message_chars: int = 500,
-) -> types.CallToolResult:
-    """The ``isError`` result the host gets for ``fault``. At L0 the upstream's raw result or raw error text."""
-    if level is ObservationLevel.L0:
+def build_observation(seen: Observed) -> types.CallToolResult:
+    """The ``isError`` result the host gets for ``seen.fault``. At L0 the upstream's raw result or raw error text."""
+    fault = seen.fault
+    if seen.level is ObservationLevel.L0:
         if isinstance(fault.upstream_result, types.CallToolResult):
             return fault.upstream_result
         raw = fault.upstream_message or fault.message
         return types.CallToolResult(content=[types.TextContent(text=raw)], is_error=True)
-    obs = observation_dict(
-        fault,
-        call,
-        level=level,
-        consecutive=consecutive,
-        repeat_count=repeat_count,
-        session_context=session_context,
-        upstream_message_chars=upstream_message_chars,
-    )
+    obs = observation_dict(seen)
     original = fault.upstream_result if isinstance(fault.upstream_result, types.CallToolResult) else None
     if original is None:
         content: list[types.ContentBlock] = [types.TextContent(text=_text(fault, obs)), *_degraded(fault)]
@@ -216,7 +212,7 @@ def build_observation(
     else:
         # The upstream's own error content is kept (never hidden from the model), within the tool's output cap;
         # the observation follows.
-        kept = capped_content(list(original.content), call.rule.output.max_text_bytes)
+        kept = capped_content(list(original.content), seen.call.rule.output.max_text_bytes)
         content = [*kept, types.TextContent(text=_text(fault, obs, quote_upstream=False)), *_degraded(fault)]
         meta = {**(original.meta or {}), FAULT_META_KEY: obs}
     return types.CallToolResult(content=content, structured_content=obs, is_error=True, _meta=meta)
@@ -251,24 +247,10 @@ def capped_content(content: list[types.ContentBlock], budget: int) -> list[types
     return out
 
 
-def unknown_tool_error(
-    fault: Fault,
-    call: ToolCall,
-    *,
-    level: ObservationLevel,
-    consecutive: Consecutive,
-    repeat_count: int | None = None,
-    upstream_message_chars: int = 500,
-) -> MCPError:
+def unknown_tool_error(seen: Observed) -> MCPError:
     """The JSON-RPC ``-32602`` error the spec wants for an unknown tool, with the observation as ``error.data``."""
-    result = build_observation(
-        fault,
-        call,
-        level=level,
-        consecutive=consecutive,
-        repeat_count=repeat_count,
-        upstream_message_chars=upstream_message_chars,
-    )
+    result = build_observation(seen)
+    fault, call = seen.fault, seen.call
     name = call.name if len(call.name) <= 256 else f"{call.name[:256]}…"  # a 1 MB name is not echoed whole
     message = f"Unknown tool: {name}"
     candidates = [

@@ -1,6 +1,6 @@
 """Rule R: may this failed call be repeated, and why. The one place every stage and the observation ask.
 
-Catalog §5.2, rule R::
+``docs/fault-catalog.md`` §3, rule R::
 
     repeat = helps and safe
     helps  = the fault is transient (an identical call can succeed), and it is not the caller's mistake, a policy

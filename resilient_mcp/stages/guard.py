@@ -1,4 +1,4 @@
-"""Guard stage: per-session budgets and the loop guard (catalog §5.2, cross-cutting guards).
+"""Guard stage: per-session budgets and the loop guard (``docs/fault-catalog.md`` §4, guards).
 
 ``SessionGuards`` is the shared state, one ``SessionState`` per host session (LRU-bounded): calls made, calls that
 succeeded and failed, a bounded, most-recent-last map of failed call fingerprints, and when the session last made a

@@ -34,7 +34,7 @@ from ..core.chain import CallNext, ToolCall
 from ..core.fingerprint import FailureStats, call_arguments_hash
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
 from ..faults.classify import FAULT_META_KEY, classify_result
-from ..faults.observations import build_observation, unknown_tool_error
+from ..faults.observations import Observed, build_observation, unknown_tool_error
 from ..ops.events import NULL, CallEvents, call_end
 from ..policy import ObservationLevel, ObservationRule
 
@@ -237,25 +237,10 @@ class Observe:
         repeat = fault.details.get("repeat_count")
         repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0 else None
         if isinstance(fault, UnknownTool) and not self._unknown_as_result:
-            raise unknown_tool_error(
-                fault,
-                call,
-                level=level,
-                consecutive=consecutive,
-                repeat_count=repeat,
-                upstream_message_chars=self._chars,
-            )
+            raise unknown_tool_error(Observed(fault, call, level, consecutive, repeat, None, self._chars))
         try:
             context = self._context(call) if level is ObservationLevel.L3 else None
-            return build_observation(
-                fault,
-                call,
-                level=level,
-                consecutive=consecutive,
-                repeat_count=repeat,
-                session_context=context,
-                upstream_message_chars=self._chars,
-            )
+            return build_observation(Observed(fault, call, level, consecutive, repeat, context, self._chars))
         except Exception:
             log.exception("observation_failed", fault_type=fault.fault_type)
             text = f"{fault.code}: the call failed ({fault.fault_type}); resilient-mcp could not describe it further."

@@ -1,6 +1,6 @@
 """The retry stage: classified retries of one tool call inside one overall deadline, and the per-upstream retry budget.
 
-Rule R of the fault catalog (§5.2), ``repeat.decide``, decides whether a failed attempt may be repeated; this stage
+Rule R (``docs/fault-catalog.md`` §3, ``repeat.decide``) decides whether a failed attempt may be repeated; this stage
 adds its own limits::
 
     decide(fault, rule).repeat ∧ deadline left ∧ retry token available
