@@ -61,6 +61,9 @@ class _UpstreamCommon(_Strict):
     """false keeps the entry in the file but does not start it (`disabled: true`, as Cline and Cursor write it, too)."""
     connect_timeout_s: float = Field(30.0, gt=0, le=600)
     """How long starting/connecting and the MCP handshake may take."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """Protocol era toward this server: "auto" speaks 2026-07-28 to a server that supports it (`server/discover`)
+    and falls back to the handshake era otherwise; "legacy" always uses the handshake (`initialize`)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from .bridge import Bridges
 from .catalog import Catalog, CatalogConflict, build_catalog, prefixes_for
 from .config import ProxyConfig
+from .hostcontext import CURRENT_HOST, HostEnvelope
 from .pipeline import CompiledTool, Pipeline
 from .policy import Policy
 from .upstream import TransportFactory, Upstream, host_capability_names
@@ -139,6 +140,8 @@ class Proxy:
         self.single_host = False
         """Serving one host over stdio: upstreams are then connected with that host's own capabilities."""
         self._refused: dict[int, set[str]] = {}
+        self._envelopes: dict[int, HostEnvelope] = {}
+        """The host request of each call in flight (by ``id(ctx)``): its timers stop while the host is asked."""
         self.bridges = Bridges()
         """2026-07-28 hosts: upstream requests become InputRequiredResults (see bridge.py)."""
         self._follow_lock = anyio.Lock()
@@ -220,12 +223,16 @@ class Proxy:
         """Mark ``ctx`` as a call running on ``upstream``: where its server→client requests and logs are sent."""
         active = self._active.setdefault(upstream, [])
         active.append(ctx)
+        envelope = CURRENT_HOST.get()
+        if envelope is not None and envelope.ctx is ctx:
+            self._envelopes[id(ctx)] = envelope
         try:
             yield
         finally:
             active.remove(ctx)
             if ctx not in active:
                 self._refused.pop(id(ctx), None)
+                self._envelopes.pop(id(ctx), None)
 
     def refused_capabilities(self, ctx: Ctx) -> set[str]:
         """The host capabilities the proxy refused an upstream on behalf of ``ctx``'s call (so far)."""
@@ -362,8 +369,26 @@ class Proxy:
             except Exception as exc:
                 log.debug("notify_failed", error=str(exc))
 
-    async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
-        ctx = self._ctx_for(upstream.name)
+    async def server_request(
+        self, upstream: Upstream, request: types.ServerRequest, key: str | None = None
+    ) -> BaseModel | types.ErrorData:
+        """What an upstream asks during a host's request, answered by that host (or refused at once).
+
+        A 2026-07-28 upstream asks inside the request (``InputRequiredResult``, ``key`` is its name for the
+        question), so the host is known exactly; a handshake-era upstream asks with a request of its own, which is
+        attributed to the only host with calls in flight on it. While the host is being asked, the timeouts of its
+        call stand still: that time is the host's, not the upstream's."""
+        here = CURRENT_HOST.get()
+        ctx = here.ctx if here is not None and upstream.modern else self._ctx_for(upstream.name)
+        envelope = here if here is not None and here.ctx is ctx else self._envelopes.get(id(ctx))
+        if envelope is None:
+            return await self._ask_host(upstream, request, key, ctx)
+        with envelope.timers.paused():
+            return await self._ask_host(upstream, request, key, ctx)
+
+    async def _ask_host(
+        self, upstream: Upstream, request: types.ServerRequest, key: str | None, ctx: Ctx | None
+    ) -> BaseModel | types.ErrorData:
         if ctx is None:
             active = self._active.get(upstream.name) or []
             log.info(
@@ -388,7 +413,7 @@ class Proxy:
             )
         bridge = self.bridges.for_ctx(ctx)
         if bridge is not None:  # a 2026-07-28 host: asked with an InputRequiredResult, answered on its retry
-            return await bridge.ask(request)
+            return await bridge.ask(request, key)
         if not ctx.session.can_send_request:
             return types.ErrorData(
                 code=types.INVALID_REQUEST,

@@ -37,6 +37,7 @@ from tenacity.wait import wait_exponential
 
 from ..chain import Attempt, CallNext, ToolCall
 from ..faults import AttemptTimeout, Fault, RepairAction, RetrySafety, SideEffectStatus
+from ..hostcontext import timing
 from ..policy import ToolRule
 from ..repeat import Decision, decide
 
@@ -172,7 +173,7 @@ class Retry:
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         total_s = self._timeouts.total_s
-        with anyio.move_on_after(total_s) as scope:
+        with anyio.move_on_after(total_s) as scope, timing(scope):  # stands still while the host is asked
             run = _Run(call, call_next, deadline=self._clock() + total_s, scope=scope)
             try:
                 try:
