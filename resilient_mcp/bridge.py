@@ -70,6 +70,7 @@ class Bridge:
         self._answer_timeout_s = answer_timeout_s
         self._count = 0
         self.collected = anyio.Event()
+        self.finished = anyio.Event()
 
     def _touch(self) -> None:
         self._changed.set()
@@ -110,6 +111,12 @@ class Bridge:
                 )
             question.answered.set()
 
+    @property
+    def parked(self) -> bool:
+        """The upstream work waits for the host: its questions went out and are not all answered."""
+        unanswered = [q for q in self.questions.values() if not q.answered.is_set()]
+        return bool(unanswered) and all(q.sent for q in unanswered)
+
     def abandon(self) -> None:
         """The host will not answer this round (it made the request again without its ``requestState``): every
         question still parked is answered with an error, so the upstream ends its request with an answer of its own
@@ -125,6 +132,7 @@ class Bridge:
 
     def finish(self, outcome: Any = None, error: BaseException | None = None) -> None:
         self.outcome, self.error, self.done = outcome, error, True
+        self.finished.set()
         self._touch()
 
     async def next_event(self) -> Any:
@@ -171,10 +179,7 @@ class Bridges:
         """Whether ``ctx``'s upstream work is parked: its questions went to the host and are not answered yet (a
         call still gathering questions asked together is not parked: it may be asking more)."""
         bridge = self._by_ctx.get(id(ctx))
-        if bridge is None:
-            return False
-        unanswered = [q for q in bridge.questions.values() if not q.answered.is_set()]
-        return bool(unanswered) and all(q.sent for q in unanswered)
+        return bridge is not None and bridge.parked
 
     async def run(
         self,
@@ -200,8 +205,13 @@ class Bridges:
             return await work()
         else:
             earlier = self._by_origin.get(origin) if origin else None
-            if earlier is not None and not earlier.done:
+            if earlier is not None and not earlier.done and earlier.parked:
+                # Its questions are answered with an error and its upstream call ends with an answer of its own,
+                # before this request starts over: so this one is not an identical write joining one whose outcome
+                # would then be unknown.
                 earlier.abandon()
+                with anyio.move_on_after(self.answer_timeout_s):
+                    await earlier.finished.wait()
             bridge = Bridge(self.answer_timeout_s)
             self._by_state[bridge.state] = bridge
             if origin:

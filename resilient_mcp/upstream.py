@@ -193,6 +193,8 @@ class Upstream:
         self._twins: anyio.abc.TaskGroup | None = None
         self.modern = False
         """This connection speaks 2026-07-28 (only ever a twin's)."""
+        self.handshake_only = False
+        """A twin found that the server does not speak 2026-07-28: the handshake connection serves every host."""
         self.declared: frozenset[str] = frozenset(HOST_CAPABILITIES)
         """The host capabilities declared to this upstream: all of them while several hosts may be served (each
         request is then checked against the calling host), exactly the host's own with a single stdio host."""
@@ -224,9 +226,9 @@ class Upstream:
                 try:
                     await self._connect_and_serve()
                     backoff = self._backoff_initial_s
-                except _NoModernEra:
-                    log.info("upstream_speaks_handshake_era_only", upstream=self.name)
-                    return
+                    if self.handshake_only:
+                        log.info("upstream_speaks_handshake_era_only", upstream=self.name)
+                        return
                 except Exception as exc:
                     fault = classify_exception(exc, sent=False)
                     first = self.state == "starting" or self.start_failures == 0
@@ -273,7 +275,8 @@ class Upstream:
                     # initialize, and then this connection is not needed: the handshake-era one serves every host.
                     await negotiate_auto(session)
                     if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                        raise _NoModernEra
+                        self.handshake_only = True
+                        return
                     self.modern = True
                     _stamp_host_envelope(session)
                 if self.twin_of is None:
@@ -703,11 +706,12 @@ class _HostDidNotAnswer(Exception):
             details["missing_capability"] = data.get("requiredCapabilities") or {}
         return ProtocolMismatch(
             f"The host could not answer the upstream's {self.method} ({self.error.message}); the upstream's "
-            "request was not completed: it asked for input and was not sent again, so nothing ran.",
+            "request was not completed: it asked for input (2026-07-28, nothing ran) and the request that would "
+            "have run it was not sent.",
             details=details,
             upstream_message=self.error.message,
             upstream_code=self.error.code,
-            retry_safety=RetrySafety.REJECTED,
+            retry_safety=RetrySafety.NOT_SENT,
             side_effect_status=SideEffectStatus.NONE,
         )
 
@@ -740,10 +744,6 @@ def _stamp_host_envelope(session: ClientSession) -> None:
             meta[LOG_LEVEL_META_KEY] = host.log_level
 
     session._stamp = stamp
-
-
-class _NoModernEra(Exception):
-    """The server does not speak 2026-07-28: an ``auto`` upstream's twin is not needed."""
 
 
 _OWN_ENVELOPE_METHODS = frozenset({"server/discover", "initialize", "subscriptions/listen"})
