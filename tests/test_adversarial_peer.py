@@ -15,13 +15,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import mcp_adversarial
 import pytest
 
-import mcp_adversarial
 from tests.helpers import REPO, VENV_BIN, child_env, node_binary, proxy_argv, server_everything_missing
 
 GENERIC = Path(mcp_adversarial.__file__).parent / "fixtures" / "generic"
 HARNESS = VENV_BIN / "mcp-adversarial"
+REPORT_TO = ["--timeout", "30", "--report"]
 
 _MISSING = server_everything_missing() or (None if HARNESS.exists() else f"{HARNESS} missing (pip install -e .[dev])")
 pytestmark = [pytest.mark.peers, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
@@ -32,8 +33,7 @@ def _verdicts(server: list[str], tmp: Path, name: str) -> dict[str, Any]:
     work = tmp / name
     work.mkdir()
     done = subprocess.run(
-        [str(HARNESS), "run", "--server", shlex.join(server), "--fixtures", str(GENERIC), "--report", str(report)]
-        + ["--timeout", "30"],
+        [str(HARNESS), "run", "--server", shlex.join(server), "--fixtures", str(GENERIC), *REPORT_TO, str(report)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -58,6 +58,7 @@ def test_mcp_adversarial_gives_the_same_verdicts_through_the_proxy_as_directly(t
     everything = [node, str(REPO / ".tools/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")]
     everything.append("stdio")
     direct = _verdicts(everything, tmp_path, "direct")
-    through = _verdicts([*proxy_argv("wrap", "--state-dir", str(tmp_path / "state")), "--", *everything], tmp_path, "wrap")
+    wrap = [*proxy_argv("wrap", "--state-dir", str(tmp_path / "state")), "--", *everything]
+    through = _verdicts(wrap, tmp_path, "wrap")
     assert direct["total"] == 5 and direct["passed"] == 5, direct
     assert through == direct
