@@ -62,8 +62,9 @@ class _UpstreamCommon(_Strict):
     connect_timeout_s: float = Field(30.0, gt=0, le=600)
     """How long starting/connecting and the MCP handshake may take."""
     protocol: Literal["auto", "legacy"] = "auto"
-    """Protocol era toward this server: "auto" speaks 2026-07-28 to a server that supports it (`server/discover`)
-    and falls back to the handshake era otherwise; "legacy" always uses the handshake (`initialize`)."""
+    """Protocol era toward this server: "auto" serves each host in its own era (handshake-era hosts over the
+    handshake connection; 2026-07-28 hosts over a second connection in that era when the server speaks it, else over
+    the first); "legacy" serves every host over the handshake connection (2026-07-28 hosts bridged)."""
 
     @model_validator(mode="before")
     @classmethod
