@@ -591,11 +591,6 @@ class Upstream:
                 raise _HostDidNotAnswer(requests[key].method, answer)
         return answers
 
-    @property
-    def log_level(self) -> types.LoggingLevel | None:
-        """The level a handshake-era host set with ``logging/setLevel`` (``None``: never set)."""
-        return self._log_level
-
     async def set_log_level(self, level: types.LoggingLevel) -> None:
         self._log_level = level
         if self.supports("logging") and self._session is not None:
