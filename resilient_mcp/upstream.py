@@ -514,10 +514,10 @@ class Upstream:
                 if isinstance(exc, MCPError):
                     if (oversized := _oversized(exc)) is not None:
                         raise oversized from None
-                    if exc.code == MISSING_CAPABILITY:  # 2026-07-28: refused before running (HTTP 400 on the wire)
-                        raise _missing_capability(exc.error) from None
                     self._restart_if_session_gone(exc)
                 http = self._http_statuses.pop(attempt_id) if attempt_id else None
+                if isinstance(exc, MCPError) and exc.code == MISSING_CAPABILITY:
+                    http = None  # 2026-07-28 sends -32021 with HTTP 400: the JSON-RPC error says what it is
                 fault = classify_http_status(*http) if http else classify_exception(exc, sent=True)
                 if self._ended.is_set() and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
                     fault.message = f"upstream {self.name!r} died during the call: {fault.message}"
@@ -711,22 +711,6 @@ class _HostDidNotAnswer(Exception):
             retry_safety=RetrySafety.NOT_SENT,
             side_effect_status=SideEffectStatus.NONE,
         )
-
-
-def _missing_capability(error: types.ErrorData) -> ProtocolMismatch:
-    """A 2026-07-28 upstream's -32021: the tool needs a client capability the host (whose capabilities the upstream
-    was told) did not declare. The host's side; the server refused before running it (SEP-2575)."""
-    data = error.data if isinstance(error.data, dict) else {}
-    missing = data.get("requiredCapabilities")
-    return ProtocolMismatch(
-        f"The tool needs a client capability the host did not declare ({error.message}); the server refused it "
-        "before running it.",
-        details={"variant": "d", "side": "host", "missing_capability": missing if isinstance(missing, dict) else {}},
-        upstream_message=error.message,
-        upstream_code=error.code,
-        retry_safety=RetrySafety.REJECTED,
-        side_effect_status=SideEffectStatus.NONE,
-    )
 
 
 def _stamp_host_envelope(session: ClientSession) -> None:
