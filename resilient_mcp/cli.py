@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--name", default="upstream", help="the upstream's name in logs and policy (default: upstream)")
     w.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set for the server (repeat)")
     w.add_argument(
+        "--protocol",
+        choices=["legacy", "auto"],
+        default="legacy",
+        help="protocol era toward the server (default legacy: one connection; auto: 2026-07-28 hosts get a second "
+        "connection, a second process of the server, when it speaks that era)",
+    )
+    w.add_argument(
         "--trust-annotations",
         action="store_true",
         help="take the server's tool annotations (readOnlyHint, ...) as effect classes; default: every tool unnamed "
@@ -103,7 +110,7 @@ def _wrap_config(args: argparse.Namespace) -> ProxyConfig:
             raise SourceError("command line", [f"--env {item!r}: use KEY=VALUE"])
         env[key] = value
     data: dict[str, object] = {
-        "upstreams": {args.name: StdioUpstream(command=cmd[0], args=cmd[1:], env=env)},
+        "upstreams": {args.name: StdioUpstream(command=cmd[0], args=cmd[1:], env=env, protocol=args.protocol)},
         "policies": [str(Path(p).resolve()) for p in args.policy],
     }
     if args.state_dir:

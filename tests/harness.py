@@ -35,10 +35,13 @@ async def proxied(
     config: dict[str, Any] | None = None,
     client_kwargs: dict[str, Any] | None = None,
     pipeline: Callable[[Router, Policy], Pipeline] = Pipeline,
+    protocol: str = "legacy",
 ) -> AsyncIterator[Harness]:
-    """A proxy in front of in-process upstream servers, and a legacy-mode client connected to it."""
+    """A proxy in front of in-process upstream servers, and a legacy-mode client connected to it.
+
+    ``protocol``: each upstream's ``protocol`` (stdio upstreams default to ``legacy``; ``auto`` as a url: one's)."""
     data: dict[str, Any] = {
-        "upstreams": {name: {"command": "in-memory"} for name in upstreams},
+        "upstreams": {name: {"command": "in-memory", "protocol": protocol} for name in upstreams},
         "state_dir": ":memory:",
     }
     data.update(config or {})

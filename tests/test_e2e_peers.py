@@ -80,7 +80,9 @@ async def _no_roots(context: ClientRequestContext) -> types.ListRootsResult | ty
     return types.ListRootsResult(roots=[])
 
 
-def _client(argv: list[str], errlog: Any, state_home: Path, on_message: ToolListChanges | None = None) -> Client:
+def _client(
+    argv: list[str], errlog: Any, state_home: Path, on_message: ToolListChanges | None = None, mode: str = "legacy"
+) -> Client:
     """A legacy-mode ``Client`` over stdio to ``argv``, with the full environment and stderr to ``errlog``.
 
     It declares sampling, elicitation and roots like the proxy's own upstream connection does: server-everything
@@ -88,7 +90,7 @@ def _client(argv: list[str], errlog: Any, state_home: Path, on_message: ToolList
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env(state_home), cwd=REPO)
     return Client(
         stdio_client(params, errlog=errlog),
-        mode="legacy",
+        mode=mode,
         cache=None,
         sampling_callback=_no_sampling,
         elicitation_callback=_no_elicitation,
@@ -99,7 +101,7 @@ def _client(argv: list[str], errlog: Any, state_home: Path, on_message: ToolList
 
 @asynccontextmanager
 async def direct_and_proxied(
-    argv: list[str], logs: Path, changes: ToolListChanges | None = None
+    argv: list[str], logs: Path, changes: ToolListChanges | None = None, mode: str = "legacy", protocol: str = "legacy"
 ) -> AsyncIterator[tuple[Client, Client]]:
     """One client straight to the server, one through ``resilient-mcp wrap -- argv`` (whose tool list changes
     ``changes`` counts); both stopped on exit, and so are the proxy's upstreams if the proxy left any behind
@@ -108,10 +110,12 @@ async def direct_and_proxied(
         direct_log = stack.enter_context((logs / "direct.stderr").open("w"))
         proxy_log = stack.enter_context((logs / "proxy.stderr").open("w"))
         state = logs / "state"
-        direct = await stack.enter_async_context(_client(argv, direct_log, state))
+        direct = await stack.enter_async_context(_client(argv, direct_log, state, mode=mode))
         upstreams: list[int] = []
         stack.callback(stop_leftovers, upstreams)  # runs after the proxied client is closed
-        proxied = await stack.enter_async_context(_client(proxy_argv("wrap", "--", *argv), proxy_log, state, changes))
+        proxied = await stack.enter_async_context(
+            _client(proxy_argv("wrap", "--protocol", protocol, "--", *argv), proxy_log, state, changes, mode=mode)
+        )
         for proxy_pid in pids_with_env("XDG_STATE_HOME", str(state), "resilient_mcp.cli"):
             upstreams.extend(child_pids(proxy_pid))
         yield direct, proxied
@@ -238,6 +242,23 @@ async def test_time_server_current_time_has_the_same_shape_through_the_proxy(tmp
     assert got.structured_content["timezone"] == want.structured_content["timezone"] == "Asia/Tokyo"
     assert got.structured_content["datetime"].endswith("+09:00")
     assert [c.type for c in got.content] == [c.type for c in want.content] == ["text"]
+
+
+@pytest.mark.peers
+@needs_time
+async def test_a_2026_host_meets_the_time_server_in_the_2026_era_through_the_proxy(tmp_path: Path) -> None:
+    """``wrap --protocol auto``: a 2026-07-28 host is served over a 2026-07-28 connection to a server that
+    speaks it (mcp-server-time, Python SDK), a handshake-era host over the handshake connection."""
+    args = {"source_timezone": "UTC", "time": "12:30", "target_timezone": "Asia/Tokyo"}
+    with anyio.fail_after(START_S):
+        async with direct_and_proxied(_time_argv(), tmp_path, mode="auto", protocol="auto") as (direct, proxied):
+            want = (await direct.call_tool("convert_time", args)).model_dump(mode="json")
+            got = (await proxied.call_tool("convert_time", args)).model_dump(mode="json")
+            eras = (direct.protocol_version, proxied.protocol_version)
+    assert eras == ("2026-07-28", "2026-07-28")
+    assert not got["is_error"] and _undated(got) == _undated(want)
+    log = (tmp_path / "proxy.stderr").read_text()
+    assert "2026-07-28, for 2026-07-28 hosts" in log  # the second connection, in the host's era
 
 
 # --- server-everything -----------------------------------------------------------------------------------------------
@@ -384,3 +405,24 @@ async def test_a_call_cancelled_by_the_client_is_cancelled_upstream_and_the_prox
     lines = read_events(events)
     assert f"slow_done {request_id}" not in lines
     assert lines.count("counter_add 5 5") == 1
+
+
+@pytest.mark.peers
+@needs_everything
+async def test_a_2026_host_meets_server_everything_over_its_handshake_connection(tmp_path: Path) -> None:
+    """A TypeScript server answers ``server/discover`` with -32601: the 2026-07-28 connection falls back, is closed,
+    and the 2026-07-28 host is served over the handshake connection, with the same results as directly."""
+    with anyio.fail_after(START_S):
+        async with direct_and_proxied(_everything_argv(), tmp_path, mode="auto", protocol="auto") as (direct, proxied):
+            eras = (direct.protocol_version, proxied.protocol_version)
+            for name, args in EVERYTHING_CALLS[:3]:
+                want = (await direct.call_tool(name, args)).model_dump(mode="json")
+                got = (await proxied.call_tool(name, args)).model_dump(mode="json")
+                assert not got["is_error"], (name, got)
+                # The 2026-07-28 envelope names the server the host talks to (the proxy); the rest is the upstream's.
+                assert set(got.pop("meta") or {}) == {"io.modelcontextprotocol/serverInfo"}
+                assert want.pop("meta") is None
+                assert got == want, name
+    assert eras == ("2025-11-25", "2026-07-28")  # the TypeScript server falls back; the proxy speaks 2026-07-28
+    log = (tmp_path / "proxy.stderr").read_text()
+    assert "upstream_speaks_handshake_era_only" in log

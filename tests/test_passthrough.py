@@ -55,7 +55,7 @@ async def test_a_2026_era_host_is_served_and_its_envelope_is_not_forwarded_upstr
     up.tool(
         "echo", lambda args: ok_text("hi", v=1), schema={"type": "object", "properties": {"x": {"type": "integer"}}}
     )
-    async with proxied({"only": up.server()}) as h:
+    async with proxied({"only": up.server()}, protocol="auto") as h:
         server = build_server(h.proxy)
         async with Client(InMemoryTransport(server), cache=None) as modern:
             assert modern.protocol_version == "2026-07-28"
@@ -64,7 +64,10 @@ async def test_a_2026_era_host_is_served_and_its_envelope_is_not_forwarded_upstr
         assert result.structured_content == {"v": 1}
     assert up.calls == [("echo", {"x": 1})]
     assert up.metas[0].get("trace") == "t-1", "the host's own _meta is forwarded"
-    assert not [k for k in up.metas[0] if k.startswith("io.modelcontextprotocol/")], up.metas[0]
+    # The envelope the upstream sees is the proxy's own hop (protocol: auto speaks 2026-07-28 to this upstream for a
+    # 2026-07-28 host): the proxy's identity, never the host's.
+    envelope = {k: v for k, v in up.metas[0].items() if k.startswith("io.modelcontextprotocol/")}
+    assert envelope.get("io.modelcontextprotocol/clientInfo", {}).get("name") == "resilient-mcp", envelope
 
 
 async def test_an_upstream_error_result_keeps_its_own_content_first_and_adds_the_observation() -> None:

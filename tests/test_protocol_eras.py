@@ -7,9 +7,11 @@ handshake era (``mode="legacy"``). Each method must answer through the proxy as 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -17,6 +19,7 @@ from mcp.client._memory import InMemoryTransport
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from resilient_mcp.core.hostcontext import Timers
 from resilient_mcp.host.server import build_server
 from tests.fixtures.conformance_server import build_server as build_fixture
 from tests.harness import observation, proxied, text
@@ -195,12 +198,16 @@ async def _interactive(client: Client) -> dict[str, str]:
     return out
 
 
+LEGACY = {"upstreams": {"fixture": {"command": "in-memory", "protocol": "legacy"}}}
+"""The upstream spoken to in the handshake era only (``protocol: legacy``)."""
+
+
 async def test_a_2026_host_answers_what_a_handshake_era_upstream_asks_as_it_would_directly() -> None:
     with anyio.fail_after(60):
         async with Client(InMemoryTransport(build_fixture()), cache=None, **HOST_CALLBACKS) as direct:
             expected = await _interactive(direct)
         async with (
-            proxied({"fixture": build_fixture()}, {"defaults": {"effect": "read_only"}}) as h,
+            proxied({"fixture": build_fixture()}, {"defaults": {"effect": "read_only"}}, config=LEGACY) as h,
             Client(InMemoryTransport(build_server(h.proxy)), cache=None, **HOST_CALLBACKS) as modern,
         ):
             through = await _interactive(modern)
@@ -240,3 +247,102 @@ async def test_the_bridge_asks_the_2026_host_with_an_input_required_result_and_r
                 allow_input_required=True,
             )
     assert isinstance(done, types.CallToolResult) and text(done) == "The model answered: Paris"
+
+
+# --- protocol: auto: a 2026-07-28 host meets a 2026-07-28 upstream ------------------------------------------------
+
+
+async def _first_round(client: Client, tool: str) -> types.InputRequiredResult:
+    first = await client.session.call_tool(tool, {}, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult), first
+    return first
+
+
+async def test_a_2026_host_meets_a_2026_upstream_with_its_own_input_request_keys_as_it_would_directly() -> None:
+    with anyio.fail_after(60):
+        async with Client(InMemoryTransport(build_fixture()), cache=None, **HOST_CALLBACKS) as direct:
+            direct_first = await _first_round(direct, "test_input_required_result_elicitation")
+            expected = await _interactive(direct)
+            expected_old_style = await direct.call_tool("test_sampling", {"prompt": "Capital of France?"})
+        async with (
+            proxied({"fixture": build_fixture()}, {"defaults": {"effect": "read_only"}}, protocol="auto") as h,
+            Client(InMemoryTransport(build_server(h.proxy)), cache=None, **HOST_CALLBACKS) as modern,
+        ):
+            assert text(await h.client.call_tool("test_simple_text", {}))  # a handshake-era host first
+            upstream = h.proxy.upstreams["fixture"]
+            assert upstream._twin is None  # handshake-era hosts never open the 2026-07-28 connection
+            first = await _first_round(modern, "test_input_required_result_elicitation")
+            through = await _interactive(modern)
+            old_style = await modern.call_tool("test_sampling", {"prompt": "Capital of France?"})
+            twin = upstream._twin
+            assert twin is not None and twin.modern and twin.catalog.protocol_version == "2026-07-28"
+    # The upstream's own key (the proxy's requestState, which it checks, stands in for the upstream's).
+    assert sorted(first.input_requests or {}) == sorted(direct_first.input_requests or {}) == ["user_name"]
+    assert first.input_requests == direct_first.input_requests
+    assert through == expected
+    # A tool asking the handshake way cannot reach a 2026-07-28 host directly; through the proxy it fails alike.
+    assert old_style.is_error and expected_old_style.is_error
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_a_host_that_calls_again_instead_of_answering_starts_over_and_the_identical_write_is_sent(
+    protocol: str,
+) -> None:
+    """The default write safety (every tool is write_unsafe) must not refuse the host's new identical call: the
+    abandoned round ended with an answer (its questions were answered with an error), not an unknown outcome."""
+    config = {"upstreams": {"fixture": {"command": "in-memory", "protocol": protocol}}}
+    with anyio.fail_after(60):
+        async with (
+            proxied({"fixture": build_fixture()}, config=config) as h,
+            Client(InMemoryTransport(build_server(h.proxy)), cache=None, **HOST_CALLBACKS) as modern,
+        ):
+            await _first_round(modern, "test_input_required_result_elicitation")
+            again = await _first_round(modern, "test_input_required_result_elicitation")
+            [(key, asked)] = (again.input_requests or {}).items()
+            assert isinstance(asked, types.ElicitRequest)
+            done = await modern.session.call_tool(
+                "test_input_required_result_elicitation",
+                {},
+                input_responses={key: await _alice(None, asked.params)},
+                request_state=again.request_state,
+                allow_input_required=True,
+            )
+    assert isinstance(done, types.CallToolResult) and not done.is_error, done
+    assert text(done) == "Hello, Alice!"
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_the_call_timeouts_stand_still_while_the_upstream_waits_for_the_host(protocol: str) -> None:
+    """Time a host takes to answer (a person filling in an elicitation) is not upstream time: the attempt and total
+    timeouts of the call are suspended while its question is parked, so it can never end as an upstream timeout
+    whose outcome is unknown."""
+    config = {"upstreams": {"fixture": {"command": "in-memory", "protocol": protocol}}}
+    policy = {"defaults": {"timeouts": {"attempt_s": 5, "total_s": 10}}}
+    with anyio.fail_after(60):
+        async with (
+            proxied({"fixture": build_fixture()}, policy, config=config) as h,
+            Client(InMemoryTransport(build_server(h.proxy)), cache=None, **HOST_CALLBACKS) as modern,
+        ):
+            await _first_round(modern, "test_input_required_result_elicitation")
+            [envelope] = h.proxy._envelopes.values()
+            scopes = list(envelope.timers._scopes)
+            deadlines = [scope.deadline for scope in scopes]
+            paused = envelope.timers.paused_s > 0 or envelope.timers._paused > 0
+    assert paused
+    assert len(scopes) == 2 and deadlines == [math.inf, math.inf]  # the retry stage's total, the attempt's
+
+
+async def test_timers_resume_with_the_time_they_had_left() -> None:
+    timers = Timers()
+    with anyio.CancelScope(deadline=anyio.current_time() + 100) as scope, timers.timing(scope):
+        before = scope.deadline
+        started = anyio.current_time()
+        with timers.paused():
+            assert scope.deadline == math.inf
+            with timers.paused():  # nested: still one pause
+                assert scope.deadline == math.inf
+            assert scope.deadline == math.inf
+            await anyio.lowlevel.checkpoint()
+        ended = anyio.current_time()
+        resumed = scope.deadline
+    assert before <= resumed <= before + (ended - started)  # pushed back by exactly the pause

@@ -33,6 +33,7 @@ from ..policy.config import ProxyConfig
 from ..upstream import TransportFactory, Upstream, host_capability_names
 from ..upstream.bridge import Bridges
 from .catalog import CatalogConflict, build_catalog, prefixes_for
+from .hostcontext import CURRENT_HOST, HostEnvelope
 from .pipeline import Pipeline
 from .routing import CallLayer, CompiledTool, Router, Routing
 
@@ -136,6 +137,8 @@ class Proxy:
         self.single_host = False
         """Serving one host over stdio: upstreams are then connected with that host's own capabilities."""
         self._refused: dict[int, set[str]] = {}
+        self._envelopes: dict[int, HostEnvelope] = {}
+        """The host request of each call in flight (by ``id(ctx)``): its timers stop while the host is asked."""
         self.bridges = Bridges()
         """2026-07-28 hosts: upstream requests become InputRequiredResults (see bridge.py)."""
         self._follow_lock = anyio.Lock()
@@ -229,12 +232,16 @@ class Proxy:
         """Mark ``ctx`` as a call running on ``upstream``: where its server→client requests and logs are sent."""
         active = self._active.setdefault(upstream, [])
         active.append(ctx)
+        envelope = CURRENT_HOST.get()
+        if envelope is not None and envelope.ctx is ctx:
+            self._envelopes[id(ctx)] = envelope
         try:
             yield
         finally:
             active.remove(ctx)
             if ctx not in active:
                 self._refused.pop(id(ctx), None)
+                self._envelopes.pop(id(ctx), None)
 
     def calls_in_flight(self, upstream: str) -> int:
         """How many host calls are running on ``upstream`` now."""
@@ -372,8 +379,26 @@ class Proxy:
             except Exception as exc:
                 log.debug("notify_failed", error=str(exc))
 
-    async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
-        ctx = self.answering(upstream.name)
+    async def server_request(
+        self, upstream: Upstream, request: types.ServerRequest, key: str | None = None
+    ) -> BaseModel | types.ErrorData:
+        """What an upstream asks during a host's request, answered by that host (or refused at once).
+
+        A 2026-07-28 upstream asks inside the request (``InputRequiredResult``, ``key`` is its name for the
+        question), so the host is known exactly; a handshake-era upstream asks with a request of its own, which is
+        attributed to the only host with calls in flight on it. While the host is being asked, the timeouts of its
+        call stand still: that time is the host's, not the upstream's."""
+        here = CURRENT_HOST.get()
+        ctx = here.ctx if here is not None and upstream.modern else self.answering(upstream.name)
+        envelope = here if here is not None and here.ctx is ctx else self._envelopes.get(id(ctx))
+        if envelope is None:
+            return await self._ask_host(upstream, request, key, ctx)
+        with envelope.timers.paused():
+            return await self._ask_host(upstream, request, key, ctx)
+
+    async def _ask_host(
+        self, upstream: Upstream, request: types.ServerRequest, key: str | None, ctx: Ctx | None
+    ) -> BaseModel | types.ErrorData:
         if ctx is None:
             active = self._active.get(upstream.name) or []
             log.info(
@@ -402,7 +427,7 @@ class Proxy:
             )
         bridge = self.bridges.for_ctx(ctx)
         if bridge is not None:  # a 2026-07-28 host: asked with an InputRequiredResult, answered on its retry
-            return await bridge.ask(request)
+            return await bridge.ask(request, key)
         if not ctx.session.can_send_request:
             return types.ErrorData(
                 code=types.INVALID_REQUEST,

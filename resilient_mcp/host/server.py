@@ -23,14 +23,16 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import methods
+from mcp_types import LOG_LEVEL_META_KEY, methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from .. import __version__
 from ..core.chain import ToolCall
+from ..core.hostcontext import CURRENT_HOST, HostEnvelope
 from ..core.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
 from ..state.stored_outputs import output_owner
+from ..upstream import host_capability_names
 
 log = structlog.get_logger(__name__)
 
@@ -84,13 +86,29 @@ def _meta_dict(meta: types.RequestParamsMeta | None) -> dict[str, Any] | None:
     return data or None
 
 
+def host_envelope(ctx: Ctx) -> HostEnvelope:
+    """What the upstream side may know of the host of request ``ctx`` (see ``hostcontext``)."""
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    level = ctx.meta.get(LOG_LEVEL_META_KEY) if modern and ctx.meta is not None else None
+    return HostEnvelope(
+        ctx=ctx,
+        capabilities=host_capability_names(ctx.session.client_capabilities),
+        log_level=level if isinstance(level, str) else None,
+        modern=modern,
+    )
+
+
 async def run_tool_call(
     proxy: Proxy, ctx: Ctx, name: str, arguments: dict[str, Any] | None, meta: types.RequestParamsMeta | None
 ) -> types.CallToolResult:
     """One downstream tools/call through its compiled chain: the SDK handler and the fast path both land here."""
     proxy.seen(ctx)
     await proxy.follow_host(ctx)
-    result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+    token = CURRENT_HOST.set(host_envelope(ctx))
+    try:
+        result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+    finally:
+        CURRENT_HOST.reset(token)
     missing = _missing_host_capability(result) if result.is_error else None
     if missing is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         # 2026-07-28 (SEP-2575): a request the host cannot serve is the JSON-RPC error -32021, the observation in data.
@@ -281,8 +299,12 @@ class HostServer:
         up = self.proxy.upstreams[self._owner(uri)]
 
         async def work() -> types.ReadResourceResult:
-            async with self.proxy.in_flight(up.name, ctx):
-                return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
+            token = CURRENT_HOST.set(host_envelope(ctx))
+            try:
+                async with self.proxy.in_flight(up.name, ctx):
+                    return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
+            finally:
+                CURRENT_HOST.reset(token)
 
         return await _maybe_bridged(self.proxy, ctx, params, work, uri)
 
@@ -313,8 +335,12 @@ class HostServer:
         forwarded = _hop(params).model_copy(update={"name": entry.name})
 
         async def work() -> types.GetPromptResult:
-            async with self.proxy.in_flight(up.name, ctx):
-                return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
+            token = CURRENT_HOST.set(host_envelope(ctx))
+            try:
+                async with self.proxy.in_flight(up.name, ctx):
+                    return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
+            finally:
+                CURRENT_HOST.reset(token)
 
         return await _maybe_bridged(self.proxy, ctx, params, work, params.name)
 

@@ -85,6 +85,11 @@ class _UpstreamCommon(_Strict):
 class StdioUpstream(_UpstreamCommon):
     type: Literal["stdio"] = "stdio"
     """Optional; an entry with `command` is a stdio server."""
+    protocol: Literal["auto", "legacy"] = "legacy"
+    """Protocol era toward this server: "legacy" serves every host over one handshake-era connection (a 2026-07-28
+    host's requests are bridged); "auto" also serves a 2026-07-28 host in its own era, over a second connection
+    when the server speaks it. For a stdio server that second connection is a second process of the server, which
+    does not share the first one's memory: opt in only for servers whose state lives outside the process."""
     command: str = Field(min_length=1)
     """The program to start (looked up on PATH)."""
     args: list[str] = Field(default_factory=list)
@@ -108,6 +113,10 @@ class RemoteUpstream(_UpstreamCommon):
     """Transport (`transport:` is accepted too): streamable-http (alias http) or sse."""
     url: str = Field(min_length=1)
     """The server's endpoint, e.g. http://127.0.0.1:8000/mcp."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """Protocol era toward this server: "auto" serves each host in its own era (handshake-era hosts over the
+    handshake connection; 2026-07-28 hosts over a second session in that era when the server speaks it, else over
+    the first); "legacy" serves every host over the handshake connection (2026-07-28 hosts bridged)."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers sent with every request, e.g. Authorization: "Bearer ${TOKEN}"."""
 

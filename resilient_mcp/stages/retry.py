@@ -36,6 +36,7 @@ from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential
 
 from ..core.chain import Attempt, CallNext, ToolCall
+from ..core.hostcontext import timing
 from ..faults import AttemptTimeout, Fault, RepairAction, RetrySafety, SideEffectStatus
 from ..faults.repeat import Decision, decide
 from ..policy import ToolRule
@@ -173,7 +174,7 @@ class Retry:
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         total_s = self._timeouts.total_s
-        with anyio.move_on_after(total_s) as scope:
+        with anyio.move_on_after(total_s) as scope, timing(scope):  # stands still while the host is asked
             run = _Run(call, call_next, deadline=self._clock() + total_s, scope=scope)
             try:
                 try:

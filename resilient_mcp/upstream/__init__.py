@@ -20,7 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -28,15 +28,28 @@ import httpx2
 import mcp_types as types
 import structlog
 from mcp import ClientSession, StdioServerParameters
+from mcp.client._probe import negotiate_auto
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, TypeAdapter
 
 from .. import __version__
-from ..faults import AttemptTimeout, ConnectFailure, Fault, OversizedResult, PersistentOutage, RetrySafety
+from ..core.hostcontext import CURRENT_HOST, timing
+from ..faults import (
+    AttemptTimeout,
+    ConnectFailure,
+    Fault,
+    OversizedResult,
+    PersistentOutage,
+    ProtocolMismatch,
+    RetrySafety,
+    SideEffectStatus,
+)
 from ..faults.classify import classify_exception, classify_http_status
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
 from .stdio import OVERSIZED_META, stdio_upstream
@@ -53,6 +66,17 @@ CLIENT_INFO = types.Implementation(name="resilient-mcp", version=__version__)
 
 HOST_CAPABILITIES = ("sampling", "elicitation", "roots")
 """The client capabilities the proxy can only serve by asking a host: declared upstream when the host has them."""
+
+
+MAX_INPUT_ROUNDS = 16
+"""How many input-required rounds (2026-07-28) one request to a modern upstream may take before it is given up."""
+
+_WITH_INPUT: dict[type[BaseModel], TypeAdapter[Any]] = {
+    types.CallToolResult: TypeAdapter(types.CallToolResult | types.InputRequiredResult),
+    types.GetPromptResult: TypeAdapter(types.GetPromptResult | types.InputRequiredResult),
+    types.ReadResourceResult: TypeAdapter(types.ReadResourceResult | types.InputRequiredResult),
+}
+"""Results a 2026-07-28 upstream may answer with an ``InputRequiredResult`` instead (SEP-2322)."""
 
 
 def host_capability_names(caps: types.ClientCapabilities | None) -> frozenset[str]:
@@ -85,8 +109,11 @@ class UpstreamHooks(Protocol):
 
     async def resource_updated(self, upstream: Upstream, uri: str) -> None: ...
 
-    async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
-        """Relay a sampling / elicitation / roots request to the host whose call caused it."""
+    async def server_request(
+        self, upstream: Upstream, request: types.ServerRequest, key: str | None = None
+    ) -> BaseModel | types.ErrorData:
+        """Relay a sampling / elicitation / roots request to the host whose call caused it. ``key`` is the name a
+        2026-07-28 upstream gave the request in its ``InputRequiredResult`` (kept toward a 2026-07-28 host)."""
         ...
 
 
@@ -141,6 +168,7 @@ class Upstream:
         backoff_initial_s: float = 0.25,
         backoff_max_s: float = 30.0,
         transport: TransportFactory | None = None,
+        twin_of: Upstream | None = None,
     ) -> None:
         self.name = name
         self._transport_override = transport
@@ -163,6 +191,14 @@ class Upstream:
         self._log_level: types.LoggingLevel | None = None
         self._subscriptions: set[str] = set()
         self._http_statuses = _HttpStatuses()
+        self.twin_of = twin_of
+        """Set on the 2026-07-28 connection an ``auto`` upstream opens for 2026-07-28 hosts: the upstream it serves."""
+        self._twin: Upstream | None = None
+        self._twins: anyio.abc.TaskGroup | None = None
+        self.modern = False
+        """This connection speaks 2026-07-28 (only ever a twin's)."""
+        self.handshake_only = False
+        """A twin found that the server does not speak 2026-07-28: the handshake connection serves every host."""
         self.declared: frozenset[str] = frozenset(HOST_CAPABILITIES)
         """The host capabilities declared to this upstream: all of them while several hosts may be served (each
         request is then checked against the calling host), exactly the host's own with a single stdio host."""
@@ -182,14 +218,26 @@ class Upstream:
                 log.exception("upstream_state_hook_failed", upstream=self.name)
 
     async def run(self) -> None:
-        """The owner task. Runs until cancelled; never raises for an upstream's failure."""
+        """The owner task (of this connection and, for ``protocol: auto``, of its 2026-07-28 twin). Runs until
+        cancelled; never raises for an upstream's failure."""
+        async with anyio.create_task_group() as twins:
+            self._twins = twins
+            try:
+                await self._supervise()
+            finally:
+                twins.cancel_scope.cancel()
+
+    async def _supervise(self) -> None:
         backoff = self._backoff_initial_s
-        log.info("upstream_starting", upstream=self.name, transport=self._describe())
+        log.info("upstream_starting", upstream=self.name, transport=self._describe(), era=self._era())
         try:
             while True:
                 try:
                     await self._connect_and_serve()
                     backoff = self._backoff_initial_s
+                    if self.handshake_only:
+                        log.info("upstream_speaks_handshake_era_only", upstream=self.name)
+                        return
                 except Exception as exc:
                     fault = classify_exception(exc, sent=False)
                     first = self.state == "starting" or self.start_failures == 0
@@ -231,20 +279,41 @@ class Upstream:
                 )
             )
             with anyio.fail_after(self.config.connect_timeout_s):
-                init = await session.initialize()
-                self.catalog = await self._list_all(session, init)
-                await self._restore_session_state(session)
+                if self.twin_of is None:
+                    await session.initialize()
+                else:
+                    # The twin: server/discover first; a server that answers it (2026-07-28) is spoken to in that
+                    # era. Anything else (-32601 from TypeScript servers, a handshake-only answer) falls back to
+                    # initialize, and then this connection is not needed: the handshake-era one serves every host.
+                    await negotiate_auto(session)
+                    if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                        self.handshake_only = True
+                        return
+                    self.modern = True
+                    _stamp_host_envelope(session)
+                if self.twin_of is None:
+                    self.catalog = await self._list_all(session)
+                    await self._restore_session_state(session)
+                else:  # the catalog, list changes, subscriptions and log level are the handshake connection's
+                    self.catalog = UpstreamCatalog(
+                        capabilities=session.server_capabilities,
+                        server_info=session.server_info,
+                        protocol_version=session.protocol_version,
+                    )
             self._session = session
             self.start_failures = 0
             self._set_state("ready")
+            info = self.catalog.server_info
             log.info(
                 "upstream_ready",
                 upstream=self.name,
                 tools=len(self.catalog.tools),
-                server=init.server_info.name,
-                protocol=init.protocol_version,
+                server=info.name if info else None,
+                protocol=session.protocol_version,
+                era=self._era(),
             )
-            await self.hooks.catalog_changed(self)
+            if self.twin_of is None:
+                await self.hooks.catalog_changed(self)
             async with anyio.create_task_group() as tg:
 
                 async def until(ev: anyio.Event) -> None:
@@ -258,6 +327,42 @@ class Upstream:
             died = self._ended.is_set()
             self._set_state("down", "the upstream process exited" if died else "restart requested")
             log.warning("upstream_died" if died else "upstream_restarting", upstream=self.name)
+
+    def _era(self) -> str:
+        if self.twin_of is not None:
+            return "2026-07-28, for 2026-07-28 hosts"
+        return "handshake" + (", 2026-07-28 hosts get their own connection" if self.config.protocol == "auto" else "")
+
+    async def for_host(self) -> Upstream:
+        """The connection that serves the current host request (``CURRENT_HOST``) in the host's own era.
+
+        ``protocol: auto``: a 2026-07-28 host is served over a second connection in that era (opened at its first
+        request, waited for up to ``connect_timeout_s``), when the server speaks it; everything else, and every
+        host when the server does not, is served over the handshake-era connection. Each host thus meets the
+        server as it would directly: a tool that asks the handshake way (a request mid-call) works for a
+        handshake-era host, one that answers ``InputRequiredResult`` reaches a 2026-07-28 host with its own keys."""
+        host = CURRENT_HOST.get()
+        if host is None or not host.modern or self.twin_of is not None or self.config.protocol != "auto":
+            return self
+        twin = self._twin
+        if twin is None:
+            if self._twins is None:
+                return self
+            twin = self._twin = Upstream(
+                self.name,
+                self.config,
+                self.hooks,
+                backoff_initial_s=self._backoff_initial_s,
+                backoff_max_s=self._backoff_max_s,
+                transport=self._transport_override,
+                twin_of=self,
+            )
+            self._twins.start_soon(twin.run, name=f"upstream:{self.name}:2026-07-28")
+        if twin.state != "ready":
+            with anyio.move_on_after(self.config.connect_timeout_s):
+                while twin.state not in ("ready", "failed", "stopped"):
+                    await twin._changed.wait()
+        return twin if twin.state == "ready" and twin.modern else self
 
     @asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -297,13 +402,13 @@ class Upstream:
         parts = urlsplit(cfg.url)  # no user-info or query in logs: they may hold credentials
         return f"{cfg.transport}: {parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
-    async def _list_all(self, session: ClientSession, init: types.InitializeResult) -> UpstreamCatalog:
-        caps = init.capabilities
+    async def _list_all(self, session: ClientSession) -> UpstreamCatalog:
+        caps = session.server_capabilities or types.ServerCapabilities()
         cat = UpstreamCatalog(
             capabilities=caps,
-            server_info=init.server_info,
-            instructions=init.instructions,
-            protocol_version=init.protocol_version,
+            server_info=session.server_info,
+            instructions=session.instructions,
+            protocol_version=session.protocol_version,
         )
         if caps.tools is not None:
             cat.tools = await _pages(session, types.ListToolsRequest, types.ListToolsResult, "tools")
@@ -389,6 +494,17 @@ class Upstream:
         ``timeout_s`` bounds the attempt; progress from the upstream restarts it (when ``progress_extends``),
         never past ``deadline`` (an ``anyio.current_time()`` value). On timeout the SDK sends the upstream a
         cancellation, because the request is abandoned by cancellation of its scope."""
+        target = await self.for_host()
+        if target is not self:
+            return await target.call_tool(
+                name,
+                arguments,
+                meta,
+                timeout_s=timeout_s,
+                deadline=deadline,
+                on_progress=on_progress,
+                progress_extends=progress_extends,
+            )
         session = await self.wait_ready(min(timeout_s or self.config.connect_timeout_s, self.config.connect_timeout_s))
         attempt_id: str | None = None
         if isinstance(self.config, RemoteUpstream) and self.config.transport == "streamable-http":
@@ -400,7 +516,8 @@ class Upstream:
         now = anyio.current_time()
         limit = min(now + timeout_s, deadline) if timeout_s else deadline
 
-        with anyio.CancelScope(deadline=limit) as scope:
+        # Registered with the host request's timers: stopped while the upstream waits for the host to answer.
+        with anyio.CancelScope(deadline=limit) as scope, timing(scope):
 
             async def progress(progress: float, total: float | None, message: str | None) -> None:
                 if progress_extends and timeout_s:
@@ -409,6 +526,9 @@ class Upstream:
                     await on_progress(progress, total, message)
 
             try:
+                if self.modern:
+                    result: types.CallToolResult = await self._with_input(session, request, progress)
+                    return result
                 return await session.send_request(request, types.CallToolResult, progress_callback=progress)
             except Fault:
                 raise
@@ -418,6 +538,8 @@ class Upstream:
                         raise oversized from None
                     self._restart_if_session_gone(exc)
                 http = self._http_statuses.pop(attempt_id) if attempt_id else None
+                if isinstance(exc, MCPError) and exc.code == MISSING_CAPABILITY:
+                    http = None  # 2026-07-28 sends -32021 with HTTP 400: the JSON-RPC error says what it is
                 fault = classify_http_status(*http) if http else classify_exception(exc, sent=True)
                 if self._ended.is_set() and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
                     fault.message = f"upstream {self.name!r} died during the call: {fault.message}"
@@ -432,12 +554,64 @@ class Upstream:
     async def request(self, request: Any, result_type: type[R]) -> R:
         """Forward a non-tool request (resources, prompts, completion). SDK errors pass through as ``MCPError``;
         an upstream that does not answer within ``connect_timeout_s`` gets -32001 like any timed-out request."""
+        if result_type in _WITH_INPUT and (target := await self.for_host()) is not self:
+            return await target.request(request, result_type)
         session = await self.wait_ready(self.config.connect_timeout_s)
         try:
+            if self.modern and result_type in _WITH_INPUT:
+                result: R = await self._with_input(session, request, None)
+                return result
             return await session.send_request(request, result_type, self.config.connect_timeout_s)
         except MCPError as exc:
             self._restart_if_session_gone(exc)
             raise
+
+    async def _with_input(self, session: ClientSession, request: Any, progress: ProgressFn | None) -> Any:
+        """A 2026-07-28 request that the upstream may answer with ``InputRequiredResult`` (SEP-2322): what it asks
+        (sampling, elicitation, roots) goes to the host whose request this is, under the upstream's own keys, and
+        the request is sent again with the answers and the upstream's ``requestState``, until it completes.
+
+        Waiting for the host is not upstream time (the call's timers stop, see ``hostcontext``); nothing runs on
+        the upstream meanwhile. A question the host cannot answer ends the request: -32021 for a capability it did
+        not declare, as the upstream would have answered it directly."""
+        adapter = _WITH_INPUT[_RESULT_OF_REQUEST[type(request)]]
+        params = request.params
+        timeout = None if isinstance(request, types.CallToolRequest) else self.config.connect_timeout_s
+        for _ in range(MAX_INPUT_ROUNDS + 1):
+            sent = type(request)(params=params)
+            result = await session.send_request(
+                sent, cast(Any, adapter), request_read_timeout_seconds=timeout, progress_callback=cast(Any, progress)
+            )
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            try:
+                answers = await self._ask_host(result.input_requests or {})
+            except _HostDidNotAnswer as exc:
+                if isinstance(request, types.CallToolRequest):
+                    raise exc.fault() from None
+                raise MCPError(exc.error.code, exc.error.message, exc.error.data) from None
+            params = params.model_copy(
+                update={"input_responses": answers or None, "request_state": result.request_state}
+            )
+        raise MCPError(
+            types.INTERNAL_ERROR,
+            f"upstream {self.name!r} asked for input more than {MAX_INPUT_ROUNDS} times in one request",
+        )
+
+    async def _ask_host(self, requests: dict[str, Any]) -> dict[str, Any]:
+        """Ask the host every question of one round at once (so a 2026-07-28 host gets them in one round too)."""
+        answers: dict[str, BaseModel | types.ErrorData] = {}
+
+        async def ask(key: str, question: Any) -> None:
+            answers[key] = await self.hooks.server_request(self, question, key=key)
+
+        async with anyio.create_task_group() as tg:
+            for key, question in requests.items():
+                tg.start_soon(ask, key, question)
+        for key, answer in answers.items():
+            if isinstance(answer, types.ErrorData):
+                raise _HostDidNotAnswer(requests[key].method, answer)
+        return answers
 
     async def set_log_level(self, level: types.LoggingLevel) -> None:
         self._log_level = level
@@ -525,6 +699,73 @@ class Upstream:
 
 
 ATTEMPT_META = "io.github.resilient-mcp/attempt"
+
+MISSING_CAPABILITY = -32021
+"""MissingRequiredClientCapability (2026-07-28, SEP-2575)."""
+
+_RESULT_OF_REQUEST: dict[type[BaseModel], type[BaseModel]] = {
+    types.CallToolRequest: types.CallToolResult,
+    types.GetPromptRequest: types.GetPromptResult,
+    types.ReadResourceRequest: types.ReadResourceResult,
+}
+
+
+class _HostDidNotAnswer(Exception):
+    """A question of a 2026-07-28 upstream's ``InputRequiredResult`` the host refused or could not answer."""
+
+    def __init__(self, method: str, error: types.ErrorData) -> None:
+        super().__init__(error.message)
+        self.method, self.error = method, error
+
+    def fault(self) -> ProtocolMismatch:
+        """For a tool call: the host's side, and nothing ran (the upstream asked for input and was not sent again)."""
+        data = self.error.data if isinstance(self.error.data, dict) else {}
+        details: dict[str, Any] = {"variant": "d", "side": "host", "method": self.method}
+        if self.error.code == MISSING_CAPABILITY:
+            details["missing_capability"] = data.get("requiredCapabilities") or {}
+        return ProtocolMismatch(
+            f"The host could not answer the upstream's {self.method} ({self.error.message}); the upstream's "
+            "request was not completed: it asked for input (2026-07-28, nothing ran) and the request that would "
+            "have run it was not sent.",
+            details=details,
+            upstream_message=self.error.message,
+            upstream_code=self.error.code,
+            retry_safety=RetrySafety.NOT_SENT,
+            side_effect_status=SideEffectStatus.NONE,
+        )
+
+
+def _stamp_host_envelope(session: ClientSession) -> None:
+    """Tell a 2026-07-28 upstream, per request, what the *host* of that request declared: its capabilities (so the
+    upstream asks only what that host can answer, as it would directly) and its log level.
+
+    The SDK stamps the session's own envelope on every request; this wraps that stamp. Outside a host request
+    (connecting) the proxy's own declaration stands."""
+    inner = session._stamp
+
+    def stamp(data: dict[str, Any], opts: Any) -> None:
+        inner(data, opts)
+        host = CURRENT_HOST.get()
+        params = data.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if host is None or not isinstance(meta, dict) or data.get("method") in _OWN_ENVELOPE_METHODS:
+            return
+        caps = meta.get(CLIENT_CAPABILITIES_META_KEY)
+        if isinstance(caps, dict):
+            meta[CLIENT_CAPABILITIES_META_KEY] = {
+                name: value
+                for name, value in caps.items()
+                if name not in HOST_CAPABILITIES or name in host.capabilities
+            }
+        if host.log_level is None:
+            meta.pop(LOG_LEVEL_META_KEY, None)
+        else:
+            meta[LOG_LEVEL_META_KEY] = host.log_level
+
+    session._stamp = stamp
+
+
+_OWN_ENVELOPE_METHODS = frozenset({"server/discover", "initialize", "subscriptions/listen"})
 
 
 class _HttpStatuses:

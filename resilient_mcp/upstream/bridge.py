@@ -12,7 +12,13 @@ with ``inputResponses`` and the echoed ``requestState`` (SEP-2322). The proxy jo
 3. the host's retry carries the answers: each parked question is answered, and the host waits for the next event
    (more questions, or the final result);
 4. an unknown or altered ``requestState`` is refused with -32602; a host that never comes back leaves the upstream
-   with an error after ``answer_timeout_s`` ("the host did not answer"), never a silent hang.
+   with an error after ``answer_timeout_s`` ("the host did not answer"), never a silent hang; a host that makes the
+   same request again without the ``requestState`` has the parked questions answered with an error. Either way the
+   upstream ends its call with an answer of its own: a round is never cancelled, which would leave a write's
+   outcome unknown (and the call's timeouts stand still while the host is asked, see ``hostcontext``).
+
+A 2026-07-28 upstream's questions arrive here too (``Upstream._with_input``), under the upstream's own keys, which
+the host sees unchanged.
 """
 
 from __future__ import annotations
@@ -64,16 +70,18 @@ class Bridge:
         self._answer_timeout_s = answer_timeout_s
         self._count = 0
         self.collected = anyio.Event()
-        self.scope = anyio.CancelScope()
+        self.finished = anyio.Event()
 
     def _touch(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
 
-    async def ask(self, request: types.ServerRequest) -> BaseModel | types.ErrorData:
-        """Called for the upstream: park ``request`` until the host answers it (or gives up)."""
+    async def ask(self, request: types.ServerRequest, key: str | None = None) -> BaseModel | types.ErrorData:
+        """Called for the upstream: park ``request`` until the host answers it (or gives up). ``key`` is the
+        upstream's own name for it (a 2026-07-28 upstream's ``inputRequests`` key): the host sees that name."""
         self._count += 1
-        key = f"{request.method.replace('/', '_')}_{self._count}"
+        if key is None or key in self.questions:
+            key = f"{request.method.replace('/', '_')}_{self._count}"
         question = _Question(request)
         self.questions[key] = question
         self._touch()
@@ -103,13 +111,28 @@ class Bridge:
                 )
             question.answered.set()
 
+    @property
+    def parked(self) -> bool:
+        """The upstream work waits for the host: its questions went out and are not all answered."""
+        unanswered = [q for q in self.questions.values() if not q.answered.is_set()]
+        return bool(unanswered) and all(q.sent for q in unanswered)
+
     def abandon(self) -> None:
-        """The host will not answer this round: the upstream call is cancelled (the upstream is told), as if the
-        host had cancelled it."""
-        self.scope.cancel()
+        """The host will not answer this round (it made the request again without its ``requestState``): every
+        question still parked is answered with an error, so the upstream ends its request with an answer of its own
+        (a known outcome), never by a cancellation that would leave a write's outcome unknown."""
+        for question in self.questions.values():
+            if not question.answered.is_set():
+                question.answer = types.ErrorData(
+                    code=types.INVALID_REQUEST,
+                    message="resilient-mcp: the host made the request again instead of answering this "
+                    f"{question.request.method}",
+                )
+                question.answered.set()
 
     def finish(self, outcome: Any = None, error: BaseException | None = None) -> None:
         self.outcome, self.error, self.done = outcome, error, True
+        self.finished.set()
         self._touch()
 
     async def next_event(self) -> Any:
@@ -156,10 +179,7 @@ class Bridges:
         """Whether ``ctx``'s upstream work is parked: its questions went to the host and are not answered yet (a
         call still gathering questions asked together is not parked: it may be asking more)."""
         bridge = self._by_ctx.get(id(ctx))
-        if bridge is None:
-            return False
-        unanswered = [q for q in bridge.questions.values() if not q.answered.is_set()]
-        return bool(unanswered) and all(q.sent for q in unanswered)
+        return bridge is not None and bridge.parked
 
     async def run(
         self,
@@ -185,8 +205,13 @@ class Bridges:
             return await work()
         else:
             earlier = self._by_origin.get(origin) if origin else None
-            if earlier is not None and not earlier.done:
+            if earlier is not None and not earlier.done and earlier.parked:
+                # Its questions are answered with an error and its upstream call ends with an answer of its own,
+                # before this request starts over: so this one is not an identical write joining one whose outcome
+                # would then be unknown.
                 earlier.abandon()
+                with anyio.move_on_after(self.answer_timeout_s):
+                    await earlier.finished.wait()
             bridge = Bridge(self.answer_timeout_s)
             self._by_state[bridge.state] = bridge
             if origin:
@@ -208,15 +233,11 @@ class Bridges:
     async def _work(self, ctx: Any, bridge: Bridge, work: Callable[[], Awaitable[Any]]) -> None:
         self._by_ctx[id(ctx)] = bridge
         try:
-            with bridge.scope:
-                outcome = await work()
+            outcome = await work()
         except Exception as exc:
             bridge.finish(error=exc)
         else:
-            if bridge.scope.cancelled_caught:
-                bridge.finish(error=MCPError(types.INVALID_REQUEST, "resilient-mcp: the host made the request again"))
-            else:
-                bridge.finish(outcome)
+            bridge.finish(outcome)
         finally:
             self._by_ctx.pop(id(ctx), None)
         with anyio.move_on_after(self.answer_timeout_s):  # the host may never come back for the result

@@ -54,7 +54,9 @@ class _Hooks:
     async def resource_updated(self, upstream: Upstream, uri: str) -> None:
         return None
 
-    async def server_request(self, upstream: Upstream, request: Any) -> BaseModel | types.ErrorData:
+    async def server_request(
+        self, upstream: Upstream, request: Any, key: str | None = None
+    ) -> BaseModel | types.ErrorData:
         return types.ErrorData(code=types.METHOD_NOT_FOUND, message="not in this test")
 
 
