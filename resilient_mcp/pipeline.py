@@ -29,6 +29,8 @@ from . import drift
 from .chain import CallNext, HostLink, Stage, ToolCall, compose
 from .chaos.inject import injector_for
 from .classify import classify_result
+from .diagnosis.engine import Diagnoser, DiagnosisState
+from .diagnosis.providers import Provider
 from .faults import EffectClass, Fault, OversizedResult, UnknownTool
 from .fingerprint import FailureStats
 from .policy import Policy, ToolRule
@@ -87,6 +89,10 @@ class Services:
     """The embedded state (idempotency records, stored outputs, audit); opened by ``Pipeline.open``."""
     cache: ResponseCache = field(default_factory=ResponseCache)
     """Cached results of read_only tools with ``cache.enabled`` (tests inject one with a fake clock)."""
+    diagnosis: DiagnosisState = field(default_factory=DiagnosisState)
+    """Verdict cache, per-minute budget and recent calls of the diagnose step (survive policy reloads)."""
+    diagnosis_provider: Provider | None = None
+    """Replaces the policy's diagnosis provider (tests and the corpus benchmark inject a scripted model)."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -131,9 +137,16 @@ class Pipeline:
             stats=self.services.stats,
             audit=self.services.audit,
             session_context=self._session_context,
+            diagnose=self._diagnoser(),
         )
         self._guard = Guard(self.policy.session, self.services.guards)
         self._announce = _AnnounceStoredOutputs(self)
+
+    def _diagnoser(self) -> Diagnoser | None:
+        rule = self.policy.diagnosis
+        if not rule.enabled:
+            return None
+        return Diagnoser(rule, self.services.diagnosis, self.services.diagnosis_provider)
 
     # --- compiled chains --------------------------------------------------------------------------------------------
 

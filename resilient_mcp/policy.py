@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import mcp_types as types
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from .diagnosis.settings import DiagnosisRule
 from .faults import EffectClass
 
 B = TypeVar("B", bound=BaseModel)
@@ -242,6 +243,8 @@ class PolicyFile(Strict):
     """Per-host-session budgets and the loop guard."""
     observations: ObservationRule = ObservationRule()
     """What failed calls tell the model."""
+    diagnosis: DiagnosisRule = DiagnosisRule()
+    """Model diagnosis of failures the rules leave untyped (off by default)."""
     deny: list[Glob] = Field(default_factory=list)
     """Host-visible tool names (globs) hidden and refused on every upstream."""
     upstreams: dict[str, UpstreamPolicy] = Field(default_factory=dict)
@@ -329,6 +332,10 @@ class Policy:
     @property
     def observations(self) -> ObservationRule:
         return self.file.observations
+
+    @property
+    def diagnosis(self) -> DiagnosisRule:
+        return self.file.diagnosis
 
     def upstream(self, upstream: str) -> UpstreamPolicy:
         return self.file.upstreams.get(upstream) or UpstreamPolicy()

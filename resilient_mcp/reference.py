@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from .config import ListenConfig, LoggingConfig, ProxyConfig, RemoteUpstream, StdioUpstream
+from .diagnosis.settings import DiagnosisRule
 from .policy import (
     BreakerRule,
     CacheRule,
@@ -32,6 +33,7 @@ POLICY_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("policy file (top level)", PolicyFile),
     ("`session`", SessionRule),
     ("`observations`", ObservationRule),
+    ("`diagnosis`", DiagnosisRule),
     ("`upstreams.<name>`", UpstreamPolicy),
     ("tool rule (`defaults`, `upstreams.<name>.defaults`, `…tools.<glob>`, `tools.<glob>`)", ToolRule),
     ("`validation`", ValidationRule),

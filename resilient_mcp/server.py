@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from . import __version__
 from .chain import ToolCall
+from .diagnosis.providers import Answer
 from .proxy import Ctx, Proxy, session_key
 
 log = structlog.get_logger(__name__)
@@ -50,6 +51,25 @@ class _Host:
 
     async def elicit(self, message: str, requested_schema: dict[str, Any]) -> types.ElicitResult:
         return await self._ctx.session.elicit(message, requested_schema, related_request_id=self._ctx.request_id)
+
+    @property
+    def supports_sampling(self) -> bool:
+        caps = self._ctx.session.client_capabilities
+        return caps is not None and caps.sampling is not None and self._ctx.session.can_send_request
+
+    async def create_message(self, system: str, user: str, *, max_tokens: int, model: str | None) -> Answer:
+        """Ask the host's own model (MCP sampling), for the diagnose step."""
+        prefs = types.ModelPreferences(hints=[types.ModelHint(name=model)]) if model else None
+        result = await self._ctx.session.create_message(
+            [types.SamplingMessage(role="user", content=types.TextContent(text=user))],
+            max_tokens=max_tokens,
+            system_prompt=system,
+            temperature=0,
+            model_preferences=prefs,
+            related_request_id=self._ctx.request_id,
+        )
+        content = result.content
+        return Answer(content.text if isinstance(content, types.TextContent) else "")
 
 
 def _meta_dict(meta: types.RequestParamsMeta | None) -> dict[str, Any] | None:

@@ -30,6 +30,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ..chain import CallNext, ToolCall
 from ..classify import FAULT_META_KEY, classify_result
+from ..diagnosis.engine import Diagnoser
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
 from ..fingerprint import FailureStats, call_arguments_hash
 from ..observations import build_observation, unknown_tool_error
@@ -140,6 +141,7 @@ class Observe:
         session_context: Callable[[ToolCall], dict[str, Any]] | None = None,
         unknown_tool_as_result: bool | None = None,
         wall_clock: Callable[[], float] = time.time,
+        diagnose: Diagnoser | None = None,
     ) -> None:
         if isinstance(level_for, ObservationRule):
             rule = level_for
@@ -153,6 +155,7 @@ class Observe:
         self._audit = audit
         self._session_context = session_context
         self._wall = wall_clock
+        self._diagnose = diagnose
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         tokens = bind_contextvars(session=call.session_id, upstream=call.upstream, tool=call.name, call_id=call.call_id)
@@ -165,7 +168,7 @@ class Observe:
         try:
             result = await call_next(call)
         except Fault as fault:
-            return self._failed(call, fault)
+            return self._failed(call, await self._diagnosed(call, fault))
         except Exception as exc:
             inner = _group_fault(exc)
             if inner is None:
@@ -173,12 +176,18 @@ class Observe:
                 inner = _internal_error()
             return self._failed(call, inner)
         if result.is_error:
-            return self._error_result(call, result)
+            return await self._error_result(call, result)
         self._stats.record_success(call)
         self._finish(call, "ok", None)
         return _annotated(result, call)
 
-    def _error_result(self, call: ToolCall, result: types.CallToolResult) -> types.CallToolResult:
+    async def _diagnosed(self, call: ToolCall, fault: Fault) -> Fault:
+        """The fault, sharpened by a model's diagnosis when the policy enables it and the rules left it untyped."""
+        if self._diagnose is None:
+            return fault
+        return await self._diagnose(call, fault)
+
+    async def _error_result(self, call: ToolCall, result: types.CallToolResult) -> types.CallToolResult:
         """An ``isError`` result that reached the top: already an observation, or an upstream error to classify."""
         described = (result.meta or {}).get(FAULT_META_KEY)
         if isinstance(described, dict):
@@ -187,7 +196,7 @@ class Observe:
             return result
         fault = classify_result(result, tool=call.tool)
         assert fault is not None  # is_error results always classify
-        return self._failed(call, fault)
+        return self._failed(call, await self._diagnosed(call, fault))
 
     def _failed(self, call: ToolCall, fault: Fault) -> types.CallToolResult:
         consecutive = self._stats.record_failure(call, upstream_health=fault.counts_against_upstream)
@@ -221,6 +230,8 @@ class Observe:
             return None
 
     def _finish(self, call: ToolCall, outcome: Outcome, fault_type: str | None) -> None:
+        if self._diagnose is not None:
+            self._diagnose.note(call, outcome, fault_type)
         level = logging.DEBUG if outcome == "ok" else logging.INFO
         logged = log.is_enabled_for(level)
         if self._audit is None and not logged:
