@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from .replay import CORPUS, Verdict, load, rules_verdict
 
 AXES = ("fault_type", "repair_action", "transient")
@@ -126,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
     if args.scripted is not None or args.live:
         from .measure import diagnosed_verdicts

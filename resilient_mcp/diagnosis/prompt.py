@@ -59,12 +59,14 @@ def error_text(fault: Fault) -> str:
 def build_messages(call: ToolCall, fault: Fault, recent: Sequence[str]) -> tuple[str, str]:
     """``(system, user)``: the instructions and the case."""
     tool = call.tool
-    schema = json.dumps(tool.input_schema if tool is not None else {}, ensure_ascii=False, separators=(",", ":"))
+    raw_schema: Any = tool.input_schema if tool is not None else {}
+    dumped = json.dumps(raw_schema, ensure_ascii=False, separators=(",", ":"))
+    schema = raw_schema if len(dumped) <= SCHEMA_CHARS else _cut(dumped, SCHEMA_CHARS)
     untrusted = _cut(error_text(fault), ERROR_CHARS).replace("</untrusted_error_text>", "</ untrusted_error_text>")
     case = {
         "tool": call.name,
         "tool_description": _cut((tool.description or "") if tool is not None else "", 1000),
-        "input_schema": _cut(schema, SCHEMA_CHARS),
+        "input_schema": schema,
         "tool_effect": call.rule.effect.value,
         "arguments": redact(call.arguments or {}),
         "rules_classification": {
