@@ -178,13 +178,13 @@ async def test_the_same_error_signature_is_answered_from_the_cache_until_it_expi
     model = Model(GOOD)
     diagnose = Diagnoser(RULE, DiagnosisState(clock=clock), model)
     call = _call(EffectClass.READ_ONLY)
-    first = await diagnose(call, _untyped("no such table: customers (line 1)"))
-    second = await diagnose(call, _untyped("no such table:   customers (line 7)"))  # numbers and spaces normalised
+    first = await diagnose(call, _untyped("no such table: customers (request 81723)"))
+    second = await diagnose(call, _untyped("no such table:   customers (request 99102)"))  # ids and spaces normalised
     assert len(model.prompts) == 1
     assert first.details["diagnosis"]["cached"] is False and second.details["diagnosis"]["cached"] is True
     assert second.fault_type == "B4_semantic_argument_rejection"
     clock.now += RULE.cache_ttl_s + 1
-    await diagnose(call, _untyped("no such table: customers (line 1)"))
+    await diagnose(call, _untyped("no such table: customers (request 81723)"))
     assert len(model.prompts) == 2
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -71,17 +73,18 @@ def diagnosed_verdicts(
     return anyio.run(_run, records, rules, noise, live, model, api_key_env, seed)
 
 
-async def _run(
-    records: list[dict[str, Any]],
-    rules: list[Verdict],
-    noise: float | None,
-    live: str | None,
-    model: str,
-    api_key_env: str | None,
-    seed: int,
-) -> tuple[list[Verdict], str]:
-    scripted = ScriptedModel(noise or 0.0, seed) if live is None else None
-    provider: Provider = scripted if scripted is not None else OpenAICompatible(live or "", model, api_key_env)
+@dataclass
+class Measured:
+    verdicts: list[Verdict]
+    asked: int
+    loosened: int
+    """Verdicts whose retry safety, side-effect status or max_retry ended looser than the rules' (must be 0)."""
+    stats: Counter[str]
+
+
+async def measure(records: list[dict[str, Any]], rules: list[Verdict], provider: Provider) -> Measured:
+    """Every record through the proxy's diagnose step (as the observe stage runs it) with ``provider``."""
+    scripted = provider if isinstance(provider, ScriptedModel) else None
     rule = DiagnosisRule(enabled=True, max_per_minute=10_000, timeout_s=60)
     state = DiagnosisState()
     diagnose = Diagnoser(rule, state, provider)
@@ -100,21 +103,42 @@ async def _run(
         safety = (fault.retry_safety, fault.side_effect_status)
         new = await diagnose(call, fault)
         verdict = verdict_of(new, record)
-        if (new.retry_safety, new.side_effect_status) != safety or (
-            fault.is_transient and verdict.max_retry > rules_max
-        ):
+        looser_retry = verdict.max_retry > rules_max and (
+            fault.is_transient or (verdict.max_retry > 0 and not call.rule.effect.repeatable)
+        )
+        if (new.retry_safety, new.side_effect_status) != safety or looser_retry:
             loosened += 1
         out.append(verdict)
-    s = state.stats
+    return Measured(out, asked, loosened, state.stats)
+
+
+async def _run(
+    records: list[dict[str, Any]],
+    rules: list[Verdict],
+    noise: float | None,
+    live: str | None,
+    model: str,
+    api_key_env: str | None,
+    seed: int,
+) -> tuple[list[Verdict], str]:
+    provider: Provider = (
+        ScriptedModel(noise or 0.0, seed) if live is None else OpenAICompatible(live, model, api_key_env)
+    )
+    m = await measure(records, rules, provider)
+    s = m.stats
     calls = s["calls"]
     lat = s["latency_ms"] / calls if calls else 0.0
+    scripted = live is None
     who = f"scripted model (gold + {100 * (noise or 0):.0f} % noise, seed {seed})" if scripted else f"{live} {model}"
     notes = (
-        f"Diagnosis by {who}: asked for {asked} of {len(records)} records (the rest were typed: rules only); "
+        f"Diagnosis by {who}: asked for {m.asked} of {len(records)} records (the rest were typed: rules only); "
         f"model calls {calls}, cache hits {s['cache_hits']}, applied {s['applied']}, fallbacks "
-        + ", ".join(f"{k.removeprefix('fallback_')} {v}" for k, v in sorted(s.items()) if k.startswith("fallback_"))
+        + (
+            ", ".join(f"{k.removeprefix('fallback_')} {v}" for k, v in sorted(s.items()) if k.startswith("fallback_"))
+            or "none"
+        )
         + f"; mean latency {lat:.1f} ms per call; tokens in {s['tokens_in']}, out {s['tokens_out']}"
         + (" (scripted: estimated as characters / 4)" if scripted else "")
-        + f"; verdicts that loosened retry safety after the clamps: {loosened}."
+        + f"; verdicts that loosened retry safety after the clamps: {m.loosened}."
     )
-    return out, notes
+    return m.verdicts, notes

@@ -47,12 +47,14 @@ log = structlog.get_logger(__name__)
 CACHE_ENTRIES = 512
 RECENT_CALLS = 5
 RECENT_SESSIONS = 256
-_DIGITS = re.compile(r"\d+")
+_VOLATILE = re.compile(r"\b[0-9a-f]{8}-[0-9a-f-]{27}\b|\b0x[0-9a-f]+\b|\d{4,}")
+"""UUIDs, hex ids, ports, timestamps, pids: what differs between two occurrences of one error. Short numbers
+(an HTTP status, an exit code) stay: they change the meaning."""
 
 
 def signature(tool: str, text: str) -> str:
-    """The cache key of an error: the tool and its error text with numbers and spacing normalised."""
-    norm = _DIGITS.sub("#", " ".join(text.lower().split()))[:1000]
+    """The cache key of an error: the tool and its error text with volatile ids and spacing normalised."""
+    norm = _VOLATILE.sub("#", " ".join(text.lower().split()))[:1000]
     return hashlib.sha256(f"{tool}\0{norm}".encode()).hexdigest()[:32]
 
 
