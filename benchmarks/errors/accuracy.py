@@ -14,6 +14,7 @@ side-effect status, max_retry) — the clamps guarantee it, the benchmark checks
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -55,27 +56,34 @@ def table(records: Sequence[dict[str, Any]], verdicts: dict[str, Sequence[Verdic
 
 
 def misses(records: Sequence[dict[str, Any]], verdicts: Sequence[Verdict]) -> str:
-    """Where the rules are wrong, grouped by situation: gold vs given, with one example text."""
+    """Where the rules are wrong, grouped by situation: gold vs given, whether the diagnose step is asked (the error
+    is untyped), and one example text."""
+    from resilient_mcp.diagnosis.engine import untyped
+
+    from .replay import raw_fault
 
     rows: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, (rec, v) in enumerate(zip(records, verdicts, strict=True)):
-        wrong = [a for a in AXES if not right(rec, v, a)]
-        if wrong:
-            rows[(rec["id"].split("-")[0], rec["situation"])].append(i)
+        if any(not right(rec, v, a) for a in AXES):
+            rows[(_source_name(rec), rec["situation"])].append(i)
     lines = [
-        "| source / situation | n | gold (type, action, transient) | rules say | example error text |",
-        "|---|---:|---|---|---|",
+        "| source / situation | n | gold (type, action, transient) | rules say | diagnosis asked | example error |",
+        "|---|---:|---|---|---|---|",
     ]
-    for (src, sit), idx in sorted(rows.items(), key=lambda kv: -len(kv[1])):
-        rec, v = records[idx[0]], verdicts[idx[0]]
+    for (src, sit), idx in sorted(rows.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        rec = records[idx[0]]
         g = rec["gold"]
         said = Counter(f"{verdicts[i].fault_type}, {verdicts[i].repair_action}, {verdicts[i].transient}" for i in idx)
-        text = _text(rec)
+        asked = "yes" if untyped(raw_fault(rec)) else "no (typed)"
         lines.append(
             f"| {src} / {sit} | {len(idx)} | {g['fault_type']}, {g['repair_action']}, {g['transient']} | "
-            f"{'; '.join(f'{k} (x{n})' for k, n in said.most_common())} | `{text}` |"
+            f"{'; '.join(f'{k} (x{n})' for k, n in said.most_common())} | {asked} | `{_text(rec)}` |"
         )
     return "\n".join(lines)
+
+
+def _source_name(record: dict[str, Any]) -> str:
+    return re.sub(r"-\d{3}-.*$", "", str(record["id"]))
 
 
 def _text(record: dict[str, Any]) -> str:
