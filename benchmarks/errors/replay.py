@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
+import pydantic_core
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.chain import ToolCall
@@ -55,6 +56,8 @@ def _exception(raw: dict[str, Any]) -> BaseException:
     message = raw["message"]
     if module == "builtins" and isinstance(cls := getattr(builtins, name, None), type):
         return cls(message)
+    if raw["type"] == "pydantic_core.ValidationError":  # the SDK could not parse the upstream's result
+        return pydantic_core.ValidationError.from_exception_data(message.split("\n", 1)[0], [])
     for mod in (anyio, httpx2):
         if module == mod.__name__ and isinstance(cls := getattr(mod, name, None), type):
             return cls(message) if message else cls()
