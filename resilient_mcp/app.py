@@ -13,12 +13,13 @@ import anyio
 import structlog
 
 from .catalog import CatalogConflict
-from .config import ProxyConfig, split_host_port
+from .config import ProxyConfig, StdioUpstream, command_problem, split_host_port
 from .pipeline import Pipeline
 from .policy import Policy, PolicyFile
 from .policyfile import PolicyWatcher
 from .proxy import Proxy
 from .server import build_server, init_options
+from .state_sqlite import StateError
 from .stdio import stdio_transport
 
 log = structlog.get_logger(__name__)
@@ -48,7 +49,7 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
     async with proxy.running() as p, anyio.create_task_group() as tg:
         if config.policy_paths():
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
-        server = build_server(p, instructions=_instructions())
+        server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)))
         if listen_at:
             from .http import serve_http
 
@@ -59,6 +60,49 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
                 await server.run(read, write, init_options(server))
             log.info("stdin_closed")
         tg.cancel_scope.cancel()
+
+
+def startup_notice(proxy: Proxy) -> str | None:
+    """What the host must know when upstreams could not start: their names and errors, and whether any tool is left.
+    Logged as an error and put in the proxy's MCP instructions (a host shows them to the model and often to the
+    user), so missing tools are never silent. None when every upstream is ready."""
+    down = {name: up for name, up in proxy.upstreams.items() if up.state != "ready"}
+    if not down:
+        return None
+    tools = len(proxy.routing.visible_tools)
+    reasons = "; ".join(f"{name!r}: {up.last_error or up.state}" for name, up in down.items())
+    if tools == 0:
+        log.error(
+            "no_tools_available",
+            upstreams_down=sorted(down),
+            hint="every upstream failed to start: the host sees no tools; `resilient-mcp check --config FILE` "
+            "names a missing command",
+        )
+        head = "No tools are available: every upstream MCP server behind this proxy failed to start"
+    else:
+        head = f"{len(down)} of {len(proxy.upstreams)} upstream MCP servers behind this proxy failed to start"
+    return (
+        f"NOTICE: {head} ({reasons}). Their tools are missing (they appear once the server starts). Tell the user; "
+        "the fix is in the proxy's configuration or the server's installation, not in the tool calls."
+    )
+
+
+def _with_notice(instructions: str | None, notice: str | None) -> str | None:
+    if notice is None:
+        return instructions
+    return notice if instructions is None else f"{notice}\n\n{instructions}"
+
+
+def _log_config(config: ProxyConfig) -> None:
+    """Once per start: upstreams left out on purpose, and what a host's file said that the proxy reads differently."""
+    for name, up in config.upstreams.items():
+        if not up.enabled:
+            log.info("upstream_disabled", upstream=name, hint="enabled: false / disabled: true in the config")
+    for event, fields in config.host.notes:
+        log.info(event, **fields)
+    for name, up in config.enabled_upstreams().items():
+        if isinstance(up, StdioUpstream) and (problem := command_problem(up)) is not None:
+            log.error("upstream_command_not_found", upstream=name, error=problem)
 
 
 def _instructions() -> str | None:
@@ -80,15 +124,16 @@ async def run_proxy(
             ensure_bindable(*split_host_port(listen_at))
         except OSError as exc:
             raise StartupError(str(exc)) from None
+    _log_config(config)
     proxy = Proxy(config, policy, Pipeline)
-    conflict: CatalogConflict | None = None
+    conflict: CatalogConflict | StateError | None = None
     async with anyio.create_task_group() as outer:
         stop = anyio.CancelScope()
         outer.start_soon(_signals, stop)
         with stop:
             try:
                 await _serve(proxy, config, listen_at, base_policy)
-            except CatalogConflict as exc:  # kept out of the task group, which would wrap it in a group
+            except (CatalogConflict, StateError) as exc:  # kept out of the task group, which would wrap it in a group
                 conflict = exc
         outer.cancel_scope.cancel()  # every upstream is closed: signals may have their default effect again
     if conflict is not None:

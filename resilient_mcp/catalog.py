@@ -1,7 +1,9 @@
 """The aggregated view of every upstream's tools, prompts and resources, under the names the host sees.
 
 With one upstream (and no explicit prefix) names are unchanged. With several, each upstream's tools and prompts are
-named ``{prefix}{separator}{name}`` (prefix defaults to the upstream's configured name; ``prefix: ""`` opts out).
+named ``{prefix}{separator}{name}`` (prefix defaults to the upstream's configured name; ``prefix: ""`` opts out),
+except a name the server already starts with its prefix and ``_``, ``-`` or ``.`` (the git server's ``git_status``
+under prefix ``git``), which is kept as it is rather than doubled (``git__git_status``); see ``public_name``.
 Two upstreams offering the same host-visible name is a ``CatalogConflict`` naming both: never silent shadowing.
 Resources keep their URIs (they are already global); a URI offered twice goes to the first upstream, with a warning.
 Metadata (title, description, schemas, annotations, icons, ``_meta``) passes through unchanged but for the name.
@@ -59,8 +61,9 @@ class Catalog:
         """The upstream a name would belong to by its prefix (for calls to tools of an upstream that is down)."""
         best: tuple[int, str] | None = None
         for upstream, prefix in self.prefixes.items():
-            if prefix and public_name.startswith(prefix) and (best is None or len(prefix) > best[0]):
-                best = (len(prefix), upstream)
+            own = prefix if public_name.startswith(prefix) else _bare_match(public_name, prefix)
+            if prefix and own and (best is None or len(own) > best[0]):
+                best = (len(own), upstream)
         if best is not None:
             return best[1]
         unprefixed = [u for u, p in self.prefixes.items() if not p]
@@ -75,16 +78,50 @@ class Catalog:
         return None
 
 
+class Prefix(str):
+    """A full prefix (``git__``) that knows its bare part (``git``): ``public_name`` needs both."""
+
+    bare: str
+
+    def __new__(cls, bare: str, separator: str) -> Prefix:
+        full = super().__new__(cls, f"{bare}{separator}" if bare else "")
+        full.bare = bare
+        return full
+
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]
+        return self.bare, self[len(self.bare) :]
+
+
 def prefixes_for(upstreams: Mapping[str, str | None], separator: str) -> dict[str, str]:
     """The prefix each upstream's names get: none for a single upstream without an explicit prefix; otherwise the
     explicit prefix, or the upstream's name made safe for tool names; ``prefix: ""`` opts out."""
     if len(upstreams) == 1:
         ((name, prefix),) = upstreams.items()
-        return {name: f"{prefix}{separator}" if prefix else ""}
+        return {name: Prefix(prefix or "", separator)}
     return {
-        name: "" if prefix == "" else f"{prefix if prefix is not None else default_prefix(name)}{separator}"
+        name: Prefix("" if prefix == "" else (prefix if prefix is not None else default_prefix(name)), separator)
         for name, prefix in upstreams.items()
     }
+
+
+def _bare_match(name: str, prefix: str) -> str:
+    """The part of ``name`` that already says its prefix (``git_`` of ``git_status`` under ``git__``), or ""."""
+    bare = getattr(prefix, "bare", "")
+    if not bare or len(name) <= len(bare) + 1 or name[len(bare)] not in "_-.":
+        return ""
+    if name[: len(bare)].lower() != bare.lower() or name.lower().startswith(prefix.lower()):
+        return ""
+    return name[: len(bare) + 1]
+
+
+def public_name(name: str, prefix: str) -> str:
+    """The host-visible name of an upstream's tool or prompt ``name`` under ``prefix`` (a ``Prefix``).
+
+    ``{prefix}{separator}{name}``, except that a name that already starts with the bare prefix (any case) and one of
+    ``_ - .`` is kept as it is: ``git_status`` stays ``git_status`` under ``git``, not ``git__git_status``. A name
+    that starts with the whole prefix (``git__x``) is prefixed as usual, so a kept name never looks like a prefixed
+    one and two names of one upstream cannot meet; a clash across upstreams is a ``CatalogConflict`` as always."""
+    return name if _bare_match(name, prefix) else prefix + name
 
 
 def build_catalog(upstreams: Mapping[str, Upstream], prefixes: Mapping[str, str], *, strict: bool) -> Catalog:
@@ -94,13 +131,14 @@ def build_catalog(upstreams: Mapping[str, Upstream], prefixes: Mapping[str, str]
     for up_name, up in upstreams.items():
         prefix = prefixes.get(up_name, "")
         for tool in up.catalog.tools:
-            public = prefix + tool.name
+            public = public_name(tool.name, prefix)
             clash = _add(cat.tools, Entry(public, up_name, tool.name, tool=tool), "tool")
             if clash:
                 conflicts.append(clash)
             _check_name(public, up_name)
         for prompt in up.catalog.prompts:
-            clash = _add(cat.prompts, Entry(prefix + prompt.name, up_name, prompt.name, prompt=prompt), "prompt")
+            entry = Entry(public_name(prompt.name, prefix), up_name, prompt.name, prompt=prompt)
+            clash = _add(cat.prompts, entry, "prompt")
             if clash:
                 conflicts.append(clash)
         for res in up.catalog.resources:

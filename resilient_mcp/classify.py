@@ -12,9 +12,13 @@ Exceptions (``classify_exception``; ``sent`` says whether the request may have l
                                                                     details.schema_drift_candidate)
     MCPError -32601                     ProtocolMismatch (c), rejected
     MCPError -32600 / -32700            MalformedArguments, rejected (catalog B3); -32600 "Session terminated" ->
-                                        ConnectionLost, rejected (the session expired before dispatch)
+                                        ConnectionLost, rejected (the session expired before dispatch); the SDK's
+                                        stand-ins for an HTTP answer it could not read (an empty or non-JSON body,
+                                        an unexpected content type, 202 to a request) -> MalformedResponse (E1),
+                                        maybe_executed
     MCPError -32603                     GatewayError when it is the SDK's stand-in for an HTTP error status, else
-                                        TransientExecutionError (catalog D1), maybe_executed
+                                        TransientExecutionError (catalog D1), maybe_executed, ``tool_level``: the
+                                        tool's execution error (its own circuit counts it, never the upstream's)
     MCPError -32022 / -32021 / -32020   ProtocolMismatch (a) transient / (d) / header mismatch, rejected
     MCPError -32042                     PermissionDenied (URL elicitation required), ask_user
     MCPError, other codes (e.g. 0)      PermanentExecutionError, maybe_executed (an untyped upstream failure)
@@ -100,6 +104,12 @@ __all__ = [
 ]
 
 _SDK_HTTP_STANDIN = "server returned an error response"  # mcp/client/streamable_http.py, any non-404 HTTP error
+_SDK_UNREADABLE_RESPONSE = (  # mcp/client/streamable_http.py: the answer to our POST could not be read
+    "failed to parse json response",
+    "failed to parse sse message",
+    "unexpected content type",
+    "server answered a request with 202 accepted",
+)
 
 
 def parse_retry_after(value: str, now: datetime) -> int | None:
@@ -248,12 +258,19 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
         return ProtocolMismatch("The upstream does not support tool calls.", details={"variant": "c"}, **rejected)
     if code == types.INVALID_REQUEST and "session terminated" in lowered:
         return ConnectionLost("The upstream session expired before the call ran.", **rejected)
+    if code in (types.INVALID_REQUEST, types.PARSE_ERROR) and lowered.startswith(_SDK_UNREADABLE_RESPONSE):
+        unreadable = "The upstream's HTTP response had no readable answer (an empty or non-JSON body); it may have run."
+        return MalformedResponse(unreadable, details={"parse_error": _short(msg)}, **kw)
     if code in (types.INVALID_REQUEST, types.PARSE_ERROR):
         return MalformedArguments("The upstream could not read the request.", **rejected)
     if code == types.INTERNAL_ERROR:
         if lowered == _SDK_HTTP_STANDIN:
             return GatewayError("The upstream answered with an HTTP error status.", **kw)
-        return TransientExecutionError("The upstream failed internally; the call may have executed.", **kw)
+        # The upstream is alive and answered: the tool itself failed. Its own circuit counts it, the upstream's not.
+        internal = "The tool failed inside the upstream (JSON-RPC internal error); the call may have executed."
+        fault = TransientExecutionError(internal, **kw)
+        fault.tool_level = True
+        return fault
     return _from_spec_code(exc, kw, rejected)
 
 

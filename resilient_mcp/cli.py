@@ -16,6 +16,7 @@ from .logs import configure_logging
 from .policy import Policy, PolicyFile
 from .policyfile import load_policy
 from .sourcefile import SourceError
+from .state_sqlite import StateError
 
 EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 2
 
@@ -110,7 +111,18 @@ def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:
     extra = [Path(p).resolve() for p in getattr(args, "policy", []) or []]
     if extra:
         config = config.model_copy(update={"policies": [*config.policies, *map(str, extra)]})
-    return config, load_policy(config.policy_paths())
+    return config, load_policy(config.policy_paths(), _host_policy(config))
+
+
+def _host_policy(config: ProxyConfig) -> PolicyFile | None:
+    """The policy layer of a host file's per-server keys (``timeout``, ``disabledTools``), under every policy file."""
+    layer = config.host_policy()
+    if layer is None:
+        return None
+    try:
+        return PolicyFile.model_validate(layer)
+    except ValueError as exc:
+        raise SourceError(config.base_dir, [f"per-server keys of the config file: {exc}"]) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -123,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except SourceError as exc:
         _err(f"resilient-mcp: configuration error\n{exc}")
+        return EXIT_CONFIG
+    except StateError as exc:
+        _err(f"resilient-mcp: state directory error: {exc}")
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return EXIT_OK
@@ -140,6 +155,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             policy = load_policy(config.policy_paths(), base)
         else:
             config, policy = _load(args)
+            base = _host_policy(config)
             if not config.enabled_upstreams():
                 raise SourceError(args.config, [f"{args.config}: no enabled upstreams: add one under upstreams:"])
         if args.http:

@@ -11,8 +11,9 @@ from typing import Any
 
 import anyio
 
-from .catalog import CatalogConflict, prefixes_for
-from .config import ProxyConfig
+from .catalog import Catalog, CatalogConflict, prefixes_for, public_name
+from .config import ProxyConfig, StdioUpstream, command_problem
+from .hostfiles import describe
 from .pipeline import Pipeline
 from .policy import Policy
 from .proxy import Proxy
@@ -60,6 +61,21 @@ def _catalog(config: ProxyConfig, policy: Policy) -> tuple[dict[str, Any], int]:
 def check(args: argparse.Namespace, load: Loader) -> int:
     config, policy = load(args)
     ups = config.enabled_upstreams()
+    for name, up in config.upstreams.items():
+        if not up.enabled:
+            sys.stderr.write(f"upstream {name!r} is disabled: not started\n")
+    for line in describe(config.host):
+        sys.stderr.write(f"note: {line}\n")
+    missing = {
+        name: problem
+        for name, up in ups.items()
+        if isinstance(up, StdioUpstream) and (problem := command_problem(up)) is not None
+    }
+    for name, problem in missing.items():
+        sys.stderr.write(f"upstream {name!r} cannot start: {problem}\n")
+    if missing:
+        sys.stderr.write(f"config not ok: {len(missing)} of {len(ups)} upstream command(s) not found\n")
+        return 2
     sys.stderr.write(
         f"config ok: {len(ups)} upstream(s) ({', '.join(ups) or 'none'}); {len(policy.sources)} policy file(s) valid\n"
     )
@@ -83,11 +99,10 @@ def explain(args: argparse.Namespace, load: Loader) -> int:
     prefixes = prefixes_for({name: up.prefix for name, up in ups.items()}, config.prefix_separator)
     upstream = args.upstream
     if upstream is None:
-        matches = [n for n, p in prefixes.items() if p and args.tool.startswith(p)]
-        upstream = matches[0] if matches else (next(iter(ups)) if len(ups) == 1 else "")
+        upstream = Catalog(prefixes=prefixes).upstream_for_name(args.tool) or (next(iter(ups)) if len(ups) == 1 else "")
     prefix = prefixes.get(upstream, "") if upstream else ""
     tool = args.tool[len(prefix) :] if prefix and args.tool.startswith(prefix) else args.tool
-    public = args.tool if not prefix or args.tool.startswith(prefix) else prefix + args.tool
+    public = public_name(tool, prefix) if prefix else tool
     rule = policy.resolve(upstream, tool, public)
     report = {
         "tool": public,

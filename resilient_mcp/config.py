@@ -3,12 +3,15 @@
 Accepted shapes (YAML or JSON):
 
 - resilient-mcp's own: ``{upstreams: {name: {...}}, policies: [...], listen: {...}, state_dir: ..., ...}``;
-- a Claude Desktop / IDE config as-is: ``{"mcpServers": {name: {...}}, ...other keys of that app...}``.
+- an MCP host's file as-is (``hostfiles.py``): Claude Desktop, Cursor, Cline, Roo Code, Windsurf
+  (``{"mcpServers": {...}}``), VS Code (``{"servers": {...}, "inputs": [...]}``, or ``"mcp": {...}`` in its
+  settings), Zed (``{"context_servers": {...}}``); that app's other settings are ignored.
 
 An upstream is either stdio (``command``, ``args``, ``env``, ``cwd``) or remote (``url``, ``headers``, ``transport``),
 in the shape people already have in their ``mcpServers``. ``${VAR}`` / ``${VAR:-default}`` in ``env`` values,
-``headers`` values, ``url``, ``args`` and listener tokens are read from the proxy's environment, so secrets stay out of
-files. Errors name the file, line and key (see ``sourcefile.py``).
+``headers`` values, ``url``, ``args``, ``cwd`` and listener tokens are read from the proxy's environment, so secrets
+stay out of files (VS Code's ``${env:VAR}``, ``${input:ID}``, ``${userHome}`` and ``${workspaceFolder}`` too). Errors
+name the file, line and key (see ``sourcefile.py``).
 """
 
 from __future__ import annotations
@@ -16,12 +19,24 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    RootModel,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from .chaos.plan import Rule as FaultRule
+from .hostfiles import HostFile, HostSettings, read_host_file
 from .sourcefile import Document, SourceError, expand_env, load_document, validate_document
 
 #: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
@@ -43,9 +58,21 @@ class _UpstreamCommon(_Strict):
     prefix: str | None = None
     """Prefix of this upstream's tool and prompt names when several upstreams are served; defaults to its name."""
     enabled: bool = True
-    """false keeps the entry in the file but does not start it."""
+    """false keeps the entry in the file but does not start it (`disabled: true`, as Cline and Cursor write it, too)."""
     connect_timeout_s: float = Field(30.0, gt=0, le=600)
     """How long starting/connecting and the MCP handshake may take."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _disabled_alias(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "disabled" in v:
+            if "enabled" in v:
+                raise ValueError("use either enabled or disabled, not both")
+            disabled = v["disabled"]
+            if not isinstance(disabled, bool):
+                raise ValueError(f"disabled must be true or false (got {disabled!r})")
+            v = {k: val for k, val in v.items() if k != "disabled"} | {"enabled": not disabled}
+        return v
 
     @field_validator("prefix")
     @classmethod
@@ -69,6 +96,11 @@ class StdioUpstream(_UpstreamCommon):
     (HOME LOGNAME PATH SHELL TERM USER), "all" passes everything, a list passes those names plus the minimal set."""
     cwd: str | None = None
     """Working directory of the server."""
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Largest message (one JSON-RPC line) read from the server; a larger result becomes an E4 oversized observation."""
+    env_file: str | None = None
+    """A file of KEY=VALUE lines (a `.env` file; `envFile` in VS Code and Cursor) read into `env`, relative to this
+    file; `env` wins over it."""
 
 
 class RemoteUpstream(_UpstreamCommon):
@@ -178,6 +210,7 @@ class ProxyConfig(_Strict):
     """Chaos mode: inject faults between the proxy and its upstreams as a fault plan says (testing only)."""
 
     base_dir: str = Field(default=".", exclude=True)
+    _host: HostSettings | None = PrivateAttr(default=None)
 
     @field_validator("upstreams")
     @classmethod
@@ -202,6 +235,16 @@ class ProxyConfig(_Strict):
 
     def enabled_upstreams(self) -> dict[str, StdioUpstream | RemoteUpstream]:
         return {name: up for name, up in self.upstreams.items() if up.enabled}
+
+    @property
+    def host(self) -> HostSettings:
+        """What a host's file said beyond the servers themselves (``hostfiles.py``); empty for other files."""
+        return self._host if self._host is not None else HostSettings()
+
+    def host_policy(self) -> dict[str, Any] | None:
+        """The policy layer a host's file implies (per-server ``timeout``, ``disabledTools``), under every policy
+        file: a ``PolicyFile`` mapping, or None."""
+        return self.host.policy()
 
     def resolve_path(self, p: str) -> Path:
         path = Path(os.path.expanduser(p))
@@ -250,28 +293,43 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _expand(doc: Document, cfg: ProxyConfig, environ: dict[str, str] | None) -> ProxyConfig:
+def _expand(
+    doc: Document, cfg: ProxyConfig, environ: dict[str, str] | None, top: tuple[str, ...] = ("upstreams",)
+) -> ProxyConfig:
     problems: list[str] = []
+    host = cfg.host
+    env_now = dict(os.environ if environ is None else environ)
 
     def ex(value: str, loc: tuple[str | int, ...]) -> str:
         try:
-            return expand_env(value, environ)
+            return expand_env(host.expand_variables(value, env_now, doc.path), environ)
         except KeyError as exc:
             line = doc.line_of(loc)
             problems.append(f"{doc.path}:{line or '?'}: {'.'.join(map(str, loc))}: {exc.args[0]}")
             return value
 
-    top = "mcpServers" if isinstance(doc.data, dict) and "mcpServers" in doc.data else "upstreams"
+    def env_file(up: StdioUpstream, loc: tuple[str | int, ...]) -> dict[str, str]:
+        if up.env_file is None:
+            return {}
+        path = cfg.resolve_path(ex(up.env_file, loc))
+        try:
+            return read_env_file(path)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{doc.path}:{doc.line_of(loc) or '?'}: {'.'.join(map(str, loc))}: {exc}")
+            return {}
+
     ups: dict[str, StdioUpstream | RemoteUpstream] = {}
     for name, up in cfg.upstreams.items():
-        base = (top, name)
+        base = (*top, name)
         if not up.enabled:  # not started: its variables need not be set
             ups[name] = up
         elif isinstance(up, StdioUpstream):
+            from_file = env_file(up, (*base, host.key_of(name, "env_file")))
             ups[name] = up.model_copy(
                 update={
-                    "env": {k: ex(v, (*base, "env", k)) for k, v in up.env.items()},
+                    "env": from_file | {k: ex(v, (*base, "env", k)) for k, v in up.env.items()},
                     "args": [ex(a, (*base, "args", i)) for i, a in enumerate(up.args)],
+                    "cwd": None if up.cwd is None else ex(up.cwd, (*base, "cwd")),
                 }
             )
         else:
@@ -294,23 +352,91 @@ def _expand(doc: Document, cfg: ProxyConfig, environ: dict[str, str] | None) -> 
     return cfg.model_copy(update={"upstreams": ups, "listen": cfg.listen.model_copy(update={"auth_tokens": tokens})})
 
 
+class _OneUpstream(RootModel[UpstreamConfig]):
+    pass
+
+
+def _validate_host(doc: Document, data: dict[str, Any], host: HostFile) -> ProxyConfig:
+    """An MCP host's file: its servers (made native by ``hostfiles``) and this proxy's own keys, if any; that app's
+    other settings are ignored. Each server is validated where it stands in the file (errors name its line)."""
+    problems: list[str] = []
+    own = {k: v for k, v in data.items() if k in ProxyConfig.model_fields and k not in ("upstreams", "base_dir")}
+    cfg = ProxyConfig()
+    try:
+        cfg = validate_document(ProxyConfig, doc, data=own)
+    except SourceError as exc:
+        problems.extend(exc.problems)
+    ups: dict[str, StdioUpstream | RemoteUpstream] = {}
+    for name, entry in host.servers.items():
+        loc = (*host.servers_loc, name)
+        try:
+            ups[name] = validate_document(_OneUpstream, doc, data=entry, prefix=loc).root
+        except SourceError as exc:
+            problems.extend(exc.problems)
+    try:
+        ProxyConfig._names(ups)
+    except ValueError as exc:
+        problems.append(f"{doc.path}:{doc.line_of(host.servers_loc) or '?'}: {'.'.join(host.servers_loc)}: {exc}")
+    if problems:
+        raise SourceError(doc.path, problems)
+    return cfg.model_copy(update={"upstreams": ups})
+
+
 def parse_config(doc: Document, environ: dict[str, str] | None = None) -> ProxyConfig:
     data = doc.data
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SourceError(doc.path, [f"{doc.path}:1: the file must hold a mapping (upstreams: ... or mcpServers: ...)"])
-    if "mcpServers" in data and "upstreams" not in data:
-        # A Claude Desktop / IDE file: take its servers and ignore that app's other settings.
-        keep = {"mcpServers", *(k for k in ProxyConfig.model_fields if k not in ("upstreams", "base_dir"))}
-        data = {k: v for k, v in data.items() if k in keep}
-    cfg = validate_document(ProxyConfig, doc, data=data)
+        what = "upstreams: ..., mcpServers: ..., servers: ... or context_servers: ..."
+        raise SourceError(doc.path, [f"{doc.path}:1: the file must hold a mapping ({what})"])
+    host = read_host_file(doc, data)
+    cfg = validate_document(ProxyConfig, doc, data=data) if host is None else _validate_host(doc, data, host)
     cfg = cfg.model_copy(update={"base_dir": str(Path(doc.path).resolve().parent)})
-    return _expand(doc, cfg, environ)
+    cfg._host = host.settings if host is not None else None
+    return _expand(doc, cfg, environ, host.servers_loc if host is not None else ("upstreams",))
 
 
 def load_config(path: str | os.PathLike[str], environ: dict[str, str] | None = None) -> ProxyConfig:
     return parse_config(load_document(path), environ)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines (``export`` and quotes allowed, ``#`` comments and blank lines skipped), as in a ``.env``."""
+    out: dict[str, str] = {}
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.removeprefix("export ").partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ValueError(f"{path}:{n}: not a KEY=VALUE line")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        out[key] = value
+    return out
+
+
+def command_problem(up: StdioUpstream, environ: dict[str, str] | None = None) -> str | None:
+    """Why ``up.command`` cannot be started, or None: a bare name is looked up on the PATH the server gets (as the
+    process is started), a path (with a ``/``) relative to the server's ``cwd``."""
+    cmd = up.command
+    if os.sep in cmd or (os.altsep is not None and os.altsep in cmd):
+        path = Path(os.path.expanduser(cmd))
+        if not path.is_absolute():
+            path = Path(up.cwd or os.getcwd()) / path
+        if not path.is_file():
+            return f"command {cmd!r}: {path} does not exist"
+        if not os.access(path, os.X_OK):
+            return f"command {cmd!r}: {path} is not executable (chmod +x, or start it with its interpreter)"
+        return None
+    search = stdio_environment(up, environ).get("PATH") or os.defpath
+    if shutil.which(cmd, path=search) is None:
+        return (
+            f"command {cmd!r} is not found on PATH ({search}): install it, or give its full path "
+            "(`command -v` in the shell where it works prints it)"
+        )
+    return None
 
 
 def stdio_environment(up: StdioUpstream, environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -28,8 +28,14 @@ from .policy import Policy, PolicyFile
 from .proxy import Proxy
 from .server import build_server
 
-DIRECT_TIMEOUT_S = 1.5
-"""The host's own read timeout in the direct runs (hosts have one; the SDK's default is none)."""
+DIRECT_TIMEOUT_S = 3.0
+"""The host's own timeout for a tool call in the direct runs (hosts have one; the SDK's default is none). It bounds
+calls only: starting the server and ``initialize`` get ``START_TIMEOUT_S``, as in a host, so a slow machine does not
+turn a server start into a failed step."""
+START_TIMEOUT_S = 60.0
+"""How long one direct step may take in all: starting a fresh Python server, ``initialize``, the call."""
+ATTEMPT_TIMEOUT_S = 1.0
+"""The proxy's per-attempt timeout of ``lookup_order`` in the demo's policy (the hanging read's)."""
 
 DEMO_POLICY: dict[str, Any] = {
     "upstreams": {
@@ -37,7 +43,7 @@ DEMO_POLICY: dict[str, Any] = {
             "trust_annotations": True,
             "tools": {
                 "create_order": {"verify_with": {"tool": "search_orders", "args": {"customer": "{customer}"}}},
-                "lookup_order": {"timeouts": {"attempt_s": 0.5}},
+                "lookup_order": {"timeouts": {"attempt_s": ATTEMPT_TIMEOUT_S}},
             },
         }
     },
@@ -81,7 +87,7 @@ def _summary(result: types.CallToolResult, max_lines: int = 8) -> list[str]:
 
 async def _call(client: Caller, tool: str, args: dict[str, Any]) -> list[str]:
     try:
-        with anyio.fail_after(30):
+        with anyio.fail_after(START_TIMEOUT_S):
             result = await client.call_tool(tool, args)
     except MCPError as exc:
         lines = [f"✗ JSON-RPC error {exc.code}: {exc.error.message}"]
@@ -105,7 +111,7 @@ async def _step(direct: Caller, proxied: Caller, title: str, tool: str, args: di
 
 @asynccontextmanager
 async def _direct(ledger: Path) -> AsyncIterator[Client]:
-    async with Client(_upstream_params(ledger), mode="legacy", cache=None, read_timeout_seconds=DIRECT_TIMEOUT_S) as c:
+    async with Client(_upstream_params(ledger), mode="legacy", cache=None) as c:
         yield c
 
 
@@ -134,7 +140,7 @@ class _Direct:
         error: MCPError | None = None
         async with _direct(self.ledger) as client:
             try:
-                return await client.call_tool(tool, args)
+                return await client.call_tool(tool, args, read_timeout_seconds=DIRECT_TIMEOUT_S)
             except MCPError as exc:  # raised out of the client's task group, it would arrive as a group
                 error = exc
         raise error
@@ -159,7 +165,8 @@ async def _script(direct: Caller, proxied: Caller) -> None:
                 "create_order", {"customer": "ada", "sku": "banana", "qty": "two"})  # fmt: skip
     await _step(direct, proxied, "A typo in a tool name", "lookup_ordr", {"order_id": "ord-1"})
     await _step(direct, proxied, "A read that hangs once (the host gives up after "
-                f"{DIRECT_TIMEOUT_S:.1f} s; the proxy's attempt timeout is 0.5 s, then it retries the read)",
+                f"{DIRECT_TIMEOUT_S:.0f} s; the proxy's attempt timeout is {ATTEMPT_TIMEOUT_S:.0f} s, then it retries "
+                "the read)",
                 "lookup_order", {"order_id": "ord-1-slow"})  # fmt: skip
     await _step(direct, proxied, "A read that fails transiently: absorbed by the proxy's retry",
                 "lookup_order", {"order_id": "ord-2-flaky"})  # fmt: skip

@@ -8,7 +8,8 @@ Run it alone with ``python -m resilient_mcp.demo_upstream`` (stdio). Tools of ev
 - ``slow_count(steps)``: reports progress.
 
 The demo's faults are asked for by arguments, so the demo is deterministic: ``lookup_order`` fails transiently the
-first time an id ending in ``-flaky`` is looked up, and hangs for 3 s the first time an id ending in ``-slow`` is;
+first time an id ending in ``-flaky`` is looked up, and hangs (until the caller gives up and cancels the request)
+the first time an id ending in ``-slow`` is;
 ``create_order`` with ``client_ref`` ending in ``-crash``
 commits the order and then exits the process before answering. Orders persist in the file named by
 ``DEMO_LEDGER`` so a restarted process still knows them. Logs go to stderr; stdout is the wire.
@@ -117,7 +118,7 @@ def build_server(ledger: Ledger) -> Server[Any]:
             oid = str(args.get("order_id", ""))
             if oid.endswith("-slow") and oid not in flaky_seen:
                 flaky_seen.add(oid)
-                await anyio.sleep(3)
+                await anyio.sleep_forever()  # ended by the caller's timeout (cancellation or disconnect)
             if oid.endswith("-flaky") and oid not in flaky_seen:
                 flaky_seen.add(oid)
                 meta = {"io.github.resilient-mcp/error": {"type": "transient", "retryable": True}}

@@ -9,7 +9,9 @@ Sources, in order of trust:
    ``"not_found"``, ...). ``retryable: true`` makes a fault that can be transient transient and ``rejected`` (the
    server said it did not execute); ``retryable: false`` makes any fault non-transient and, where the class would
    say "maybe executed", ``executed_failed``. Faults the catalog never retries (argument, conflict, permission, ...)
-   stay non-transient whatever the server says;
+   stay non-transient whatever the server says. A transient "did not run" read from a hint or a chained observation
+   is marked ``claimed_by_upstream``: rule R (``repeat.decide``) believes it for a write only when the upstream has
+   ``trust_annotations: true``;
 3. text heuristics over the result's text, for servers that follow no convention.
 
 **The rule for untyped errors** (catalog §5.2 S2 and D4): an untyped error is never both transient and safe to
@@ -222,7 +224,14 @@ def _from_hint(hint: Mapping[str, Any]) -> Fault | None:
             details[lifted] = extra.pop(lifted)
     if extra:
         details["upstream_error"] = extra
-    return cls(_MESSAGES.get(cls, f"The tool reported an error ({cls.fault_type})."), details=details, **kw)
+    fault = cls(_MESSAGES.get(cls, f"The tool reported an error ({cls.fault_type})."), details=details, **kw)
+    fault.claimed_by_upstream = _claims_not_run(fault)
+    return fault
+
+
+def _claims_not_run(fault: Fault) -> bool:
+    """A transient fault the upstream's typed words call not executed: retryable on its word alone."""
+    return fault.is_transient and fault.retry_safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
 
 
 def _from_text(text: str, tool: types.Tool | None) -> Fault:
@@ -275,4 +284,5 @@ def fault_from_observation(obs: Mapping[str, Any], *, upstream_message: str | No
         retry_after_ms=after if isinstance(after, int) and not isinstance(after, bool) else None,
         upstream_code=cls.code,
     )
+    fault.claimed_by_upstream = _claims_not_run(fault)
     return fault

@@ -129,6 +129,12 @@ class Fault(Exception):
         self.upstream_code = upstream_code
         self.upstream_result: Any = None
         """The upstream's own ``CallToolResult`` when read from an ``isError`` result (shown raw at L0)."""
+        self.claimed_by_upstream = False
+        """The retry safety rests on the upstream's word (a typed hint, a chained proxy's observation), not on what
+        the proxy saw: believed for writes only on upstreams with ``trust_annotations`` (``repeat.decide``)."""
+        self.tool_level = False
+        """The fault says something about this tool's health only (the tool threw), not about its upstream's: it
+        counts toward the tool's circuit, never the upstream's."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, retry_safety={self.retry_safety.value})"

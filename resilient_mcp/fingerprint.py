@@ -13,6 +13,7 @@ in-memory object shared by the observe stage of one proxy; it never grows withou
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -38,16 +39,31 @@ def call_arguments_json(call: ToolCall) -> str:
     return text
 
 
-def call_arguments_hash(call: ToolCall) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``call.arguments`` (``None`` hashes like ``{}``), computed once per
-    call."""
-    return hashlib.sha256(call_arguments_json(call).encode()).hexdigest()
+def call_arguments_hash(call: ToolCall, key: bytes) -> str:
+    """HMAC-SHA-256 (hex), keyed with ``key``, of the canonical JSON of ``call.arguments`` (``None`` like ``{}``).
+
+    Keyed, because an unkeyed hash of small arguments is reversed by guessing (``{"pin": "4821"}`` in 17 ms): the
+    audit keeps this, with the state directory's per-installation secret (``StateStore.arguments_hash``)."""
+    return hmac.new(key, call_arguments_json(call).encode(), hashlib.sha256).hexdigest()
+
+
+def _identity_json(call: ToolCall) -> bytes:
+    """The canonical JSON of ``[upstream, upstream tool, arguments]``: what makes two calls identical."""
+    head = canonical_json([call.upstream, call.upstream_tool or call.name])  # '["up","tool"]'
+    return f"{head[:-1]},{call_arguments_json(call)}]".encode()
 
 
 def fingerprint(call: ToolCall) -> str:
-    """SHA-256 (hex) of ``[upstream, upstream tool, arguments]``; equal for identical calls, whatever the key order."""
-    head = canonical_json([call.upstream, call.upstream_tool or call.name])  # '["up","tool"]'
-    return hashlib.sha256(f"{head[:-1]},{call_arguments_json(call)}]".encode()).hexdigest()
+    """SHA-256 (hex) of ``[upstream, upstream tool, arguments]``; equal for identical calls, whatever the key order.
+
+    For in-memory maps only: what is written to disk uses ``keyed_fingerprint``."""
+    return hashlib.sha256(_identity_json(call)).hexdigest()
+
+
+def keyed_fingerprint(call: ToolCall, key: bytes) -> str:
+    """HMAC-SHA-256 (hex), keyed with ``key``, of what ``fingerprint`` hashes: equal for identical calls, and not
+    reversible by guessing small arguments without the per-installation secret (idempotency records keep it)."""
+    return hmac.new(key, _identity_json(call), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

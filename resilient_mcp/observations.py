@@ -10,13 +10,17 @@ facts as ``structuredContent`` and under ``_meta["io.github.resilient-mcp/fault"
   details, repeat_count (when known);
 - L3: + session (remaining budgets, recent failed fingerprints, alternatives: whatever the session context gives).
 
-Repair rule: a fault whose side effect is unknown because the call may have executed (``maybe_executed``) becomes
-``verify_state`` with ``max_retry`` 0 on a tool that is not safe to repeat (``write_unsafe``/``destructive``) unless
-the fault already says ``abort`` or ``ask_user`` (e.g. the loop guard's verdict),
-naming the tool's ``verify_with`` call with its ``"{name}"`` placeholders filled from the call's arguments. Reads and
-idempotent writes keep the fault's own action (``backoff_retry`` for a transient fault). Upstream text is never
-presented as an instruction: it appears only inside ``upstream_message`` (``untrusted: true``) and as one quoted,
-truncated line of the text block.
+Repair rule (rule R, ``repeat.decide``): a fault whose side effect is unknown because the call may have executed
+(``maybe_executed``) becomes ``verify_state`` with ``max_retry`` 0 on a tool that is not safe to repeat
+(``write_unsafe``/``destructive`` without a forwarded idempotency key; any write whose "did not run" is only the
+claim of an upstream without ``trust_annotations``, shown as ``maybe_executed``) unless the fault already says
+``abort`` or ``ask_user`` (e.g. the loop guard's verdict),
+naming the tool's ``verify_with`` call with its ``"{name}"`` placeholders filled from the call's arguments. Reads,
+idempotent writes and writes whose key the upstream honours keep the fault's own action (``backoff_retry`` for a
+transient fault); a read_only tool's result that broke its outputSchema or ``result_invariants`` gets
+``backoff_retry`` with ``max_retry`` 1 (one re-read), ``degrade`` once the re-read failed too.
+Upstream text is never presented as an instruction: it appears only inside ``upstream_message`` (``untrusted: true``)
+and as one quoted, truncated line of the text block.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from .error_results import FAULT_META_KEY
 from .faults import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, SideEffectStatus
 from .fingerprint import Consecutive
 from .policy import ObservationLevel
+from .repeat import decide
 from .suggestions import suggestion_for
 from .textcut import utf8_head
 
@@ -71,13 +76,16 @@ def _fill(template: Any, args: Mapping[str, Any]) -> Any:
 def plan_repair(fault: Fault, call: ToolCall) -> tuple[RepairAction, int, dict[str, Any] | None]:
     """The repair action and useful identical retries for this fault on this tool, and the filled verify call."""
     action, max_retry = fault.repair_action, fault.max_retry
-    if (
-        action not in _STOPS
-        and fault.side_effect_status is SideEffectStatus.UNKNOWN
-        and fault.retry_safety is RetrySafety.MAYBE_EXECUTED
-        and not call.rule.effect.repeatable
-    ):
-        action, max_retry = RepairAction.VERIFY_STATE, 0
+    verdict = decide(fault, call.rule)
+    unknown = fault.side_effect_status is SideEffectStatus.UNKNOWN or verdict.reason == "untrusted_claim"
+    if verdict.safety is RetrySafety.MAYBE_EXECUTED and not verdict.safe and unknown:
+        if action not in _STOPS:
+            action, max_retry = RepairAction.VERIFY_STATE, 0
+    elif verdict.reason == "reread_once" and action not in _STOPS:  # a read whose result broke its promise
+        if fault.details.get("repeat_count", 0) < 1:
+            action, max_retry = RepairAction.BACKOFF_RETRY, verdict.max_repeats
+        else:
+            action, max_retry = RepairAction.DEGRADE, 0
     verify = None
     if action is RepairAction.VERIFY_STATE and call.rule.verify_with is not None:
         spec = call.rule.verify_with
@@ -115,7 +123,7 @@ def observation_dict(
         "fault_category": fault.category.value,
         "fault_type": fault.fault_type,
         "is_transient": fault.is_transient,
-        "retry_safety": fault.retry_safety.value,
+        "retry_safety": decide(fault, call.rule).safety.value,
         "code": fault.code,
         "upstream_message": _upstream(fault, upstream_message_chars),
     }
@@ -198,15 +206,26 @@ def build_observation(
     )  # fmt: skip
     original = fault.upstream_result if isinstance(fault.upstream_result, types.CallToolResult) else None
     if original is None:
-        content: list[types.ContentBlock] = [types.TextContent(text=_text(fault, obs))]
+        content: list[types.ContentBlock] = [types.TextContent(text=_text(fault, obs)), *_degraded(fault)]
         meta: dict[str, Any] = {FAULT_META_KEY: obs}
     else:
         # The upstream's own error content is kept (never hidden from the model), within the tool's output cap;
         # the observation follows.
         kept = capped_content(list(original.content), call.rule.output.max_text_bytes)
-        content = [*kept, types.TextContent(text=_text(fault, obs, quote_upstream=False))]
+        content = [*kept, types.TextContent(text=_text(fault, obs, quote_upstream=False)), *_degraded(fault)]
         meta = {**(original.meta or {}), FAULT_META_KEY: obs}
     return types.CallToolResult(content=content, structured_content=obs, is_error=True, _meta=meta)
+
+
+def _degraded(fault: Fault) -> list[types.TextContent]:
+    """The degraded data a fault carries (E2, E4), as a text block: hosts show a model the text, not always
+    structuredContent."""
+    text = fault.details.get("degraded_text")
+    if not isinstance(text, str) or not text:
+        return []
+    withheld = fault.details.get("withheld_fields")
+    note = f"; withheld, as they break the schema: {', '.join(map(str, withheld))}" if withheld else ""
+    return [types.TextContent(text=f"Degraded data (the result's text content{note}):\n{text}")]
 
 
 def capped_content(content: list[types.ContentBlock], budget: int) -> list[types.ContentBlock]:
@@ -241,7 +260,14 @@ def unknown_tool_error(
         fault, call, level=level, consecutive=consecutive, repeat_count=repeat_count,
         upstream_message_chars=upstream_message_chars,
     )  # fmt: skip
-    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {call.name}", data=result.structured_content)
+    name = call.name if len(call.name) <= 256 else f"{call.name[:256]}…"  # a 1 MB name is not echoed whole
+    message = f"Unknown tool: {name}"
+    candidates = [
+        c.get("name", "?") if isinstance(c, Mapping) else str(c) for c in fault.details.get("candidates") or []
+    ]
+    if candidates:  # hosts show a model the message, rarely error.data
+        message += f". Did you mean: {', '.join(candidates[:5])}?"
+    return MCPError(types.INVALID_PARAMS, message, data=result.structured_content)
 
 
 # --- schema and instructions ----------------------------------------------------------------------------------------

@@ -137,6 +137,7 @@ class Pipeline:
             stats=self.services.stats,
             audit=self.services.audit,
             session_context=self._session_context,
+            arguments_hash=self.services.store.arguments_hash if self.services.store is not None else None,
             diagnose=self._diagnoser(),
         )
         self._guard = Guard(self.policy.session, self.services.guards)
@@ -160,7 +161,11 @@ class Pipeline:
             stages.append(Fallback(rule, self._fallback_target))
         stages.append(Provenance(rule.effect, self.services.taint))
         store = self.services.store
-        stages.append(OutputCap(rule.output, entry.tool.output_schema, store))
+        read_only = rule.effect is EffectClass.READ_ONLY
+        invariants = rule.result_invariants
+        stages.append(
+            OutputCap(rule.output, entry.tool.output_schema, store, invariants=invariants, read_only=read_only)
+        )
         if self._caches(rule, entry):
             stages.append(Cache(rule.cache, self.services.cache))
         if store is not None and replays_writes(rule, entry.tool):
@@ -315,9 +320,14 @@ class _AnnounceStoredOutputs:
         return result
 
 
+MAX_NAME_SHOWN = 256
+"""An unknown tool name is echoed (message, observation) cut to this many characters: no real name is longer."""
+
+
 def _unknown(name: str, known: list[str]) -> Fault:
-    candidates = suggest_tools(name, known)
+    long = len(name) > MAX_NAME_SHOWN
+    shown = f"{name[:MAX_NAME_SHOWN]}…[{len(name) - MAX_NAME_SHOWN} more chars]" if long else name
     return UnknownTool(
-        f"there is no tool named {name!r}",
-        details={"requested_name": name, "candidates": candidates},
+        f"there is no tool named {shown!r}",
+        details={"requested_name": shown, "candidates": [] if long else suggest_tools(name, known)},
     )

@@ -28,7 +28,10 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
 import mcp_types as types
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
 from .diagnosis.settings import DiagnosisRule
 from .faults import EffectClass
@@ -127,6 +130,78 @@ class CacheRule(Strict):
     """Most cached results kept for this tool; the least recently used go first."""
 
 
+JsonType = Literal["string", "number", "integer", "boolean", "array", "object", "null"]
+
+
+def _check_path(path: str) -> str:
+    if not path or any(not part for part in path.split(".")) or path.strip() != path:
+        raise ValueError(
+            f"field path {path!r} must be dot-separated names or array indexes with no empty part (e.g. order.id)"
+        )
+    return path
+
+
+def _check_pattern(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+    return pattern
+
+
+def _check_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        raise ValueError(f"json_schema is not a valid JSON Schema: {exc.message}") from None
+    return schema
+
+
+FieldPath = Annotated[str, AfterValidator(_check_path)]
+"""A field of a tool's result data: dot-separated object keys and array indexes (``orders.0.qty``)."""
+
+
+class FieldCheck(Strict):
+    """Predicates on one field of a tool's result data; each one that is set must hold."""
+
+    required: bool = True
+    """The field must be present; false: the other checks apply only when it is."""
+    non_empty: bool = False
+    """Not null, "", [] or {}."""
+    type: JsonType | None = None
+    """The field's JSON type: string, number, integer, boolean, array, object or null."""
+    min_items: int | None = Field(None, ge=0)
+    """An array, object or string of at least this many items (characters)."""
+    max_items: int | None = Field(None, ge=0)
+    """An array, object or string of at most this many items (characters)."""
+    minimum: float | None = None
+    """A number of at least this value."""
+    maximum: float | None = None
+    """A number of at most this value."""
+    pattern: Annotated[str, AfterValidator(_check_pattern)] | None = None
+    """A string this regular expression matches (anywhere; anchor it with ^...$ for the whole string)."""
+
+
+class ResultInvariants(Strict):
+    """What a successful result of this tool must look like. A result that breaks it is a suspect result (E5): the
+    model gets an observation instead of the data. The data is the result's structuredContent, else its text content
+    parsed as JSON."""
+
+    non_empty: bool = False
+    """The result carries data: content that is not empty, and data that is not null, "", [] or {}."""
+    required: list[FieldPath] = Field(default_factory=list)
+    """Fields that must be present (dotted paths, e.g. order.id or orders.0.qty)."""
+    fields: dict[FieldPath, FieldCheck] = Field(default_factory=dict)
+    """Dotted field path -> predicates (non_empty, type, min_items, max_items, minimum, maximum, pattern)."""
+    json_schema: Annotated[dict[str, Any], AfterValidator(_check_json_schema)] | None = None
+    """A JSON Schema the data must match (its own $schema dialect, default 2020-12); checked when the policy loads."""
+
+    @property
+    def needs_data(self) -> bool:
+        """Whether a check reads fields, so a result with no JSON data breaks it."""
+        return bool(self.required or self.fields or self.json_schema is not None)
+
+
 class VerifyWith(Strict):
     tool: str
     """A read-only tool (host-visible name) that tells whether a write took effect."""
@@ -165,6 +240,17 @@ class ToolRule(Strict):
     """Output size caps and outputSchema checks (see `output`)."""
     cache: CacheRule = CacheRule()
     """Response cache for read_only tools, off by default (see `cache`)."""
+    result_invariants: ResultInvariants | None = None
+    """What a successful result must look like (see `result_invariants`); a result that breaks it is reported as a
+    suspect result (E5) instead of being passed on as data. None: no checks beyond the outputSchema."""
+
+    _trusted_upstream: bool = PrivateAttr(default=False)
+
+    @property
+    def trusted_upstream(self) -> bool:
+        """Resolved, not configured: the tool's upstream has ``trust_annotations: true``, so its typed hints that a
+        write did not run are believed (rule R, ``repeat.decide``)."""
+        return self._trusted_upstream
 
     @property
     def idempotency_on(self) -> bool:
@@ -366,6 +452,9 @@ class Policy:
             hinted = effect_from_annotations(annotations)
             if hinted is not None:
                 rule = rule.model_copy(update={"effect": hinted})
+        if up.trust_annotations:
+            rule = rule.model_copy()
+            rule._trusted_upstream = True
         return rule
 
     def effect_source(self, upstream: str, rule: ToolRule, annotations: types.ToolAnnotations | None) -> str:

@@ -1,8 +1,11 @@
 """Reading policy files, and reloading them when they change.
 
 ``load_policy`` validates every file against the strict ``PolicyFile`` model (errors name file, line and key) and
-merges them in order. ``PolicyWatcher`` polls the files' modification times; a valid change is applied for new calls
-(the proxy recompiles its chains and swaps them atomically), an invalid one is logged and the last good policy stays.
+merges them in order. A file with no document in it (empty, blank or only comments) is an error, not an empty
+policy: an editor that truncates a file before writing it would otherwise apply, for a moment, a policy without the
+file's denies; ``{}`` is the empty policy, written on purpose. ``PolicyWatcher`` polls the files' modification
+times; a valid change is applied for new calls (the proxy recompiles its chains and swaps them atomically), an invalid
+one (an empty file included) is logged and the last good policy stays.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ def load_policy(paths: Sequence[Path], base: PolicyFile | None = None) -> Policy
     for path in paths:
         try:
             doc = load_document(path)
+            if doc.data is None:
+                problems.append(
+                    f"{path}: the file is empty (or only comments), so it is refused rather than read as a policy "
+                    "that sets nothing (which would lift its denies); write {} for an empty policy"
+                )
+                continue
             files.append(validate_document(PolicyFile, doc))
         except SourceError as exc:
             problems.extend(exc.problems)

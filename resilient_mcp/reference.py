@@ -16,10 +16,12 @@ from .diagnosis.settings import DiagnosisRule
 from .policy import (
     BreakerRule,
     CacheRule,
+    FieldCheck,
     IdempotencyRule,
     ObservationRule,
     OutputRule,
     PolicyFile,
+    ResultInvariants,
     RetryRule,
     SessionRule,
     TimeoutRule,
@@ -44,6 +46,8 @@ POLICY_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("`output`", OutputRule),
     ("`cache`", CacheRule),
     ("`verify_with`", VerifyWith),
+    ("`result_invariants`", ResultInvariants),
+    ("`result_invariants.fields.<path>`", FieldCheck),
 ]
 
 CONFIG_SECTIONS: list[tuple[str, type[BaseModel]]] = [

@@ -78,7 +78,51 @@ def _index(node: yaml.Node, loc: Loc, out: dict[Loc, int]) -> None:
             _index(item, (*loc, i), out)
 
 
+def strip_json_comments(text: str) -> str:
+    """JSON with comments (JSONC: VS Code's and Zed's settings files) as plain JSON: ``//`` and ``/* */`` comments
+    outside strings become spaces (newlines kept, so line numbers stay right)."""
+    out: list[str] = []
+    i, n, in_string = 0, len(text), False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+            out.append(c)
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out.append(" " * (end - i))
+            i = end
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append("".join(ch if ch == "\n" else " " for ch in text[i:end]))
+            i = end
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _jsonc(text: str, path: str) -> bool:
+    """A JSON file (by its name, or a file that opens with a comment) that may hold comments."""
+    if "//" not in text and "/*" not in text:
+        return False
+    return Path(path).suffix.lower() in (".json", ".jsonc") or text.lstrip().startswith(("//", "/*"))
+
+
 def parse_text(text: str, path: str) -> Document:
+    if _jsonc(text, path):
+        text = strip_json_comments(text)
     try:
         data = yaml.load(text, Loader=_LineLoader)
         node = yaml.compose(text, Loader=yaml.SafeLoader)

@@ -43,15 +43,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import anyio
 import mcp_types as types
 import structlog
 
 from . import state_sqlite as sql
+from .fingerprint import call_arguments_hash, keyed_fingerprint
 from .state_index import Held, IdempotencyIndex, SoleUser
 from .state_sqlite import StateError, StateLimits
+
+if TYPE_CHECKING:
+    from .chain import ToolCall
 
 __all__ = ["AuditFields", "AuditStore", "IdempotencyRecord", "IdempotencyStore", "OutputStore", "StateError",
            "StateLimits", "StateStore", "default_state_dir", "iter_utf8", "recent_audit", "utf8_len"]  # fmt: skip
@@ -139,6 +143,9 @@ class IdempotencyStore(Protocol):
     async def mark_unknown(self, key: str, *, expires_at: float) -> None: ...
     async def release(self, key: str) -> None: ...
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None: ...
+    def call_fingerprint(self, call: ToolCall) -> str:
+        """What identifies ``call`` (upstream, tool, arguments) in stored records: keyed, so not reversible."""
+        ...
 
 
 class OutputStore(Protocol):
@@ -188,7 +195,54 @@ def recent_audit(
     _, read_uri, path = _locate(state_dir)
     if path is None or not path.exists():
         return []
-    return sql.read_audit(read_uri, limit, session)
+    try:
+        return sql.read_audit(read_uri, limit, session)
+    except sqlite3.DatabaseError as exc:
+        raise StateError(f"cannot read the state database {path}: {exc}") from exc
+
+
+SECRET_FILE = "secret.key"
+"""The per-installation key of the audit's argument hashes, in the state directory (0600, 64 hex digits)."""
+
+
+def load_secret(directory: Path) -> bytes:
+    """The installation's secret in ``directory``, created (0600, published atomically) if missing."""
+    path = directory / SECRET_FILE
+    try:
+        _publish_secret(path)
+    except OSError as exc:
+        raise StateError(f"cannot create {path}: {exc.strerror or exc}; check the state directory's owner") from exc
+    sql.private(path)
+    try:
+        key = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError) as exc:
+        key, reason = b"", str(exc)
+    else:
+        reason = f"{len(key)} bytes"
+    if len(key) < 32:
+        raise StateError(
+            f"{path} is not a resilient-mcp secret ({reason}; 64 hex digits expected): delete it and a new one is "
+            "made (argument hashes already in the audit will no longer match new ones)"
+        )
+    return key
+
+
+def _publish_secret(path: Path) -> None:
+    if path.exists():
+        return
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, (secrets.token_hex(32) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(temp, path)  # atomic, and never replaces a secret another proxy published meanwhile
+    except FileExistsError:
+        pass
+    finally:
+        temp.unlink()
 
 
 class StateStore:
@@ -209,6 +263,8 @@ class StateStore:
         self._index = IdempotencyIndex(limits.idempotency_max_rows)
         self._sole: SoleUser | None = None
         self._next_index_prune = 0.0
+        self._hash_key = secrets.token_bytes(32)
+        """Replaced by the state directory's secret when the store opens (``":memory:"`` keeps this one)."""
 
     @classmethod
     async def open(
@@ -254,6 +310,13 @@ class StateStore:
 
     def _connect(self) -> None:
         self._conn, self.journal_mode = sql.connect(self._uri, self.path)
+        if self.path is not None:
+            try:
+                self._hash_key = load_secret(self.path.parent)
+            except BaseException:
+                self._conn.close()
+                self._conn = None
+                raise
         sql.prune(self._conn, self.limits, self._clock())
         self._sole = SoleUser(self.path)
         self._index.load(sql.idem_live(self._conn, self._clock()))
@@ -391,6 +454,14 @@ class StateStore:
         return await self._run(lambda: sql.output_manifest(self._db(), handle, self._clock()))
 
     # --- AuditStore ----------------------------------------------------------------------------------------------
+
+    def call_fingerprint(self, call: ToolCall) -> str:
+        """``keyed_fingerprint`` with this installation's secret: identical calls match, arguments stay unreadable."""
+        return keyed_fingerprint(call, self._hash_key)
+
+    def arguments_hash(self, call: ToolCall) -> str:
+        """The audit's hash of ``call``'s arguments: HMAC-SHA-256 keyed with this installation's secret."""
+        return call_arguments_hash(call, self._hash_key)
 
     def record(self, entry: AuditFields) -> None:
         if len(self._audit) >= self.limits.audit_queue:

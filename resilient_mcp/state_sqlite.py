@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -189,10 +190,39 @@ _SCHEMA = (
 )
 
 
+PRIVATE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".users")
+"""The database file, SQLite's companions and the proxies' lock file: all created (or tightened to) 0600."""
+
+
+def make_private(path: Path) -> None:
+    """Create ``path`` as an empty 0600 file if it does not exist, and take group/other permissions off it and its
+    SQLite companions if they have them. SQLite gives the -wal and -shm files the database file's permissions, so
+    the folder's own permissions (a Docker volume, a ``mkdir -p`` folder) no longer decide who can read results."""
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o600))
+    for suffix in PRIVATE_SUFFIXES:
+        private(path.with_name(path.name + suffix))
+
+
+def private(path: Path) -> None:
+    """Remove group and other permission bits from ``path`` (if it exists)."""
+    try:
+        mode = path.stat().st_mode
+        if mode & 0o077:
+            os.chmod(path, mode & 0o700)
+    except FileNotFoundError:
+        return
+    except PermissionError as exc:
+        log.warning("state_file_not_private", path=str(path), error=str(exc))
+
+
 def connect(uri: str, path: Path | None) -> tuple[sqlite3.Connection, str]:
     """Open (creating the directory and schema if needed) and return the connection and its journal mode."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            make_private(path)
+        except OSError as exc:
+            raise StateError(f"cannot create the state database {path}: {exc.strerror or exc}") from exc
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
     try:
         conn.row_factory = sqlite3.Row
@@ -201,7 +231,10 @@ def connect(uri: str, path: Path | None) -> tuple[sqlite3.Connection, str]:
         _migrate(conn)
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise StateError(f"cannot use the state database {path or uri}: {exc}") from exc
+        raise StateError(
+            f"cannot use the state database {path or uri}: {exc}. Move that file aside (or delete it: stored "
+            "results, idempotency records and the audit trail in it are lost), or give another --state-dir"
+        ) from exc
     except BaseException:
         conn.close()
         raise

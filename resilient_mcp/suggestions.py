@@ -151,9 +151,18 @@ def _conflict(fault: Fault, call: ToolCall, d: Mapping[str, Any]) -> str:
 
 
 def _output_schema(fault: Fault, call: ToolCall, d: Mapping[str, Any]) -> str:
+    if "degraded_text" in d:
+        withheld = " (without the values that break the schema)" if d.get("withheld_fields") else ""
+        degraded = f"its text content is attached as degraded data{withheld}. Use it only if what you need is in it"
+    else:
+        degraded = "its content is withheld: it cannot be told apart from the values that break the schema"
+    if call.rule.effect is f.EffectClass.READ_ONLY and not d.get("repeat_count"):
+        return (
+            f"The result of {call.name} does not match its declared output schema. Read it once more (a one-off "
+            f"corruption may not repeat); if it fails again, {degraded}.{_fallback(call)}"
+        )
     return (
-        f"The result of {call.name} does not match its declared output schema; "
-        "its text content is attached as degraded data. Use it if it is enough; "
+        f"The result of {call.name} does not match its declared output schema; {degraded}; "
         f"do not repeat the call.{_fallback(call)}"
     )
 
@@ -173,6 +182,8 @@ def _oversized(fault: Fault, call: ToolCall, d: Mapping[str, Any]) -> str:
 def _suspect(fault: Fault, call: ToolCall, d: Mapping[str, Any]) -> str:
     broken = _names(d.get("violated_invariants"))
     why = f" (violated: {broken})" if broken else ""
+    if call.rule.effect is f.EffectClass.READ_ONLY and not d.get("repeat_count"):
+        return f"The result looks wrong{why}. Read it once more; if it looks wrong again, do not use it: tell the user."
     return f"The result looks wrong{why}. Cross-check it before using its values, especially in later writes."
 
 

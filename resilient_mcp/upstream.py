@@ -30,7 +30,7 @@ import structlog
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
@@ -38,7 +38,8 @@ from pydantic import BaseModel
 from . import __version__
 from .classify import classify_exception, classify_http_status
 from .config import RemoteUpstream, StdioUpstream, stdio_environment
-from .faults import AttemptTimeout, ConnectFailure, Fault, PersistentOutage, RetrySafety
+from .faults import AttemptTimeout, ConnectFailure, Fault, OversizedResult, PersistentOutage, RetrySafety
+from .stdio_upstream import OVERSIZED_META, stdio_upstream
 
 log = structlog.get_logger(__name__)
 
@@ -235,11 +236,18 @@ class Upstream:
             async with self._transport_override() as streams:
                 yield streams[0], streams[1]
         elif isinstance(cfg, StdioUpstream):
-            params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=stdio_environment(cfg), cwd=cfg.cwd
-            )
-            async with stdio_client(params, errlog=sys.stderr) as streams:
-                yield streams
+            if sys.platform == "win32":  # Job Objects: the SDK's transport
+                params = StdioServerParameters(
+                    command=cfg.command, args=list(cfg.args), env=stdio_environment(cfg), cwd=cfg.cwd
+                )
+                async with stdio_client(params, errlog=sys.stderr) as streams:
+                    yield streams
+            else:  # linear-time reader, size guard, process-group teardown (stdio_upstream)
+                env = get_default_environment() | stdio_environment(cfg)
+                async with stdio_upstream(
+                    cfg.command, list(cfg.args), env, cfg.cwd, max_message_bytes=cfg.max_message_bytes
+                ) as streams:
+                    yield streams
         elif cfg.transport == "sse":
             async with sse_client(cfg.url, headers=dict(cfg.headers) or None) as streams:
                 yield streams
@@ -362,6 +370,8 @@ class Upstream:
                 raise
             except Exception as exc:
                 if isinstance(exc, MCPError):
+                    if (oversized := _oversized(exc)) is not None:
+                        raise oversized from None
                     self._restart_if_session_gone(exc)
                 http = self._http_statuses.pop(attempt_id) if attempt_id else None
                 fault = classify_http_status(*http) if http else classify_exception(exc, sent=True)
@@ -517,6 +527,22 @@ async def _pages(
         if not cursor:
             break
     return items
+
+
+def _oversized(exc: MCPError) -> OversizedResult | None:
+    """The E4 fault for the stand-in error ``stdio_upstream`` answers a too-large response with."""
+    data = exc.error.data
+    facts = data.get(OVERSIZED_META) if isinstance(data, dict) else None
+    if not isinstance(facts, dict):
+        return None
+    size, limit = facts.get("original_size_bytes"), facts.get("max_message_bytes")
+    return OversizedResult(
+        f"The upstream's result ({size} bytes) is larger than its max_message_bytes ({limit}); it was not read, "
+        "so it is neither returned nor stored.",
+        details={"original_size_bytes": size, "returned_bytes": 0, "handle": None, "max_message_bytes": limit},
+        suggestion="Narrow the request (filters, limits, a smaller range); repeating the same call returns the "
+        "same oversized result. An administrator can raise max_message_bytes for this upstream.",
+    )
 
 
 def _set_level(level: types.LoggingLevel) -> types.SetLevelRequest:

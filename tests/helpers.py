@@ -369,3 +369,19 @@ class JsonRpcPipe:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         result: dict[str, Any] = reply["result"]
         return result
+
+
+# --- virtual time ---------------------------------------------------------------------------------------------------
+
+
+def virtual_time(test: Callable[..., Any]) -> Callable[..., Any]:
+    """Run an in-process async test on trio's virtual clock (``MockClock(autojump_threshold=0)``): time stands still
+    while any task can run and jumps to the next deadline only when every task waits. A handler that sleeps 0.3 s
+    meets a 0.5 s attempt timeout exactly as written, however slow the machine. Only for tests with no real I/O (no
+    subprocess, no socket: waiting on one would look idle and jump the clock); the state store's SQLite jobs run
+    inline (``inline_state_worker``) for the same reason."""
+    from trio.testing import MockClock
+
+    backend = pytest.param(("trio", {"clock": MockClock(autojump_threshold=0)}), id="virtual-time")
+    marked = pytest.mark.usefixtures("inline_state_worker")(test)
+    return pytest.mark.parametrize("anyio_backend", [backend])(marked)

@@ -287,9 +287,10 @@ async def test_an_oversized_structured_result_of_a_tool_with_an_output_schema_be
 # --- E5 semantic_corruption_or_silent_noop --------------------------------------------------------------------------
 
 
-async def test_a_result_its_upstream_flags_as_suspect_is_not_retried_and_asks_to_verify_state() -> None:
-    """The proxy cannot detect a wrong but success-shaped result by itself (no result invariants or verify probes
-    exist yet): the upstream flags it with the typed hint ``_meta["io.github.resilient-mcp/error"]``."""
+async def test_a_read_its_upstream_flags_as_suspect_is_not_retried_by_the_proxy_and_may_be_re_read_once() -> None:
+    """Without declared ``result_invariants`` the proxy cannot detect a wrong but success-shaped result by itself:
+    here the upstream flags it with the typed hint ``_meta["io.github.resilient-mcp/error"]``. A read may be read once
+    more by the model (rule R); the proxy does not repeat it on its own."""
     hint = {"type": "E5_semantic_corruption_or_silent_noop", "invariant": "quantity >= 0"}
     shop = Shop()
     shop.up.tool("stock", lambda args: error_text("quantity: -3", hint))
@@ -300,8 +301,8 @@ async def test_a_result_its_upstream_flags_as_suspect_is_not_retried_and_asks_to
         "fault_type": "E5_semantic_corruption_or_silent_noop",
         "retry_safety": "n/a",
         "side_effect_status": "unknown",
-        "repair_action": "verify_state",
-        "max_retry": 0,
+        "repair_action": "backoff_retry",
+        "max_retry": 1,
         "attempts": ["E5_semantic_corruption_or_silent_noop"],
     }
     assert obs["details"]["upstream_error"] == {"invariant": "quantity >= 0"}

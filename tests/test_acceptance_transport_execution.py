@@ -5,7 +5,9 @@ behind a breakable in-memory link, the same server over streamable HTTP behind a
 real stdio subprocess (tests/fixtures/probe_server.py). Each asserts how many times the upstream executed the call
 and the observation's fields. The retry stage sleeps through an injected recorder, so every backoff is asserted as the
 full-jitter delay computed from the seeded random source and no test sleeps to wait; per-attempt timeouts are small
-real timeouts of the proxy (``timeouts.attempt_s``), and waits for the proxy's own supervision are bounded.
+real timeouts of the proxy (``timeouts.attempt_s``), and waits for the proxy's own supervision are bounded. Tests
+whose outcome depends on an ordinary attempt beating such a timeout run in memory on virtual time (``virtual_time``):
+they hold on a saturated machine.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from tests.fixtures.fault_links import (
 )
 from tests.fixtures.scripted import Handler, ScriptedUpstream, error_text, hang, ok_text
 from tests.harness import Harness
-from tests.helpers import PROBE_SERVER, await_until, read_events
+from tests.helpers import PROBE_SERVER, await_until, read_events, virtual_time
 
 pytestmark = pytest.mark.anyio
 
@@ -62,11 +64,13 @@ def shop(**handlers: Handler) -> ScriptedUpstream:
 
 @asynccontextmanager
 async def over_link(
-    up: ScriptedUpstream, tools: dict[str, Any], recorder: SleepRecorder
+    up: ScriptedUpstream, tools: dict[str, Any], recorder: SleepRecorder, *, trusted: bool = False
 ) -> AsyncIterator[tuple[Harness, Link]]:
     link = Link(up.server())
     upstreams, transports = linked({"shop": link})
-    policy = {"tools": tools}
+    policy: dict[str, Any] = {"tools": tools}
+    if trusted:  # typed hints that a write did not run are believed only from trusted upstreams (rule R)
+        policy["upstreams"] = {"shop": {"trust_annotations": True}}
     async with proxy_over(upstreams, policy, transports=transports, pipeline=recording_pipeline(recorder)) as h:
         yield h, link
 
@@ -96,6 +100,7 @@ async def _hold_reconnect(h: Harness, link: Link) -> None:
     await link.held.wait()
 
 
+@virtual_time
 async def test_a_write_sent_while_its_upstream_refuses_connections_is_retried_and_executes_once() -> None:
     up = shop(create_order=lambda args: ok_text("created"))
     recorder = SleepRecorder()
@@ -240,6 +245,7 @@ async def test_a_read_whose_connection_dies_after_send_is_retried_on_the_restart
 # --- C3 attempt_timeout ---------------------------------------------------------------------------------------------
 
 
+@virtual_time
 async def test_a_read_that_times_out_once_then_succeeds_is_one_observation_free_success_after_two_attempts() -> None:
     up = shop(search=ScriptedUpstream.sequence(hang(), lambda args: ok_text("3 hits")))
     recorder = SleepRecorder()
@@ -253,6 +259,7 @@ async def test_a_read_that_times_out_once_then_succeeds_is_one_observation_free_
     assert recorder.delays == full_jitter(0.1)
 
 
+@virtual_time
 async def test_a_write_that_commits_then_hangs_runs_once_is_cancelled_upstream_and_asks_to_verify_state() -> None:
     cancelled = anyio.Event()
 
@@ -279,7 +286,7 @@ async def test_a_write_that_commits_then_hangs_runs_once_is_cancelled_upstream_a
         "max_retry": 0,
         "attempts": ["C3_attempt_timeout"],
     }
-    assert 200 <= obs["details"]["timeout_ms"] < 2000
+    assert obs["details"]["timeout_ms"] == 200, "on virtual time the attempt timeout is exact"
     assert obs["details"]["verify_with"] == {"tool": "get_order", "args": {"client_ref": "R7"}}
     assert up.count("create_order") == 1
     assert recorder.delays == []
@@ -386,11 +393,23 @@ async def test_a_call_to_an_upstream_that_refuses_every_connection_fails_fast_as
 # --- D1 transient_execution_error -----------------------------------------------------------------------------------
 
 
-async def test_a_write_rejected_twice_as_typed_unavailable_is_retried_and_executes_once() -> None:
+async def test_a_write_an_untrusted_upstream_rejects_as_typed_unavailable_runs_once_and_asks_to_verify() -> None:
+    busy = error_text("busy, try later", {"type": "unavailable"})
+    up = shop(create_order=ScriptedUpstream.sequence(lambda a: busy, lambda a: ok_text("created")))
+    recorder = SleepRecorder()
+    async with over_link(up, {"create_order": rule("write_unsafe", verify_with=VERIFY)}, recorder) as (h, _):
+        with anyio.fail_after(LIMIT_S):
+            obs = observation(await h.client.call_tool("create_order", {"sku": "S", "client_ref": "r-1"}))
+    assert up.count("create_order") == 1, "the upstream's word alone does not get a write re-sent"
+    assert obs["retry_safety"] == "maybe_executed" and obs["repair_action"] == "verify_state"
+    assert obs["details"]["upstream_claimed"] == "rejected" and obs["details"]["retry_stopped"] == "untrusted_claim"
+
+
+async def test_a_write_a_trusted_upstream_rejects_twice_as_typed_unavailable_is_retried_and_executes_once() -> None:
     busy = error_text("busy, try later", {"type": "unavailable"})
     up = shop(create_order=ScriptedUpstream.sequence(lambda a: busy, lambda a: busy, lambda a: ok_text("created")))
     recorder = SleepRecorder()
-    async with over_link(up, {"create_order": rule("write_unsafe")}, recorder) as (h, _):
+    async with over_link(up, {"create_order": rule("write_unsafe")}, recorder, trusted=True) as (h, _):
         with anyio.fail_after(LIMIT_S):
             result = await h.client.call_tool("create_order", {"sku": "S"})
     no_fault(result)
@@ -445,11 +464,11 @@ async def test_a_read_failing_with_json_rpc_internal_error_is_retried_once_then_
 # --- D2 rate_limited ------------------------------------------------------------------------------------------------
 
 
-async def test_a_write_rate_limited_with_retry_after_one_second_waits_that_second_then_succeeds() -> None:
+async def test_a_write_a_trusted_upstream_rate_limits_with_retry_after_one_second_waits_then_succeeds() -> None:
     limited = error_text("slow down", {"type": "rate_limited", "retry_after_ms": 1000})
     up = shop(create_order=ScriptedUpstream.sequence(lambda a: limited, lambda a: ok_text("created")))
     recorder = SleepRecorder()
-    async with over_link(up, {"create_order": rule("write_unsafe")}, recorder) as (h, _):
+    async with over_link(up, {"create_order": rule("write_unsafe")}, recorder, trusted=True) as (h, _):
         with anyio.fail_after(LIMIT_S):
             result = await h.client.call_tool("create_order", {"sku": "S"})
     no_fault(result)
@@ -521,6 +540,7 @@ async def test_a_write_answered_429_with_retry_after_one_second_waits_that_secon
 # --- D3 slow_success ------------------------------------------------------------------------------------------------
 
 
+@virtual_time
 async def test_a_call_that_succeeds_slowly_within_its_attempt_timeout_passes_through_untouched() -> None:
     async def slow(args: dict[str, Any]) -> types.CallToolResult:
         await anyio.sleep(0.3)  # the injected fault: 0.6 x the attempt timeout

@@ -208,7 +208,9 @@ async def test_wrap_with_a_fault_plan_injects_a_timeout_and_a_rate_limit_in_fron
             },
         ]
     }
-    policy = {"defaults": {"timeouts": {"attempt_s": 1}}}
+    # convert_time is a read: its typed rate limits are retried (an untrusted upstream's "did not run" would not get a
+    # write retried, rule R)
+    policy = {"defaults": {"timeouts": {"attempt_s": 1}}, "tools": {"convert_time": {"effect": "read_only"}}}
     convert = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
     with anyio.fail_after(60):
         async with _wrap(tmp_path, plan, policy) as client:

@@ -292,7 +292,7 @@ def test_text_block_states_the_machine_facts_on_its_second_line() -> None:
 def test_unknown_tool_error_is_invalid_params_with_the_observation_as_data() -> None:
     fault = f.UnknownTool("No tool named serch.", details={"candidates": ["search"]})
     err = unknown_tool_error(fault, make_call("serch"), level=L.L2, consecutive=ONE)
-    assert (err.code, err.message) == (-32602, "Unknown tool: serch")
+    assert (err.code, err.message) == (-32602, "Unknown tool: serch. Did you mean: search?")
     assert err.data["fault_type"] == "A1_unknown_tool"
     assert err.data["suggestion"] == "Call one of: search. Do not call serch again."
     VALIDATOR.validate(err.data)

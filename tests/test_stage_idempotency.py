@@ -264,7 +264,7 @@ class DiesAfterSending:
     """A store whose process dies once the call is sent: the claim is written, nothing after it."""
 
     def __init__(self, store: StateStore) -> None:
-        self.begin, self.get = store.begin, store.get
+        self.begin, self.get, self.call_fingerprint = store.begin, store.get, store.call_fingerprint
 
     async def complete(self, *args: Any, **kwargs: Any) -> None:
         pass

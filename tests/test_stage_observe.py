@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 from typing import Any
 
 import anyio
@@ -16,7 +17,7 @@ from resilient_mcp import faults as f
 from resilient_mcp.chain import Attempt, CallNext, ToolCall
 from resilient_mcp.classify import ERROR_META_KEY, FAULT_META_KEY
 from resilient_mcp.faults import EffectClass
-from resilient_mcp.fingerprint import Consecutive, FailureStats, canonical_json, fingerprint
+from resilient_mcp.fingerprint import Consecutive, FailureStats, call_arguments_hash, canonical_json, fingerprint
 from resilient_mcp.policy import ObservationLevel, ObservationRule, ToolRule
 from resilient_mcp.stages import observe as observe_module
 from resilient_mcp.stages.observe import AuditEntry, Observe
@@ -78,12 +79,13 @@ def structured(res: types.CallToolResult) -> dict[str, Any]:
 
 
 async def test_success_is_returned_untouched_and_audited_as_ok() -> None:
-    stage, _, audit = make_observe()
+    key = b"k" * 32
+    stage, _, audit = make_observe(arguments_hash=lambda c: call_arguments_hash(c, key))
     call = make_call()
     call.record.attempts.append(Attempt(1, "ok", 4))
     call.record.decided_by = "terminal"
     assert await stage(call, answering(OK)) is OK
-    digest = hashlib.sha256(canonical_json({"qty": 2, "sku": "A"}).encode()).hexdigest()
+    digest = hmac.new(key, canonical_json({"qty": 2, "sku": "A"}).encode(), hashlib.sha256).hexdigest()
     entry = audit.entries[0]
     assert entry == AuditEntry(
         ts=1000.0, session="s1", upstream="shop", tool="create_order", argument_keys=("qty", "sku"),

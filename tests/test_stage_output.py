@@ -142,7 +142,7 @@ def test_json_cut_never_ends_inside_a_string_number_or_key() -> None:
     assert text.startswith(head) and covered == len(head) == 300
 
 
-async def test_an_output_schema_violation_becomes_an_observation_with_the_text_as_degraded_data(
+async def test_an_output_schema_violation_withholds_text_that_cannot_be_told_apart_from_the_bad_values(
     store: StateStore,
 ) -> None:
     bad = text_result("count: lots", structured_content={"count": "lots", "rows": {}})
@@ -150,8 +150,20 @@ async def test_an_output_schema_violation_becomes_an_observation_with_the_text_a
         await OutputCap(OutputRule(), SCHEMA, store)(CALL, answering(bad))
     details = violation.value.details
     assert {e["path"] for e in details["validation_errors"]} == {"$.count", "$.rows"}
-    assert details["degraded_text"] == "count: lots"
+    assert "degraded_text" not in details and "cannot be separated" in details["degraded_text_withheld"]
     assert violation.value.side_effect_status is SideEffectStatus.COMMITTED
+
+
+async def test_an_output_schema_violation_offers_the_json_text_without_the_values_that_break_the_schema(
+    store: StateStore,
+) -> None:
+    data = {"count": "lots", "rows": [1, 2], "note": "fine"}
+    bad = text_result(json.dumps(data), structured_content=data)
+    with pytest.raises(OutputSchemaViolation) as violation:
+        await OutputCap(OutputRule(), SCHEMA, store)(CALL, answering(bad))
+    details = violation.value.details
+    assert json.loads(details["degraded_text"]) == {"rows": [1, 2], "note": "fine"}
+    assert details["withheld_fields"] == ["$.count"]
 
 
 async def test_missing_structured_content_of_a_tool_with_an_output_schema_is_a_violation(

@@ -54,10 +54,10 @@ def test_messages_of_any_size_cross_the_wire_intact_and_in_order() -> None:
     assert replies[1]["params"]["arguments"]["text"] == big
 
 
-def test_a_line_that_is_not_json_rpc_reaches_the_session_as_an_error_value_and_serving_goes_on() -> None:
+def test_a_line_that_is_not_json_is_answered_with_a_parse_error_and_serving_goes_on() -> None:
     done = _run(b"this is not json\n" + _request(7, "after") + b"\n")
     replies = _replies(done)
-    assert replies[0]["method"] == "test/parse_error"
+    assert replies[0]["id"] is None and replies[0]["error"]["code"] == -32700
     assert replies[1]["id"] == 7
 
 

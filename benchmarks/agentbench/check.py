@@ -114,3 +114,27 @@ def commit_counts(scenario: Scenario, ledger: Ledger) -> tuple[int, int]:
         else:
             unintended += n
     return duplicates, unintended
+
+
+def called_operation(tool: str, args: Any) -> str | None:
+    """The ledger operation an agent's call of a write tool asks for ("create_order:R1"), None for other tools (and
+    for arguments that are not an object: such a call cannot name an operation)."""
+    if not isinstance(args, dict):
+        return None
+    base = tool.removesuffix("_v2")
+    if base == "create_order":
+        key = args.get("client_ref")
+    elif base in ("update_order", "set_status", "delete_order"):
+        key = args.get("order_id")
+    else:
+        return None
+    return f"{base}:{key}" if isinstance(key, str | int) and not isinstance(key, bool) else None
+
+
+def lost_writes(scenario: Scenario, ledger: Ledger, calls: list[tuple[str, Any, bool]]) -> int:
+    """Intended writes lost: the agent asked for the write, was answered with a success (so it takes the write as
+    done), and the write never reached the ledger: replayed from another call, answered without being sent, or a
+    silent no-op. A write the agent saw fail is not lost (it knows; that is a task failure, scored as such)."""
+    intended = {op for s in scenario.steps if (op := operation(s)) and scenario.expected_commits.get(op, 1) > 0}
+    acknowledged = {op for tool, args, ok in calls if ok and (op := called_operation(tool, args)) in intended}
+    return sum(1 for op in acknowledged if not ledger.commits.get(op))

@@ -3,9 +3,10 @@
 ``aggregate(episodes, by)`` groups scored episodes by any of ``mode``, ``policy``, ``category``, ``fault`` and gives,
 per group: rates (task_success, valid_recovery over episodes where the fault reached the agent, proxy_absorbed over
 faulted episodes in proxy modes, false_abort over recoverable episodes, loop_failure) as ``{k, n, rate, lo, hi}``;
-sums (useless and unsafe retries, with the part that reached the upstream; duplicate side effects; unintended
-writes; unapproved destructive calls; proxy retries and useless proxy attempts); upstream_amplification (upstream
-attempts / agent calls); mean observation bytes of error results; mean simulated time.
+sums (useless and unsafe retries, with the part that reached the upstream; duplicate side effects; lost intended
+writes; unintended writes; unapproved destructive calls; proxy retries and useless proxy attempts);
+upstream_amplification (upstream attempts / agent calls); mean observation bytes of error results; mean simulated
+time.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 
 Z = 1.959963984540054
 SUMS = ("useless_retries", "useless_retries_sent", "unsafe_retries", "unsafe_retries_sent", "duplicates",
-        "unintended_writes", "unapproved_destructive", "proxy_retries", "proxy_useless_attempts", "agent_calls",
-        "upstream_attempts")  # fmt: skip
+        "lost_writes", "unintended_writes", "unapproved_destructive", "proxy_retries", "proxy_useless_attempts",
+        "agent_calls", "upstream_attempts")  # fmt: skip
 DETERMINISTIC_EXCLUDES = ("wall_s",)
 
 

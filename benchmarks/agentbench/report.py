@@ -42,7 +42,7 @@ def headline(rows: list[dict[str, Any]]) -> list[str]:
         if a is None or b is None:
             continue
         out.append([f"{cat} {label}", pct(a["task_success_rate"]), pct(b["task_success_rate"]), a["duplicates"],
-                    b["duplicates"], b["proxy_useless_attempts"],
+                    b["duplicates"], a["lost_writes"], b["lost_writes"], b["proxy_useless_attempts"],
                     f"{a['useless_retries_sent']} / {a['useless_retries']}",
                     f"{b['useless_retries_sent']} / {b['useless_retries']}",
                     pct(a["loop_failure_rate"]), pct(b["loop_failure_rate"])])  # fmt: skip
@@ -52,6 +52,8 @@ def headline(rows: list[dict[str, Any]]) -> list[str]:
         "success M3",
         "dup. side effects M0",
         "dup. M3",
+        "lost intended writes M0",
+        "lost M3",
         "proxy useless attempts M3",
         "useless retries M0 (sent/all)",
         "useless retries M3 (sent/all)",
@@ -71,7 +73,7 @@ def _policy_modes(rows: list[dict[str, Any]], policies: tuple[str, ...], modes: 
                 continue
             out.append([p, f"{m} {MODES[m]}", pct(g["task_success_rate"]), pct(g["valid_recovery_rate"]),
                         pct(g["proxy_absorbed_rate"]), pct(g["false_abort_rate"]), pct(g["loop_failure_rate"]),
-                        f"{g['useless_retries_sent']} / {g['useless_retries']}", g["duplicates"],
+                        f"{g['useless_retries_sent']} / {g['useless_retries']}", g["duplicates"], g["lost_writes"],
                         f"{g['unsafe_retries_sent']} / {g['unsafe_retries']}",
                         g["upstream_amplification"]])  # fmt: skip
     head = [
@@ -84,6 +86,7 @@ def _policy_modes(rows: list[dict[str, Any]], policies: tuple[str, ...], modes: 
         "loop failure",
         "useless retries (sent/all)",
         "dup.",
+        "lost writes",
         "unsafe retries (sent/all)",
         "amplification",
     ]
@@ -93,18 +96,32 @@ def _policy_modes(rows: list[dict[str, Any]], policies: tuple[str, ...], modes: 
 def per_fault(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """Per fault type, pooled over policies: success per mode and M1 absorption; and where M3 is not above M0."""
     by = aggregate(rows, ("fault", "mode"))
-    empty = {"task_success_rate": {"rate": None}, "proxy_absorbed_rate": {"rate": None}, "duplicates": "-"}
+    empty = {
+        "task_success_rate": {"rate": None},
+        "proxy_absorbed_rate": {"rate": None},
+        "duplicates": "-",
+        "lost_writes": "-",
+    }
     out, flat = [], []
     for f in sorted({r["fault"] for r in rows}):
         g = {m: by.get(f"{f}|{m}") or empty for m in MODES}
         rate = {m: v["task_success_rate"]["rate"] for m, v in g.items()}
         out.append([f, *(pct(g[m]["task_success_rate"]) for m in MODES), pct(g["M1"]["proxy_absorbed_rate"]),
-                    g["M0"]["duplicates"], g["M3"]["duplicates"]])  # fmt: skip
+                    g["M0"]["duplicates"], g["M3"]["duplicates"], g["M0"]["lost_writes"],
+                    g["M3"]["lost_writes"]])  # fmt: skip
         if f != "none" and rate["M3"] is not None and rate["M0"] is not None and rate["M3"] <= rate["M0"] + 0.05:
             l3 = "" if rate["M4"] is None else f" ({100 * rate['M4']:.0f}% at L3)"
             flat.append(f"- **{f}**: success {100 * rate['M0']:.0f}% direct, {100 * rate['M3']:.0f}% with the proxy "
                         f"at L2{l3}.")  # fmt: skip
-    head = ["fault type", *(f"success {m}" for m in MODES), "absorbed by proxy (M1)", "dup. M0", "dup. M3"]
+    head = [
+        "fault type",
+        *(f"success {m}" for m in MODES),
+        "absorbed by proxy (M1)",
+        "dup. M0",
+        "dup. M3",
+        "lost M0",
+        "lost M3",
+    ]
     return _table(head, out), flat
 
 
@@ -178,12 +195,16 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]], lat: dict[str, Any]
         "",
         *headline(rows),
         f"Across all {by_mode['M3']['episodes']} M3 episodes: {by_mode['M3']['duplicates']} duplicate side "
-        f"effects (M0: {by_mode['M0']['duplicates']}), {by_mode['M3']['proxy_useless_attempts']} proxy attempts "
+        f"effects (M0: {by_mode['M0']['duplicates']}), {by_mode['M3']['lost_writes']} lost intended writes (M0: "
+        f"{by_mode['M0']['lost_writes']}), {by_mode['M3']['proxy_useless_attempts']} proxy attempts "
         "on faults rule R does not allow repeating; over all proxy modes: "
-        f"{sum(by_mode[m]['duplicates'] for m in modes if m != 'M0')} duplicates and "
+        f"{sum(by_mode[m]['duplicates'] for m in modes if m != 'M0')} duplicates, "
+        f"{sum(by_mode[m]['lost_writes'] for m in modes if m != 'M0')} lost intended writes and "
         f"{sum(by_mode[m]['proxy_useless_attempts'] for m in modes if m != 'M0')} useless proxy attempts. "
         "'Useless retries (sent/all)': identical agent retries that cannot help; 'sent' are those that reached the "
-        "upstream, the rest the proxy answered itself (loop guard, idempotency record).",
+        "upstream, the rest the proxy answered itself (loop guard, idempotency record). 'Lost intended writes': writes "
+        "the agent asked for and was answered with a success that never reached the ledger (replayed, answered "
+        "unsent, or a silent no-op); a write the agent saw fail is a task failure, not a lost write.",
         "",
         "## Attribution (§7.3)",
         "",

@@ -7,8 +7,9 @@ is logged with the simulated time it started at; ``scoring.score`` turns the log
 episode's metrics.
 
 Episodes are independent (each has its own chaos server, ledger, fake clock, proxy and seeded generators), so they
-run concurrently within a process and across ``workers`` processes; results come back in a fixed order. Only hangs
-take real time: that is what the concurrency is for.
+run concurrently within a process and across ``workers`` processes; results come back in a fixed order. Every
+episode runs on virtual time (``virtualtime.run_virtual``): a hang meets its timeout at once and an answer always
+beats it, so an episode is the same on an idle and on a saturated machine; only ``wall_s`` differs.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from .oracle import OracleAgent
 from .scenarios import generate
 from .scoring import score
 from .spec import Scenario
+from .virtualtime import run_virtual
 from .world import open_world
 
 MAX_STEPS = 16
@@ -159,7 +161,7 @@ async def _run_many(jobs: list[Job], concurrency: int) -> list[dict[str, Any]]:
 def _worker(jobs: list[Job], concurrency: int, silence: bool = True) -> list[dict[str, Any]]:
     if silence:
         quiet()
-    return anyio.run(_run_many, jobs, concurrency)
+    return run_virtual(_run_many, jobs, concurrency)
 
 
 def run_jobs(jobs: list[Job], *, workers: int = 2, concurrency: int = 8) -> list[dict[str, Any]]:

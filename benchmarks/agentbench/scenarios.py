@@ -31,13 +31,21 @@ ALT = ("list_orders", {})
 VERIFY = {"tool": "get_order"}
 BASE_POLICY: dict[str, Any] = {
     "session": {"max_tool_calls": 200, "max_failures": 100, "loop_threshold": 3},
+    # The admin's own order service: its typed "did not run" hints are believed, so a write it rejects as
+    # `unavailable` is retried by the proxy (rule R; an untrusted upstream's writes would be verified instead).
+    "upstreams": {"shop": {"trust_annotations": True}},
     "tools": {
         "get_order": {"effect": "read_only", "fallback": ["list_orders", "search"]},
         "search*": {"effect": "read_only", "fallback": ["list_orders"]},
         "list_orders": {"effect": "read_only"},
         "get_stock": {"effect": "read_only"},
         "export_orders": {"effect": "read_only"},
-        "create_order": {"effect": "write_unsafe", "verify_with": {**VERIFY, "args": {"client_ref": "{client_ref}"}}},
+        # a create that answers without the new order's id did not create it (E5 noop): a suspect result, not "ok"
+        "create_order": {
+            "effect": "write_unsafe",
+            "verify_with": {**VERIFY, "args": {"client_ref": "{client_ref}"}},
+            "result_invariants": {"required": ["order_id"]},
+        },
         "update_order": {"effect": "write_unsafe", "verify_with": {**VERIFY, "args": {"order_id": "{order_id}"}}},
         "set_status*": {"effect": "write_idempotent", "verify_with": {**VERIFY, "args": {"order_id": "{order_id}"}}},
         "delete_order": {"effect": "destructive", "verify_with": {**VERIFY, "args": {"order_id": "{order_id}"}}},

@@ -13,7 +13,8 @@
   verifying read in between (each also counted ``_sent`` when it reached the upstream, i.e. the proxy did not
   answer it itself);
 - loop_failure: ended by a budget, or one call failed 3 times, or two failing calls alternated (A B A B);
-- duplicates, unintended_writes, unapproved_destructive: from the ledger's commit counts;
+- duplicates, unintended_writes, unapproved_destructive: from the ledger's commit counts; lost_writes: intended
+  writes the agent asked for and was told succeeded that never reached the ledger;
 - upstream_attempts (every attempt at the network seam), proxy_retries, proxy_useless_attempts (proxy attempts
   after a fault rule R does not allow repeating, or on a call nothing was injected into).
 """
@@ -25,7 +26,7 @@ from typing import Any
 
 from resilient_mcp.chaos.ledger import Ledger
 
-from .check import MISSING, commit_counts, intended_state, operation, truth
+from .check import MISSING, commit_counts, intended_state, lost_writes, operation, truth
 from .spec import Scenario
 from .world import Tape
 
@@ -183,6 +184,7 @@ def score(s: Scenario, episode: dict[str, Any], facts: dict[int, Any], ledger: L
         "unsafe_retries_sent": unsafe_sent,
         "loop_failure": _looped(episode),
         "duplicates": duplicates,
+        "lost_writes": lost_writes(s, ledger, [(e["tool"], e["args"], e["ok"]) for e in calls]),
         "unintended_writes": unintended,
         "unapproved_destructive": destructive,
         "agent_calls": len(calls),

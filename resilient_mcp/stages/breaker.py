@@ -3,7 +3,8 @@
 Circuits are consecutive-failure counters sized for agent traffic (a few dozen calls per task, so no sampling
 window): one per upstream and one per (upstream, tool). Only faults that say something about the upstream's health
 count (``Fault.counts_against_upstream``: transport, timeout, 5xx-class, D1, E1); a success resets the count, other
-faults (argument mistakes, permission refusals, tool errors that executed) neither count nor reset.
+faults (argument mistakes, permission refusals, tool errors that executed) neither count nor reset. A fault that is
+``tool_level`` (a JSON-RPC internal error from a live upstream: the tool threw) counts toward the tool's circuit only.
 
     closed ──threshold reached──▶ open ──open_s elapsed──▶ half_open ──probe ok──▶ closed
                                    ▲                           │
@@ -172,9 +173,15 @@ class BreakerBoard:
             self.release(ticket)
             return
         upstream, own = self._circuit(ticket.upstream, None), self._circuit(ticket.upstream, ticket.tool)
-        upstream.tools.add(ticket.tool)
-        upstream.upstream_level = upstream.upstream_level or isinstance(fault, _UPSTREAM_LEVEL)
-        for circuit in (upstream, own):
+        counted = [own]
+        if fault.tool_level:  # the tool threw on a live upstream: the upstream answered, so a probe of it passed
+            if upstream in ticket.probing:
+                self._close(upstream)
+        else:
+            upstream.tools.add(ticket.tool)
+            upstream.upstream_level = upstream.upstream_level or isinstance(fault, _UPSTREAM_LEVEL)
+            counted.insert(0, upstream)
+        for circuit in counted:
             circuit.failures += 1
             if circuit in ticket.probing:
                 circuit.probing = False

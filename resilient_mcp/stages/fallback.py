@@ -39,6 +39,7 @@ from ..faults import (
     SelectionFault,
 )
 from ..policy import ToolRule
+from ..repeat import decide
 
 if TYPE_CHECKING:
     from ..catalog import Entry
@@ -69,12 +70,13 @@ Resolve = Callable[[str], FallbackTarget | None]
 
 
 def falls_back(fault: Fault, rule: ToolRule) -> bool:
-    """Whether ``fault`` on a tool with ``rule`` may be answered by a fallback tool."""
+    """Whether ``fault`` on a tool with ``rule`` may be answered by a fallback tool (a write: only when rule R says
+    the original provably did not run, an untrusted upstream's word not being enough)."""
     if isinstance(fault, _NEVER):
         return False
     if not (isinstance(fault, PersistentOutage) or fault.is_transient):
         return False
-    return not rule.effect.is_write or fault.retry_safety in _WRITE_SAFE
+    return not rule.effect.is_write or decide(fault, rule).safety in _WRITE_SAFE
 
 
 class Fallback:

@@ -11,10 +11,11 @@ from the ``SessionRule`` and that shared state, and per call:
 2. answers an identical call (same upstream, tool and canonical arguments) that already failed for a reason that
    repeating cannot fix with a copy of that fault, without calling next: ``details.repeat_count`` says how often the
    call was repeated, ``details.short_circuited`` is true, and from ``loop_threshold`` identical failures on the
-   repair action is ``abort``. Transient faults are let through (once their ``retry_after`` elapsed, if they had
-   one); so are faults that time or a person can change: an open breaker with no reopen time, and an approval the
-   user declined or cancelled (asking again is the user's decision), and a write blocked until its outcome is
-   verified (the idempotency stage lifts that block itself once the session has verified);
+   repair action is ``abort``. Faults rule R says an identical call can fix (``repeat.decide``) are let through:
+   transient faults (once their ``retry_after`` elapsed, if they had one), a read_only tool's output-schema
+   violation once (one re-read); so are faults that time or a person can change: an open breaker with no reopen
+   time, an approval the user declined or cancelled (asking again is the user's decision), and a write blocked
+   until its outcome is verified (the idempotency stage lifts that block itself once the session has verified);
 3. counts the outcome: a success forgets the fingerprint, a failure is recorded. Cancellation is not a failure.
    A success also records that the session verified: by tool name, and by upstream when the call was read-only
    (class read_only by policy or trusted annotations, or an upstream's own ``readOnlyHint``: a hint may lift a
@@ -49,6 +50,7 @@ from ..faults import (
 from ..fingerprint import fingerprint
 from ..observations import capped_content
 from ..policy import SessionRule
+from ..repeat import decide
 
 Fingerprint = str
 """``fingerprint.fingerprint(call)``: identical calls (upstream, tool, canonical arguments) have equal ones."""
@@ -145,7 +147,7 @@ class Guard:
         key = fingerprint(call)
         record = state.failures.get(key)
         state.calls += 1
-        if record is not None and self._blocks(record):
+        if record is not None and self._blocks(record, call):
             state.calls_failed += 1
             raise self._short_circuit(call, state, key, record)
         try:
@@ -200,11 +202,14 @@ class Guard:
             suggestion=f"{made}; the budget is spent: {close}",
         )
 
-    def _blocks(self, record: FailureRecord) -> bool:
+    def _blocks(self, record: FailureRecord, call: ToolCall) -> bool:
         if record.retry_after_ms is not None:
             return (self._clock() - record.last_failed_at) * 1000 < record.retry_after_ms
         fault = record.fault
-        if fault.is_transient or isinstance(fault, PersistentOutage):
+        verdict = decide(fault, call.rule)  # rule R: can an identical call help (its safety is idempotency's)
+        if verdict.reason == "reread_once":
+            return record.count > verdict.max_repeats
+        if verdict.helps or isinstance(fault, PersistentOutage):
             return False
         if fault.repair_action is RepairAction.VERIFY_STATE or fault.details.get("conflict") == "outcome_unknown":
             return False  # the idempotency stage decides, and lifts it once the session verified (even after abort)
@@ -227,7 +232,7 @@ class Guard:
             f"This identical call already failed ({record.fault.fault_type}) and was not sent again.{wait} "
             + (record.fault.suggestion or "Change the arguments or take a different approach.")
         )
-        self._escalate(clone, record.count)
+        self._escalate(clone, record.count, call)
         return clone
 
     def _record_failure(self, call: ToolCall, state: SessionState, key: Fingerprint, fault: Fault) -> None:
@@ -235,11 +240,14 @@ class Guard:
         count = previous.count + 1 if previous is not None else 1
         if previous is not None:
             fault.details.setdefault("repeat_count", count - 1)
-            self._escalate(fault, count)
+            self._escalate(fault, count, call)
         record = FailureRecord(_kept(fault), count, self._clock(), fault.retry_after_ms, call.name)
         self._guards.remember(state, key, record)
 
-    def _escalate(self, fault: Fault, count: int) -> None:
+    def _escalate(self, fault: Fault, count: int, call: ToolCall) -> None:
+        verdict = decide(fault, call.rule)
+        if verdict.reason == "reread_once":  # the re-read rule R allows is not a loop
+            count -= verdict.max_repeats
         if count >= self._rule.loop_threshold:
             fault.repair_action = RepairAction.ABORT
             fault.suggestion = (

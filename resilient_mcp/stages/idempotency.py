@@ -8,7 +8,8 @@ The key of a call, first found:
 1. ``_meta`` of the request: ``io.github.resilient-mcp/idempotency-key``, ``idempotency-key`` or ``Idempotency-Key``
    (the IETF header name), a non-empty string or a number;
 2. the argument named by ``idempotency.key_argument`` (e.g. ``client_ref``), when the call has it;
-3. otherwise SHA-256 of the canonical JSON of ``[upstream, upstream tool, arguments]`` (``fingerprint.fingerprint``).
+3. otherwise an HMAC-SHA-256, keyed with the installation's secret, of the canonical JSON of ``[upstream, upstream
+   tool, arguments]`` (``StateStore.call_fingerprint``).
 
 Keys are scoped per upstream tool and per upstream *identity* (``upstream_identity``: its URL, or its command,
 arguments and working directory, with its configured name), so two different servers never share a record.
@@ -82,8 +83,9 @@ from ..faults import (
     SideEffectStatus,
     StateConflict,
 )
-from ..fingerprint import canonical_json, fingerprint
+from ..fingerprint import canonical_json
 from ..policy import ToolRule
+from ..repeat import decide, decide_outcome_unknown
 from ..state import IdempotencyRecord, IdempotencyStore
 from .guard import SessionGuards
 
@@ -91,8 +93,6 @@ log = structlog.get_logger(__name__)
 
 REPLAY_META = "io.github.resilient-mcp/replay"
 KEY_META_FIELDS = ("io.github.resilient-mcp/idempotency-key", "idempotency-key", "Idempotency-Key")
-_REISSUABLE = (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
-_NOTHING_DONE = (SideEffectStatus.NONE, SideEffectStatus.NOT_COMMITTED)
 
 
 @dataclass(eq=False)
@@ -184,7 +184,7 @@ class Idempotency:
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         if not self.enabled:
             return await call_next(call)
-        args_hash = fingerprint(call)
+        args_hash = self._store.call_fingerprint(call)
         key = self._key(call, args_hash)
         flight = self._flights.get(key.stored)
         if flight is not None:
@@ -206,15 +206,15 @@ class Idempotency:
     ) -> types.CallToolResult:
         now = flight.started_at
         try:
-            held = await self._store.begin(
-                key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
-            )
+            held = await self._claim(call, key, args_hash, now)
             if held is not None and key.marker is not None and held.status != "completed":
                 # A derived key's own record is only ever completed between calls; anything else is stale.
                 await self._store.release(key.stored)
-                held = await self._store.begin(
-                    key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
-                )
+                held = await self._claim(call, key, args_hash, now)
+            unknown = held is not None and held.status == "unknown" and held.args_hash == args_hash
+            if unknown and decide_outcome_unknown(call.rule).safe:  # rule R: the upstream dedupes by the sent key
+                await self._store.release(key.stored)
+                held = await self._claim(call, key, args_hash, now)
             if held is not None:
                 return self._from_record(call, key, args_hash, held)
             if key.marker is not None:
@@ -238,7 +238,7 @@ class Idempotency:
         try:
             result = await call_next(self._forward(call, key))
         except Fault as fault:
-            await self._settle(key, reissuable=_reissuable(fault, derived=key.marker is not None))
+            await self._settle(key, reissuable=_reissuable(fault, call.rule, derived=key.marker is not None))
             raise
         except BaseException:  # cancelled, or a bug: the call may have been sent
             await self._settle(key, reissuable=False)
@@ -249,6 +249,12 @@ class Idempotency:
             await self._settle(key, result=result)
             self._forget_when_delivered(call, key)
         return result
+
+    async def _claim(self, call: ToolCall, key: _Key, args_hash: str, now: float) -> IdempotencyRecord | None:
+        """Claim this call's own record (``None``), or get the record that holds its key."""
+        return await self._store.begin(
+            key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
+        )
 
     async def _claim_marker(self, call: ToolCall, key: _Key, marker: str, args_hash: str, now: float) -> None:
         """Claim the upstream-wide record of a derived-key write, or refuse while an identical write's outcome is
@@ -264,6 +270,8 @@ class Idempotency:
         by = None
         if self._guards is not None:
             by = self._guards.verified_since(call.session_id, call.upstream, verify_tool, since)
+        if by is None and decide_outcome_unknown(call.rule).safe:
+            by = "nothing (the upstream honours the forwarded key)"  # rule R: a re-send cannot duplicate the write
         if by is None:
             raise self._must_verify(call, key, held)
         call.record.notes.append(
@@ -382,10 +390,10 @@ class Idempotency:
         # A key derived from the arguments only stands for "the same agent asked again": its result is scoped to
         # the session; whether its outcome is unknown is about the server, so that record is upstream-wide.
         return _Key(
-            f"{scope}#session:{call.session_id}#sha256:{args_hash}",
+            f"{scope}#session:{call.session_id}#hmac:{args_hash}",
             args_hash,
             False,
-            f"{scope}#outcome#sha256:{args_hash}",
+            f"{scope}#outcome#hmac:{args_hash}",
             call.name,
         )
 
@@ -511,21 +519,23 @@ def upstream_identity(config: object) -> str:
     return hashlib.sha256(canonical_json(parts).encode()).hexdigest()[:16]
 
 
-def _reissuable(fault: Fault, *, derived: bool = False) -> bool:
-    """Whether an identical call may run after this failure.
+def _reissuable(fault: Fault, rule: ToolRule, *, derived: bool = False) -> bool:
+    """Whether an identical call may run after this failure (its record is released rather than kept unknown).
 
-    Explicit keys: only when the failed call provably changed nothing. Derived keys: also when the tool itself
-    answered with a failure (an ``isError`` result, ``executed_failed``): its outcome is what the server said, not
-    unknown (a timeout, a lost connection, a chained proxy's unknown outcome are), and a repeat is the host's
-    decision (the loop guard answers identical failures that cannot change)."""
-    if fault.retry_safety in _REISSUABLE:
+    Explicit keys: only when the failed call provably changed nothing (rule R's ``nothing_done``). Derived keys:
+    also when the tool itself answered with a failure (an ``isError`` result, ``executed_failed``): its outcome is
+    what the server said, not unknown (a timeout, a lost connection, a chained proxy's unknown outcome are), and a
+    repeat is the host's decision (the loop guard answers identical failures that cannot change). An untrusted
+    server's claim that a write did not run is not such an answer: rule R counts it as maybe executed."""
+    verdict = decide(fault, rule)
+    if verdict.nothing_done:
         return True
-    if derived:
-        answered = fault.upstream_result
-        if isinstance(answered, types.CallToolResult) and FAULT_META_KEY not in (answered.meta or {}):
-            return True
-        return fault.retry_safety is RetrySafety.EXECUTED_FAILED
-    return fault.retry_safety is RetrySafety.EXECUTED_FAILED and fault.side_effect_status in _NOTHING_DONE
+    if not derived or verdict.reason == "untrusted_claim":
+        return False
+    answered = fault.upstream_result
+    if isinstance(answered, types.CallToolResult) and FAULT_META_KEY not in (answered.meta or {}):
+        return True
+    return fault.retry_safety is RetrySafety.EXECUTED_FAILED
 
 
 def _meta_key(meta: dict[str, Any] | None) -> str | None:

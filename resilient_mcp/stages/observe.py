@@ -19,9 +19,11 @@ same fields: at debug level for successes, info for failures, so the hot path re
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from itertools import islice
 from typing import Any, Literal, Protocol
 
 import mcp_types as types
@@ -52,7 +54,7 @@ class AuditEntry:
     tool: str
     argument_keys: tuple[str, ...]
     arguments_hash: str
-    """SHA-256 of the canonical JSON of the arguments."""
+    """HMAC-SHA-256 of the canonical JSON of the arguments, keyed with the state directory's secret."""
     outcome: Outcome
     """ok | error | refused (the proxy decided not to send it: validation, policy, guard, open breaker)."""
     fault_type: str | None
@@ -61,7 +63,30 @@ class AuditEntry:
     decided_by: str | None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+AUDIT_MAX_CHARS = 256
+"""Longest tool, session, upstream or argument-key name an audit entry keeps (longer ones are cut, with a note)."""
+AUDIT_MAX_KEYS = 100
+"""Most argument keys an audit entry keeps; the rest are counted in a last item ``…+N more keys``."""
+
+
+def _clip(text: str, limit: int = AUDIT_MAX_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}…[{len(text) - limit} more chars]"
+
+
+def audit_keys(args: dict[str, Any]) -> tuple[str, ...]:
+    """The argument keys an audit entry keeps: sorted, at most ``AUDIT_MAX_KEYS`` (the first the host sent), each
+    cut to ``AUDIT_MAX_CHARS``; 10^6 keys must not make a 10 MB row."""
+    keys = sorted(_clip(str(k)) for k in islice(args, AUDIT_MAX_KEYS))
+    if len(args) > AUDIT_MAX_KEYS:
+        keys.append(f"…+{len(args) - AUDIT_MAX_KEYS} more keys")
+    return tuple(keys)
+
+
+_PROCESS_KEY = secrets.token_bytes(32)
+"""Hash key when no state store gives the installation's own (tests, a store that failed to open)."""
 
 
 class AuditSink(Protocol):
@@ -141,6 +166,7 @@ class Observe:
         session_context: Callable[[ToolCall], dict[str, Any]] | None = None,
         unknown_tool_as_result: bool | None = None,
         wall_clock: Callable[[], float] = time.time,
+        arguments_hash: Callable[[ToolCall], str] | None = None,
         diagnose: Diagnoser | None = None,
     ) -> None:
         if isinstance(level_for, ObservationRule):
@@ -155,6 +181,7 @@ class Observe:
         self._audit = audit
         self._session_context = session_context
         self._wall = wall_clock
+        self._hash = arguments_hash or (lambda call: call_arguments_hash(call, _PROCESS_KEY))
         self._diagnose = diagnose
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
@@ -238,8 +265,8 @@ class Observe:
             return
         args = call.arguments if isinstance(call.arguments, dict) else {}
         entry = AuditEntry(
-            ts=self._wall(), session=call.session_id, upstream=call.upstream, tool=call.name,
-            argument_keys=tuple(sorted(args)), arguments_hash=call_arguments_hash(call), outcome=outcome,
+            ts=self._wall(), session=_clip(call.session_id), upstream=_clip(call.upstream), tool=_clip(call.name),
+            argument_keys=audit_keys(args), arguments_hash=self._hash(call), outcome=outcome,
             fault_type=fault_type, attempts=len(call.record.attempts), latency_ms=call.record.elapsed_ms(),
             decided_by=call.record.decided_by,
         )  # fmt: skip

@@ -27,7 +27,13 @@ simply loses the oversized structuredContent, replaced by a note with its shape.
 With ``validate_output_schema`` (default on), the structuredContent of a tool with an outputSchema is validated
 (validator compiled once, the schema's own ``$schema`` dialect, default 2020-12); a violation, or a missing
 structuredContent, becomes ``OutputSchemaViolation`` with ``validation_errors`` (JSON paths) and the text content as
-``degraded_text``, instead of an exception in the host's SDK. The side effect is committed either way.
+``degraded_text``, instead of an exception in the host's SDK. The side effect is committed either way. A value that
+breaks the schema is never offered as data: a JSON text loses the violating fields (``withheld_fields``); a text that
+is not JSON, and so cannot be separated from them, is withheld whole (``degraded_text_withheld``).
+
+With ``result_invariants`` (policy), a success that breaks them (``invariants.Invariants``) becomes
+``SemanticCorruption`` (E5) with ``violated_invariants``: side effect none for a read_only tool (which may be re-read
+once, rule R), unknown for a write (verify it).
 """
 
 from __future__ import annotations
@@ -44,8 +50,9 @@ from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
 from ..chain import CallNext, ToolCall
-from ..faults import OutputSchemaViolation, OversizedResult
-from ..policy import OutputRule
+from ..faults import OutputSchemaViolation, OversizedResult, RepairAction, SemanticCorruption, SideEffectStatus
+from ..invariants import Invariants
+from ..policy import OutputRule, ResultInvariants
 from ..state import OutputStore, utf8_len
 from ..stored_outputs import (
     OUTPUT_URI_PREFIX,
@@ -86,10 +93,20 @@ class _Capped:
 class OutputCap:
     """The output stage; see the module docstring."""
 
-    def __init__(self, rule: OutputRule, output_schema: dict[str, Any] | None, store: OutputStore | None) -> None:
+    def __init__(
+        self,
+        rule: OutputRule,
+        output_schema: dict[str, Any] | None,
+        store: OutputStore | None,
+        *,
+        invariants: ResultInvariants | None = None,
+        read_only: bool = False,
+    ) -> None:
         self._rule, self._store = rule, store
         self._schema = output_schema
         self._validator = _compile(output_schema) if rule.validate_output_schema else None
+        self._invariants = Invariants(invariants) if invariants is not None else None
+        self._read_only = read_only
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         result = await call_next(call)
@@ -97,6 +114,8 @@ class OutputCap:
             return result
         if self._validator is not None:
             self._validate(self._validator, result)
+        if self._invariants is not None:
+            self._check_invariants(self._invariants, result)
         texts = [item_text(item) for item in result.content]
         sizes = [
             _binary_size(item) if t is None else utf8_len(t) for t, item in zip(texts, result.content, strict=True)
@@ -221,24 +240,84 @@ class OutputCap:
         )  # fmt: skip
 
     def _validate(self, validator: Any, result: types.CallToolResult) -> None:
+        bad: list[list[str | int]] = []
         if result.structured_content is None:
             errors = [{"path": "$", "message": "structuredContent is missing; the tool declares an outputSchema"}]
         else:
             try:
-                found = islice(validator.iter_errors(result.structured_content), _MAX_SCHEMA_ERRORS)
-                errors = [{"path": e.json_path, "message": _clip(e.message, 200)} for e in found]
-            except (
-                Exception
-            ) as exc:  # an outputSchema that cannot be applied (unresolvable $ref): not the result's fault
+                found = list(islice(validator.iter_errors(result.structured_content), _MAX_SCHEMA_ERRORS))
+            except Exception as exc:  # an outputSchema that cannot be applied (unresolvable $ref): not the result's
                 log.warning("output_schema_unusable", error=repr(exc))
                 return
+            errors = [{"path": e.json_path, "message": _clip(e.message, 200)} for e in found]
+            bad = [list(e.absolute_path) for e in found if e.absolute_path]
         if errors:
+            details: dict[str, Any] = {"validation_errors": errors}
+            details |= _degraded(_joined_text(result.content, self._rule.max_text_bytes), bad)
             raise OutputSchemaViolation(
-                "The tool's structured result does not match its outputSchema; its text content is given instead.",
-                details={"validation_errors": errors,
-                         "degraded_text": _joined_text(result.content, self._rule.max_text_bytes)},
-                suggestion="Use the degraded text if it is enough, or another tool; repeating the call will not help.",
-            )  # fmt: skip
+                "The tool's structured result does not match its outputSchema; its text content is given instead"
+                + (", without the values that break the schema." if bad else "."),
+                details=details,
+                suggestion=None
+                if self._read_only
+                else "Use the degraded text if it is enough, or another tool; repeating the call will not help.",
+            )
+
+    def _check_invariants(self, invariants: Invariants, result: types.CallToolResult) -> None:
+        violations = invariants.check(result)
+        if not violations:
+            return
+        raise SemanticCorruption(
+            "The result does not meet what the policy expects of this tool (result_invariants): "
+            + "; ".join(f"{v['path']} {v['message']}" for v in violations[:5])
+            + ". It is not passed on as data.",
+            details={"violated_invariants": [f"{v['path']} {v['message']}" for v in violations]},
+            side_effect_status=SideEffectStatus.NONE if self._read_only else SideEffectStatus.UNKNOWN,
+            repair_action=RepairAction.BACKOFF_RETRY if self._read_only else None,
+        )
+
+
+def _degraded(text: str, bad: list[list[str | int]]) -> dict[str, Any]:
+    """The degraded text to offer, without the values at ``bad`` (the paths that break the schema): a value the
+    schema rejects is never offered as data. A text that is not JSON cannot be separated from them: withheld."""
+    if not bad:
+        return {"degraded_text": text}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict | list):
+        return {"degraded_text_withheld": "the text content cannot be separated from the values that break the schema"}
+    withheld = []
+    for path in bad:
+        if _drop(data, path):
+            withheld.append("$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path))
+    out: dict[str, Any] = {"degraded_text": json.dumps(data, ensure_ascii=False)}
+    if withheld:
+        out["withheld_fields"] = withheld
+    return out
+
+
+def _drop(data: Any, path: list[str | int]) -> bool:
+    """Remove the value at ``path`` from ``data`` (an array item becomes null: indexes stay); whether it was there."""
+    for part in path[:-1]:
+        if not _has(data, part):
+            return False
+        data = data[part]
+    last = path[-1]
+    if not _has(data, last):
+        return False
+    if isinstance(data, dict):
+        del data[last]
+    else:
+        data[last] = None
+    return True
+
+
+def _has(data: Any, part: str | int) -> bool:
+    if isinstance(data, dict):
+        return part in data
+    return isinstance(data, list) and isinstance(part, int) and part < len(data)
 
 
 def _compile(schema: dict[str, Any] | None) -> Any:

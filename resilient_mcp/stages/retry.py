@@ -1,9 +1,9 @@
 """The retry stage: classified retries of one tool call inside one overall deadline, and the per-upstream retry budget.
 
-Rule R of the fault catalog (§5.2) decides whether a failed attempt is repeated::
+Rule R of the fault catalog (§5.2), ``repeat.decide``, decides whether a failed attempt may be repeated; this stage
+adds its own limits::
 
-    transient ∧ (not_sent or rejected or (maybe_executed ∧ (effect.repeatable or idempotency key honoured)))
-              ∧ deadline left ∧ retry token available              (executed_failed: never)
+    decide(fault, rule).repeat ∧ deadline left ∧ retry token available
 
 Attempts in all: ``retry.max_attempts`` (3) for faults that provably did not execute, ``max_attempts_maybe_executed``
 (2) once any attempt may have executed. Waits are full-jitter exponential (base 100 ms, cap 2 s); a ``Retry-After``
@@ -36,25 +36,14 @@ from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential
 
 from ..chain import Attempt, CallNext, ToolCall
-from ..faults import (
-    ArgumentFault,
-    AttemptTimeout,
-    Fault,
-    GuardFault,
-    PermissionFault,
-    RepairAction,
-    RetrySafety,
-    SideEffectStatus,
-    UnknownTool,
-)
+from ..faults import AttemptTimeout, Fault, RepairAction, RetrySafety, SideEffectStatus
 from ..policy import ToolRule
+from ..repeat import Decision, decide
 
 log = structlog.get_logger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
-
-_NEVER_RETRIED = (ArgumentFault, PermissionFault, GuardFault, UnknownTool)
 
 
 class RetryBudgets:
@@ -95,6 +84,8 @@ class _Run:
     delay_ms: int | None = None
     cut_in_attempt: bool = False
     last_fault: Fault | None = None
+    verdict: Decision | None = None
+    """Rule R's verdict on ``last_fault``, taken once when it was classified."""
     first_fault: Fault | None = None
     """The fault of the attempt made before the loop, which the loop's first attempt re-raises."""
 
@@ -162,9 +153,9 @@ class Retry:
         clock: Clock = time.monotonic,
         random: _random.Random | None = None,
     ) -> None:
+        self._tool_rule = rule
         self._rule = rule.retry
         self._timeouts = rule.timeouts
-        self._repeatable = rule.effect.repeatable or rule.idempotency.forward_key_as is not None
         self._budgets = budgets
         self._clock = clock
         self._attempts = _StopAfterAttempts(rule.retry.max_attempts, rule.retry.max_attempts_maybe_executed)
@@ -242,11 +233,15 @@ class Retry:
     def _classify(self, run: _Run, fault: Fault) -> None:
         """Budget accounting and the outcome-unknown verdict for a failed attempt."""
         run.last_fault = fault
-        if fault.counts_against_upstream:
+        if fault.counts_against_upstream and not fault.tool_level:  # one tool that throws leaves its siblings' budget
             self._budgets.on_failure(run.call.upstream)
-        if fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
+        verdict = run.verdict = decide(fault, self._tool_rule)
+        if verdict.safety is RetrySafety.MAYBE_EXECUTED:
             run.maybe_executed = True
-            if not self._repeatable:
+            if verdict.reason == "untrusted_claim":  # the upstream says it did not run; a write is not retried on it
+                fault.details.setdefault("upstream_claimed", fault.retry_safety.value)
+                fault.retry_safety = RetrySafety.MAYBE_EXECUTED
+            if not verdict.safe:
                 fault.side_effect_status = SideEffectStatus.UNKNOWN
                 fault.repair_action = RepairAction.VERIFY_STATE
                 fault.max_retry = 0
@@ -255,9 +250,14 @@ class Retry:
 
     def _should_retry(self, retry_state: RetryCallState) -> bool:
         fault = _fault_of(retry_state)
-        if not isinstance(fault, Fault) or isinstance(fault, _NEVER_RETRIED) or not fault.is_transient:
-            return False  # cancellation, bugs, caller mistakes, policy refusals, permanent faults
-        if not self._rule.enabled:
+        if not isinstance(fault, Fault) or not self._rule.enabled:
+            return False  # cancellation, bugs
+        verdict = _run_of(retry_state).verdict or decide(fault, self._tool_rule)
+        if verdict.reason == "reread_once":  # a result that broke its promise: the model re-reads it, once
+            return False
+        if not verdict.repeat:  # caller mistakes, policy refusals, permanent faults, unsafe repeats
+            if fault.is_transient and verdict.reason != "caller_must_change":
+                fault.details.setdefault("retry_stopped", verdict.reason)
             return False
         run = _run_of(retry_state)
         reason = self._refusal(run, fault)
@@ -267,12 +267,7 @@ class Retry:
         return True
 
     def _refusal(self, run: _Run, fault: Fault) -> str | None:
-        """Why rule R does not allow repeating this transient fault, or None when it does."""
-        safety = fault.retry_safety
-        if safety is RetrySafety.MAYBE_EXECUTED and not self._repeatable:
-            return "may_have_executed"
-        if safety not in (RetrySafety.NOT_SENT, RetrySafety.REJECTED, RetrySafety.MAYBE_EXECUTED):
-            return "executed"
+        """Why this stage's own limits (deadline, Retry-After, budget) stop a repeat rule R allows, or None."""
         now = self._clock()
         if now >= run.deadline:
             return "deadline"

@@ -35,7 +35,7 @@ from referencing.exceptions import Unresolvable
 
 from ..chain import CallNext, ToolCall
 from ..faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
-from ..fingerprint import canonical_json
+from ..fingerprint import call_arguments_json, canonical_json
 from ..policy import ValidationRule
 
 _log = structlog.get_logger(__name__)
@@ -90,7 +90,7 @@ class Validate:
         raw: object = call.arguments
         if raw is None:
             return {}, []
-        size = len(canonical_json(raw).encode())
+        size = len(call_arguments_json(call).encode())  # computed once per call, shared with the hashes
         if size > self._rule.max_argument_bytes:
             call.record.decided_by = "validate"
             raise MalformedArguments(

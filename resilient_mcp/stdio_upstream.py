@@ -1,0 +1,358 @@
+"""The client side of a stdio upstream: spawn the server in its own process group, read its stdout in linear time,
+bound every message, and take the whole group down on every stop.
+
+Why not the SDK's ``stdio_client``: it rebuilds its text buffer for every 64 KB chunk (``(buffer + chunk).split``),
+so a message of n bytes costs O(n²): 16 MB took 2.4 s, 32 MB 7.5 s, 50 MB and more never arrived and stalled every
+other session while they were read. It also kills the server's process group only when the leader outlives its grace
+period, so a child the server started (``sleep`` in the same group) outlived the proxy.
+
+Here:
+
+- the reader keeps the parts of the current line and joins them once, at its newline (linear time); a message of
+  more than ``max_message_bytes`` is not kept: the rest of its line is read and dropped as it arrives (memory stays
+  bounded), and the request it answers gets an error response tagged ``OVERSIZED_META`` that ``Upstream.call_tool``
+  turns into an ``E4_oversized_result`` observation instead of letting the call run into its timeout. The answered
+  request is found from the message's ``"id"`` (read from its first or last bytes), or, failing that, is the one
+  request in flight;
+- large lines are parsed in a worker thread, so the event loop serves other sessions meanwhile;
+- stopping (restart, EOF, SIGTERM of the proxy, an upstream that exits) follows the spec's order (close stdin, wait
+  up to 2 s) and then *always* terminates the process group (SIGTERM, SIGKILL after 2 s), even when the server
+  itself already exited: what it started in its group goes with it;
+- a SIGKILL of the proxy runs none of that. For it a tiny watchdog (``sh``, in its own session) holds the read end
+  of a pipe whose write end only the proxy has: when the proxy dies, however, the kernel closes that end and the
+  watchdog kills the upstream's process group. On a normal stop the proxy disarms it first. A process that left the
+  group (``setsid``, a daemon) escapes both, as with any process-group scheme.
+
+Windows keeps the SDK's ``stdio_client`` (Job Objects).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import anyio.to_thread
+import mcp_types as types
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest message a stdio upstream may send (one JSON-RPC line, in bytes); larger results become E4."""
+OVERSIZED_META = "io.github.resilient-mcp/oversized"
+"""Key in ``error.data`` of the stand-in error response for an oversized message."""
+OVERSIZED_CODE = -32099
+
+GRACE_S = 2.0
+"""How long a server may take to exit after its stdin is closed (the SDK's value)."""
+KILL_AFTER_S = 2.0
+"""How long the group has between SIGTERM and SIGKILL."""
+_REAP_S = 2.0
+_CHUNK = 1 << 16
+_THREAD_PARSE_BYTES = 1 << 20
+"""Lines at least this long are parsed in a worker thread."""
+_EDGE = 4096
+"""Bytes kept of the start and of the end of an oversized line, to find its id."""
+_MAX_PENDING_IDS = 10_000
+
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+
+_ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,256}")'
+_HEAD_ID = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
+_TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+
+# The watchdog: reads one line; anything but "disarm" (EOF when the proxy died) kills the upstream's group.
+_WATCHDOG = 'read -r word; [ "$word" = disarm ] || kill -s KILL -- "-$1" 2>/dev/null; exit 0'
+
+
+@dataclass(slots=True)
+class _Oversized:
+    """What is kept of a line over the limit: its size, its first and its last bytes."""
+
+    head: bytearray
+    tail: bytearray = field(default_factory=bytearray)
+    size: int = 0
+
+    def add(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if len(self.head) < _EDGE:
+            self.head += piece[: _EDGE - len(self.head)]
+        self.tail += piece[-_EDGE:]
+        del self.tail[:-_EDGE]
+
+    def message_id(self) -> int | str | None:
+        for pattern, text in ((_HEAD_ID, bytes(self.head)), (_TAIL_ID, bytes(self.tail))):
+            if m := pattern.search(text):
+                try:
+                    found = json.loads(m.group(1))
+                except ValueError:
+                    return None
+                return found if isinstance(found, int | str) else None
+        return None
+
+
+async def read_lines(
+    receive: Callable[[], Awaitable[bytes]],
+    limit: int,
+    on_line: Callable[[bytes], Awaitable[None]],
+    on_oversized: Callable[[_Oversized], Awaitable[None]],
+) -> None:
+    """Split what ``receive`` returns (until ``anyio.EndOfStream``) into lines, in linear time. Lines longer than
+    ``limit`` bytes are never held whole: ``on_oversized`` gets their size and edges instead."""
+    parts: list[bytes] = []
+    size = 0
+    big: _Oversized | None = None
+    while True:
+        try:
+            chunk = await receive()
+        except anyio.EndOfStream:
+            break
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if big is not None:
+                big.add(piece)
+            elif size + len(piece) > limit:
+                big = _Oversized(bytearray())
+                for part in parts:
+                    big.add(part)
+                big.add(piece)
+                parts.clear()
+            elif piece:
+                parts.append(piece)
+                size += len(piece)
+            if end < 0:
+                break
+            if big is not None:
+                await on_oversized(big)
+                big = None
+            elif parts:
+                line = parts[0] if len(parts) == 1 else b"".join(parts)
+                parts.clear()
+                await on_line(line)
+            size = 0
+            start = end + 1
+    if big is not None:
+        await on_oversized(big)
+    elif parts:
+        await on_line(b"".join(parts))
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        return exc
+
+
+def _parse_large(line: bytes) -> SessionMessage | Exception:
+    """Same result as ``_parse``; for large documents ``json.loads`` then Python-mode validation is several times
+    faster (and holds the GIL for less time) than pydantic's JSON mode."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(json.loads(line), by_name=False))
+    except ValueError as exc:
+        return exc
+
+
+async def parse_line(line: bytes) -> SessionMessage | Exception:
+    """One message; a long line is parsed in a worker thread so the event loop keeps serving meanwhile."""
+    if len(line) >= _THREAD_PARSE_BYTES:
+        return await anyio.to_thread.run_sync(_parse_large, line)
+    return _parse(line)
+
+
+def oversized_response(request_id: int | str, size: int, limit: int) -> SessionMessage:
+    """The stand-in answer to a request whose response was too large to read."""
+    error = types.ErrorData(
+        code=OVERSIZED_CODE,
+        message=f"the upstream's response ({size} bytes) is larger than max_message_bytes ({limit}); not read",
+        data={OVERSIZED_META: {"original_size_bytes": size, "max_message_bytes": limit}},
+    )
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+class _InFlight:
+    """Ids of requests sent and not yet answered (bounded): how an oversized response without a readable id is
+    still matched, when only one request is waiting."""
+
+    def __init__(self) -> None:
+        self._ids: dict[int | str, None] = {}
+
+    def sent(self, message: Any) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            if len(self._ids) >= _MAX_PENDING_IDS:
+                self._ids.pop(next(iter(self._ids)))
+            self._ids[message.id] = None
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            self._ids.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]
+
+    def answered(self, message: Any) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self._ids.pop(message.id, None)
+
+    def match(self, found: int | str | None) -> int | str | None:
+        if found is not None:
+            return found if found in self._ids else None
+        return next(iter(self._ids)) if len(self._ids) == 1 else None
+
+
+@asynccontextmanager
+async def stdio_upstream(
+    command: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    errlog: Any = None,
+) -> AsyncIterator[Streams]:
+    """Start ``command`` in a new process group and yield ``(read_stream, write_stream)`` as the SDK's
+    ``stdio_client`` does. Raises ``OSError`` when it cannot be started."""
+    process = await anyio.open_process(
+        [command, *args], env=env, cwd=cwd, stderr=sys.stderr if errlog is None else errlog, start_new_session=True
+    )
+    watchdog: tuple[anyio.abc.Process, int] | None = None
+    try:
+        watchdog = await _arm_watchdog(process.pid)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _stop(process, None)
+        raise
+    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    in_flight = _InFlight()
+    assert process.stdout is not None and process.stdin is not None
+    stdout, stdin = process.stdout, process.stdin
+
+    async def deliver(item: SessionMessage | Exception) -> None:
+        if isinstance(item, SessionMessage):
+            in_flight.answered(item.message)
+        else:
+            log.warning("upstream_message_unreadable", error=str(item)[:500])
+        await to_session.send(item)
+
+    async def on_line(line: bytes) -> None:
+        if line.strip():
+            await deliver(await parse_line(line))
+
+    async def on_oversized(big: _Oversized) -> None:
+        request_id = in_flight.match(big.message_id())
+        log.warning(
+            "upstream_message_oversized",
+            size_bytes=big.size,
+            max_message_bytes=max_message_bytes,
+            answered_request=request_id is not None,
+        )
+        if request_id is not None:
+            await deliver(oversized_response(request_id, big.size, max_message_bytes))
+
+    async def reader() -> None:
+        try:
+            async with to_session:
+                await read_lines(lambda: stdout.receive(_CHUNK), max_message_bytes, on_line, on_oversized)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
+            pass  # the session or the pipe is gone: the read stream's end tells the session
+
+    async def writer() -> None:
+        try:
+            async with from_session:
+                async for message in from_session:
+                    in_flight.sent(message.message)
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stdin.send(data.encode() + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await to_session.aclose()  # the server stopped reading: the session sees the end, not a hang
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                read_stream.close()
+                write_stream.close()
+                await _stop(process, watchdog)
+            tg.cancel_scope.cancel()
+
+
+async def _stop(process: anyio.abc.Process, watchdog: tuple[anyio.abc.Process, int] | None) -> None:
+    """Close stdin, give the server ``GRACE_S`` to exit, then terminate its whole group (always), disarm the
+    watchdog and release the pipes."""
+    from mcp.os.posix.utilities import terminate_posix_process_tree
+
+    if process.stdin is not None:
+        # bounded: closing waits for buffered data to be written, which a server that stopped reading never allows
+        with anyio.move_on_after(GRACE_S), suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await process.stdin.aclose()
+    await _exited(process, GRACE_S)
+    await terminate_posix_process_tree(process, KILL_AFTER_S)
+    if not await _exited(process, _REAP_S):
+        log.warning("upstream_process_survived_kill", pid=process.pid)
+    if watchdog is not None:
+        await _disarm(*watchdog)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.aclose()
+    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    close = getattr(transport, "close", None)
+    if callable(close):  # else the asyncio transport warns at GC while a survivor holds a pipe
+        with suppress(PermissionError):
+            close()
+
+
+async def _exited(process: anyio.abc.Process, timeout_s: float, poll_s: float = 0.01) -> bool:
+    """Whether ``process`` has exited (and been reaped) within ``timeout_s``. Polls ``returncode``: ``wait()`` on
+    asyncio also waits for the pipes' EOF, which a child that inherited them delays."""
+    for _ in range(max(1, round(timeout_s / poll_s))):
+        if process.returncode is not None:
+            return True
+        await anyio.sleep(poll_s)
+    return process.returncode is not None
+
+
+async def _arm_watchdog(pgid: int) -> tuple[anyio.abc.Process, int] | None:
+    """Start the watchdog that kills process group ``pgid`` if this process dies without stopping it."""
+    read_end, write_end = os.pipe()  # both close-on-exec: no upstream inherits the write end
+    try:
+        proc = await anyio.open_process(
+            ["/bin/sh", "-c", _WATCHDOG, "resilient-mcp-watchdog", str(pgid)],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(write_end)
+        log.warning("upstream_watchdog_unavailable", error=str(exc))
+        return None
+    finally:
+        os.close(read_end)
+    return proc, write_end
+
+
+async def _disarm(proc: anyio.abc.Process, write_end: int) -> None:
+    with suppress(OSError):
+        os.write(write_end, b"disarm\n")
+    with suppress(OSError):
+        os.close(write_end)
+    if not await _exited(proc, _REAP_S):
+        with suppress(ProcessLookupError):
+            proc.kill()
+    with contextlib.suppress(Exception):
+        await proc.aclose()
