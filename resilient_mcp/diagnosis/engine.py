@@ -5,10 +5,12 @@ heuristics, or not at all), an unknown JSON-RPC error code, an unexpected except
 statuses, transport faults the proxy detected itself, or a chained resilient-mcp's observation.
 
 Clamps (the verdict may sharpen, never loosen): it may set the fault type, transient, repair action and suggestion
-(marked model-written in ``details.diagnosis``). Retry safety and side-effect status stay the rules'; max_retry is
-at most what rule R allows on the rules' safety facts (0 for a call that may have executed on a tool that is not
-safe to repeat, and never above the rules' own max_retry); the repair planning then runs as for any fault, so a
-maybe-executed write becomes ``verify_state`` whatever the model said.
+(marked model-written in ``details.diagnosis``). Retry safety, side-effect status and an upstream's untrusted
+claim stay the rules'; max_retry is at most what rule R (``repeat.decide``) allows for the model's type on the
+rules' safety facts (0 unless repeating helps and is safe), and never above the rules' own max_retry when the rules
+already judged the failure transient; the repair planning then runs as for any fault, so a maybe-executed write
+becomes ``verify_state`` whatever the model said. The retry stage has already run when the diagnosis is made: a
+verdict never causes a proxy retry, it only informs the model.
 
 Cost bounds: verdicts are cached by error signature (tool + normalised error text), bounded in size and age; model
 calls are limited per minute over all sessions; each call has a timeout. Any failure (timeout, budget, provider
@@ -35,7 +37,6 @@ from ..faults import (
     Fault,
     GatewayError,
     PermanentExecutionError,
-    RetrySafety,
 )
 from .prompt import build_messages, error_text
 from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
@@ -128,15 +129,13 @@ def provider_for(rule: DiagnosisRule) -> Provider:
     return Sampling(rule.model)
 
 
-def rule_r_max(fault: Fault, call: ToolCall, proposed: int) -> int:
-    """The most identical retries rule R allows on ``fault``'s safety facts for this tool."""
-    if not fault.is_transient:
-        return 0
-    if fault.retry_safety is RetrySafety.MAYBE_EXECUTED and not call.rule.effect.repeatable:
-        return 0
-    if fault.retry_safety is RetrySafety.EXECUTED_FAILED:
-        return 0
-    return proposed
+def rule_r_max(fault: Fault, call: ToolCall) -> int:
+    """The identical repeats rule R (``repeat.decide``) allows for ``fault`` on this tool: 0 unless repeating helps
+    and is safe on the rules' safety facts."""
+    from ..repeat import decide  # imported late: repeat imports the policy models
+
+    verdict = decide(fault, call.rule)
+    return verdict.max_repeats if verdict.repeat else 0
 
 
 def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str, Any]) -> Fault:
@@ -162,7 +161,9 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
         retry_after_ms=rules.retry_after_ms,
         suggestion=f"{verdict.suggestion} (Diagnosis written by a model from the error text; check it.)",
     )
-    bound = rule_r_max(new, call, cls.default_max_retry)
+    new.claimed_by_upstream = rules.claimed_by_upstream  # an untrusted upstream's claim stays untrusted
+    new.max_retry = cls.default_max_retry
+    bound = rule_r_max(new, call)
     if rules.is_transient:  # the rules already bounded the retries of this failure: never above theirs
         bound = min(bound, rules_max)
     new.max_retry = min(proposed, bound)
