@@ -39,17 +39,15 @@ def test_every_record_replays_through_the_rules_and_the_report_names_where_they_
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("noise", [0.0, 0.2, 1.0])
-async def test_a_scripted_model_improves_accuracy_and_its_noise_never_loosens_retry_safety(noise: float) -> None:
+async def test_a_scripted_model_never_loosens_retry_safety_and_a_right_one_improves_accuracy(noise: float) -> None:
     rules = [rules_verdict(r) for r in RECORDS]
     measured = await measure(RECORDS, rules, ScriptedModel(noise, seed=7))
     assert measured.loosened == 0
     assert measured.asked > 0 and measured.stats["calls"] + measured.stats["cache_hits"] == measured.asked
     before, after = overall(RECORDS, rules), overall(RECORDS, measured.verdicts)
-    if noise < 0.5:
-        assert after["fault_type"] > before["fault_type"]
-        assert after["repair_action"] > before["repair_action"]
-    if noise == 0.0:  # a model that is always right fixes every record it is asked about, on every axis it sets
-        for r, v, asked in zip(RECORDS, measured.verdicts, rules, strict=True):
-            if v is not asked:
-                assert right(r, v, "fault_type") and right(r, v, "transient"), r["id"]
     assert set(AXES) == set(before)
+    if noise == 0.0:  # a model that is always right fixes what it is asked about, on every axis it sets
+        assert after["fault_type"] > before["fault_type"] and after["repair_action"] > before["repair_action"]
+        for r, v, ruled in zip(RECORDS, measured.verdicts, rules, strict=True):
+            if v is not ruled:
+                assert right(r, v, "fault_type") and right(r, v, "transient"), r["id"]

@@ -187,6 +187,8 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
                         case.gold.as_dict(),
                     )
                 )
+                if case.settle_s:  # a reset HTTP connection is noticed a moment later (REPORT.md, findings)
+                    await anyio.sleep(case.settle_s)
                 if case.restart_after:  # the server died on purpose: wait for the supervisor's restart
                     await up.wait_ready(60.0)
 

@@ -131,7 +131,8 @@ async def _run(
     scripted = live is None
     who = f"scripted model (gold + {100 * (noise or 0):.0f} % noise, seed {seed})" if scripted else f"{live} {model}"
     notes = (
-        f"Diagnosis by {who}: asked for {m.asked} of {len(records)} records (the rest were typed: rules only); "
+        f"Diagnosis by {who}: asked for {m.asked} of {len(records)} records "
+        "(the rest were typed or matched a known wording: rules only); "
         f"model calls {calls}, cache hits {s['cache_hits']}, applied {s['applied']}, fallbacks "
         + (
             ", ".join(f"{k.removeprefix('fallback_')} {v}" for k, v in sorted(s.items()) if k.startswith("fallback_"))

@@ -38,6 +38,8 @@ class Case:
     timeout_s: float = 20.0
     before: Callable[[Workspace], None] | None = None
     restart_after: bool = False
+    settle_s: float = 0.0
+    """Pause after this case: an HTTP upstream needs a moment to notice a reset connection (see REPORT.md)."""
 
 
 @dataclass
@@ -942,16 +944,19 @@ class Shim(Source):
             lost = L.custom(
                 "C2_connection_lost_after_send", True, "maybe_executed", "verify_state" if write else "backoff_retry"
             )
-            self._case(tool, "C2-reset-after-send", "C2", {"commit": "before"}, lost)
+            self._case(tool, "C2-reset-after-send", "C2", {"commit": "before"}, lost, settle_s=1.0)
             self._case(
                 tool,
                 "C1-reset",
                 "C1",
                 {"mode": "reset"},
                 L.custom("C1_connect_failure", True, "not_sent", "backoff_retry"),
+                settle_s=1.0,
             )
             # The shim holds the request, then closes the connection: the proxy sees a connection lost after send.
-            self._case(tool, "C3-hang-then-close", "C3", {"commit": "never", "hang_ms": 200}, lost, timeout_s=5.0)
+            self._case(
+                tool, "C3-hang-then-close", "C3", {"commit": "never", "hang_ms": 200}, lost, timeout_s=5.0, settle_s=1.0
+            )
 
     _case = Chaos._case
 

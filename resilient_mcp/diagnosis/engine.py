@@ -60,12 +60,13 @@ def signature(tool: str, text: str) -> str:
 
 
 def untyped(fault: Fault) -> bool:
-    """True when the rules could not read this failure from a typed source (what diagnosis is for)."""
+    """True when the rules could not read this failure from a typed source or a known wording (what diagnosis is
+    for): a text matched only by a keyword, or by nothing."""
     details = fault.details
     if details.get("chained") or not fault.upstream_message:
         return False
-    if details.get("classified_by") == "text":
-        return True
+    if details.get("classified_by") == "text":  # a keyword guess or no match at all; a known wording is read
+        return details.get("text_match") != "wording"
     if type(fault) is PermanentExecutionError and "upstream_code" in details:  # an unknown JSON-RPC code
         return True
     return type(fault) is GatewayError and "exception_type" in details  # an unexpected exception
