@@ -18,8 +18,10 @@ from resilient_mcp.diagnosis.prompt import build_messages
 from resilient_mcp.diagnosis.providers import Answer, OpenAICompatible
 from resilient_mcp.diagnosis.settings import DiagnosisRule
 from resilient_mcp.faults import EffectClass, Fault, RepairAction, RetrySafety, SideEffectStatus
+from resilient_mcp.fingerprint import FailureStats
 from resilient_mcp.observations import plan_repair
-from resilient_mcp.policy import PolicyFile, ToolRule
+from resilient_mcp.policy import ObservationRule, PolicyFile, ToolRule
+from resilient_mcp.stages.observe import AuditEntry, Observe
 
 pytestmark = pytest.mark.anyio
 
@@ -263,3 +265,44 @@ def test_the_policy_rejects_an_openai_provider_without_url_and_model() -> None:
         }
     )
     assert ok.diagnosis.provider == "openai"
+
+
+class Audit:
+    def __init__(self) -> None:
+        self.entries: list[AuditEntry] = []
+
+    def record(self, entry: AuditEntry) -> None:
+        self.entries.append(entry)
+
+
+async def _through_observe(model: Any, text: str, rule: DiagnosisRule = RULE) -> tuple[types.CallToolResult, Audit]:
+    audit = Audit()
+    stage = Observe(
+        level_for=ObservationRule(),
+        stats=FailureStats(),
+        audit=audit,
+        diagnose=Diagnoser(rule, DiagnosisState(), model),
+    )
+
+    async def upstream(call: ToolCall) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+    return await stage(_call(EffectClass.READ_ONLY), upstream), audit
+
+
+async def test_the_observe_stage_shows_the_verdict_to_the_model_and_notes_it_in_the_audit() -> None:
+    result, audit = await _through_observe(Model(GOOD), 'relation "customers" does not exist')
+    obs = result.structured_content
+    assert obs is not None and obs["fault_type"] == "B4_semantic_argument_rejection"
+    assert obs["repair_action"] == "fix_parameter" and obs["details"]["diagnosis"]["status"] == "applied"
+    assert result.content[0].text == 'relation "customers" does not exist'  # the upstream's own words stay first
+    (entry,) = audit.entries
+    assert (entry.fault_type, entry.decided_by) == ("B4_semantic_argument_rejection", "diagnosis:applied")
+
+
+async def test_a_failed_diagnosis_returns_the_rules_observation_and_the_audit_says_why() -> None:
+    result, audit = await _through_observe(Model("no idea"), 'relation "customers" does not exist')
+    obs = result.structured_content
+    assert obs is not None and obs["fault_type"] == "D4_permanent_execution_error"
+    assert obs["details"]["diagnosis"]["reason"] == "invalid_answer"
+    assert audit.entries[0].decided_by == "diagnosis:fallback:invalid_answer"

@@ -15,7 +15,8 @@ verdict never causes a proxy retry, it only informs the model.
 Cost bounds: verdicts are cached by error signature (tool + normalised error text), bounded in size and age; model
 calls are limited per minute over all sessions; each call has a timeout. Any failure (timeout, budget, provider
 error, an answer that is not one valid JSON object) returns the rules' fault, with the reason in
-``details.diagnosis`` and in the ``diagnosis`` log event.
+``details.diagnosis``, in the audit trail's ``decided_by`` (``diagnosis:fallback:<reason>``) and in the
+``diagnosis`` log event.
 """
 
 from __future__ import annotations
@@ -172,6 +173,12 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
     return new
 
 
+def _audit(call: ToolCall, what: str) -> None:
+    """The audit trail's ``decided_by`` of an upstream failure (no stage decided it) names the diagnosis outcome."""
+    if call.record.decided_by is None:
+        call.record.decided_by = what
+
+
 class Diagnoser:
     """Configured per policy; state (cache, budget) shared across reloads."""
 
@@ -196,9 +203,10 @@ class Diagnoser:
         meta: dict[str, Any] = {"provider": self.provider.name, "signature": key}
         if (hit := st.cached(key)) is not None:
             st.stats["cache_hits"] += 1
+            _audit(call, "diagnosis:cached")
             return apply_verdict(fault, hit, call, meta | {"cached": True})
         if not st.spend(rule.max_per_minute):
-            return self._fallback(fault, meta, "budget")
+            return self._fallback(call, fault, meta, "budget")
         system, user = build_messages(call, fault, st.recent_calls(call.session_id))
         started = st.clock()
         st.stats["calls"] += 1
@@ -206,25 +214,29 @@ class Diagnoser:
             with anyio.fail_after(rule.timeout_s):
                 answer = await self.provider.ask(system, user, call.host)
         except TimeoutError:
-            return self._fallback(fault, meta, "timeout")
+            return self._fallback(call, fault, meta, "timeout")
         except ProviderUnavailable as exc:
-            return self._fallback(fault, meta, "unavailable", str(exc))
+            return self._fallback(call, fault, meta, "unavailable", str(exc))
         except Exception as exc:  # a provider's failure must never fail the call
-            return self._fallback(fault, meta, "error", type(exc).__name__)
+            return self._fallback(call, fault, meta, "error", type(exc).__name__)
         elapsed_ms = int((st.clock() - started) * 1000)
         st.stats["latency_ms"] += elapsed_ms
         st.stats["tokens_in"] += answer.tokens_in or 0
         st.stats["tokens_out"] += answer.tokens_out or 0
         verdict = parse_verdict(answer.text)
         if verdict is None:
-            return self._fallback(fault, meta, "invalid_answer")
+            return self._fallback(call, fault, meta, "invalid_answer")
         st.store(key, verdict, rule.cache_ttl_s)
         st.stats["applied"] += 1
         log.info("diagnosis", outcome="applied", rules=fault.fault_type, model=verdict.fault_type, ms=elapsed_ms)
+        _audit(call, "diagnosis:applied")
         return apply_verdict(fault, verdict, call, meta | {"cached": False, "latency_ms": elapsed_ms})
 
-    def _fallback(self, fault: Fault, meta: dict[str, Any], reason: str, why: str | None = None) -> Fault:
+    def _fallback(
+        self, call: ToolCall, fault: Fault, meta: dict[str, Any], reason: str, why: str | None = None
+    ) -> Fault:
         self.state.stats[f"fallback_{reason}"] += 1
+        _audit(call, f"diagnosis:fallback:{reason}")
         log.info("diagnosis", outcome="fallback", reason=reason, detail=why, rules=fault.fault_type)
         fault.details["diagnosis"] = {**meta, "status": "fallback", "reason": reason}
         return fault
