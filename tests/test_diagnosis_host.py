@@ -38,6 +38,7 @@ from tests.helpers import (
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.peers,
     pytest.mark.skipif(server_time_missing() is not None, reason=str(server_time_missing())),
 ]
 
