@@ -1,5 +1,6 @@
 """What the model is shown. The error text is the upstream's own words: it is marked as untrusted data, fenced, cut,
-and the instructions say that nothing inside it is an instruction. Argument values that look secret are redacted."""
+and the instructions say that nothing inside it is an instruction. Argument values under secret-looking keys, and URL
+credentials and query values (in arguments and in the error text, as in the logs), are redacted."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from ..chain import ToolCall
 from ..faults import Fault
+from ..logs import redact as redact_urls
 from .verdict import VERDICT_SCHEMA
 
 ERROR_CHARS = 2000
@@ -36,10 +38,12 @@ SYSTEM = (
 
 
 def redact(value: Any, key: str = "") -> Any:
-    """Arguments as the model may see them: secret-looking keys masked, long strings cut, depth bounded."""
+    """Arguments as the model may see them: values of secret-looking keys masked, URL credentials and query values
+    masked as in the logs, long strings cut, collections bounded."""
     if key and _SECRET.search(key):
         return "[redacted]"
     if isinstance(value, str):
+        value = redact_urls(value)
         return value if len(value) <= VALUE_CHARS else value[:VALUE_CHARS] + "…"
     if isinstance(value, Mapping):
         return {str(k): redact(v, str(k)) for k, v in list(value.items())[:50]}
@@ -62,7 +66,9 @@ def build_messages(call: ToolCall, fault: Fault, recent: Sequence[str]) -> tuple
     raw_schema: Any = tool.input_schema if tool is not None else {}
     dumped = json.dumps(raw_schema, ensure_ascii=False, separators=(",", ":"))
     schema = raw_schema if len(dumped) <= SCHEMA_CHARS else _cut(dumped, SCHEMA_CHARS)
-    untrusted = _cut(error_text(fault), ERROR_CHARS).replace("</untrusted_error_text>", "</ untrusted_error_text>")
+    untrusted = _cut(redact_urls(error_text(fault)), ERROR_CHARS).replace(
+        "</untrusted_error_text>", "</ untrusted_error_text>"
+    )
     case = {
         "tool": call.name,
         "tool_description": _cut((tool.description or "") if tool is not None else "", 1000),
