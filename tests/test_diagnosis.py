@@ -17,9 +17,10 @@ from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState, signature
 from resilient_mcp.diagnosis.prompt import build_messages
 from resilient_mcp.diagnosis.providers import Answer, OpenAICompatible
 from resilient_mcp.diagnosis.settings import DiagnosisRule
+from resilient_mcp.diagnosis.verdict import VERDICT_SCHEMA
 from resilient_mcp.faults import EffectClass, Fault, RepairAction, RetrySafety, SideEffectStatus
 from resilient_mcp.fingerprint import FailureStats
-from resilient_mcp.observations import plan_repair
+from resilient_mcp.observations import OBSERVATION_SCHEMA, plan_repair
 from resilient_mcp.policy import ObservationRule, PolicyFile, ToolRule
 from resilient_mcp.stages.observe import AuditEntry, Observe
 
@@ -312,3 +313,13 @@ async def test_a_failed_diagnosis_returns_the_rules_observation_and_the_audit_sa
     assert obs is not None and obs["fault_type"] == "D4_permanent_execution_error"
     assert obs["details"]["diagnosis"]["reason"] == "invalid_answer"
     assert audit.entries[0].decided_by == "diagnosis:fallback:invalid_answer"
+
+
+def test_the_verdict_schema_is_the_diagnosis_subset_of_the_observation_schema() -> None:
+    obs = OBSERVATION_SCHEMA["properties"]
+    verdict = VERDICT_SCHEMA["properties"]
+    assert set(verdict) <= set(obs)
+    assert set(verdict["fault_type"]["enum"]) <= set(obs["fault_type"]["enum"])
+    assert verdict["repair_action"]["enum"] == obs["repair_action"]["enum"]
+    assert verdict["is_transient"] == obs["is_transient"]
+    assert not {"retry_safety", "side_effect_status"} & set(verdict)  # the model may never set them
