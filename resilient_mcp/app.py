@@ -56,6 +56,7 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
             host, port = split_host_port(listen_at)
             await serve_http(p, server, host, port, config.listen)
         else:
+            p.single_host = True  # one host: upstreams follow its capabilities (see Proxy.follow_host)
             async with stdio_transport() as (read, write):
                 await server.run(read, write, init_options(server))
             log.info("stdin_closed")

@@ -31,7 +31,7 @@ from .chaos.inject import injector_for
 from .classify import classify_result
 from .diagnosis.engine import Diagnoser, DiagnosisState
 from .diagnosis.providers import Provider
-from .faults import EffectClass, Fault, OversizedResult, UnknownTool
+from .faults import EffectClass, Fault, OversizedResult, ProtocolMismatch, UnknownTool
 from .fingerprint import FailureStats
 from .policy import Policy, ToolRule
 from .stages.access import Access, denied_fault
@@ -207,17 +207,20 @@ class Pipeline:
         host = call.host
         timeouts = call.rule.timeouts
         call_tool = upstream.call_tool if self.faults is None else self.faults.bind(upstream)
-        result = await call_tool(
-            call.upstream_tool,
-            call.arguments,
-            call.meta,
-            timeout_s=call.attempt_timeout_s or timeouts.attempt_s,
-            on_progress=host.report_progress if host is not None else None,
-            progress_extends=timeouts.progress_extends,
-        )
-        fault = classify_result(result, tool=call.tool)
+        try:
+            result = await call_tool(
+                call.upstream_tool,
+                call.arguments,
+                call.meta,
+                timeout_s=call.attempt_timeout_s or timeouts.attempt_s,
+                on_progress=host.report_progress if host is not None else None,
+                progress_extends=timeouts.progress_extends,
+            )
+            fault = classify_result(result, tool=call.tool)
+        except Fault as exc:
+            fault = exc
         if fault is not None:
-            raise fault
+            raise _blame_host(call, fault)
         return result
 
     async def _probe(self, upstream: str) -> None:
@@ -322,6 +325,26 @@ class _AnnounceStoredOutputs:
 
 MAX_NAME_SHOWN = 256
 """An unknown tool name is echoed (message, observation) cut to this many characters: no real name is longer."""
+
+
+def _blame_host(call: ToolCall, fault: Fault) -> Fault:
+    """A call that failed after the proxy refused the upstream a host capability (sampling, elicitation, roots)
+    failed because of the host, not the upstream: say so (A4, the host's missing capability)."""
+    refused = getattr(call.host, "refused_capabilities", None)
+    missing = sorted(refused()) if callable(refused) else []
+    if not missing:
+        return fault
+    names = ", ".join(missing)
+    blamed = ProtocolMismatch(
+        f"The host did not declare the {names} capability this tool asked for; the proxy refused the request at "
+        "once. The upstream did not fail.",
+        details={"variant": "d", "missing_capability": {name: {} for name in missing}, "side": "host"},
+        upstream_message=fault.upstream_message or fault.message,
+        retry_safety=fault.retry_safety,
+        side_effect_status=fault.side_effect_status,
+    )
+    blamed.upstream_result = fault.upstream_result
+    return blamed
 
 
 def _unknown(name: str, known: list[str]) -> Fault:

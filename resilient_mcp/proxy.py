@@ -27,11 +27,17 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
+from .bridge import Bridges
 from .catalog import Catalog, CatalogConflict, build_catalog, prefixes_for
 from .config import ProxyConfig
 from .pipeline import CompiledTool, Pipeline
 from .policy import Policy
-from .upstream import TransportFactory, Upstream
+from .upstream import TransportFactory, Upstream, host_capability_names
+
+MISSING_CAPABILITY = -32021
+"""MissingRequiredClientCapability (2026-07-28, SEP-2575): the answer to a request the host cannot serve."""
+
+_CAPABILITY_OF = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
 
 log = structlog.get_logger(__name__)
 
@@ -130,6 +136,12 @@ class Proxy:
         self.routing = Routing(catalog=Catalog(prefixes=dict(self.prefixes)))
         self._strict_names = True
         self._started = False
+        self.single_host = False
+        """Serving one host over stdio: upstreams are then connected with that host's own capabilities."""
+        self._refused: dict[int, set[str]] = {}
+        self.bridges = Bridges()
+        """2026-07-28 hosts: upstream requests become InputRequiredResults (see bridge.py)."""
+        self._follow_lock = anyio.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------------------------------
 
@@ -140,6 +152,7 @@ class Proxy:
         conflict: CatalogConflict | None = None
         try:
             async with anyio.create_task_group() as tg:
+                self.bridges.bind(tg)
                 for up in self.upstreams.values():
                     tg.start_soon(up.run, name=f"upstream:{up.name}")
                 await self._wait_started(startup_timeout_s)
@@ -211,6 +224,31 @@ class Proxy:
             yield
         finally:
             active.remove(ctx)
+            if ctx not in active:
+                self._refused.pop(id(ctx), None)
+
+    def refused_capabilities(self, ctx: Ctx) -> set[str]:
+        """The host capabilities the proxy refused an upstream on behalf of ``ctx``'s call (so far)."""
+        return self._refused.get(id(ctx), set())
+
+    async def follow_host(self, ctx: Ctx) -> None:
+        """With a single stdio host, connect every upstream declaring exactly the host's capabilities (once they are
+        known), so a server that registers tools only for capable clients lists what this host can use."""
+        if not self.single_host or not self._started:
+            return
+        caps = ctx.session.client_capabilities
+        if caps is None:
+            return
+        wanted = host_capability_names(caps)
+        if all(up.declared == wanted for up in self.upstreams.values()) and not self._follow_lock.locked():
+            return
+        async with self._follow_lock:  # a reconnect under way (from another request of the host) is waited for
+            if all(up.declared == wanted for up in self.upstreams.values()):
+                return
+            async with anyio.create_task_group() as tg:
+                for up in self.upstreams.values():
+                    tg.start_soon(up.declare, wanted, up.config.connect_timeout_s)
+            self.rebuild()  # the re-listed catalogs, before this host's first answer
 
     def seen(self, ctx: Ctx) -> None:
         self._last_ctx = ctx
@@ -226,7 +264,10 @@ class Proxy:
         would show one host another's prompt)."""
         active = self._active.get(upstream)
         if active:
-            return active[-1] if len({session_key(c) for c in active}) == 1 else None
+            # A call whose upstream work is parked on a question to its (2026-07-28) host is not the one asking now,
+            # unless every call is parked (then one of them asks more at once).
+            running = [c for c in active if not self.bridges.waiting_on_host(c)] or active
+            return running[-1] if len({session_key(c) for c in running}) == 1 else None
         return self._last_ctx if len(self.sessions) == 1 else None
 
     # --- UpstreamHooks ----------------------------------------------------------------------------------------------
@@ -323,10 +364,36 @@ class Proxy:
 
     async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
         ctx = self._ctx_for(upstream.name)
-        if ctx is None or not ctx.session.can_send_request:
+        if ctx is None:
+            active = self._active.get(upstream.name) or []
+            log.info(
+                "server_request_unattributed", upstream=upstream.name, method=request.method, calls=len(active),
+                parked=sum(self.bridges.waiting_on_host(c) for c in active), hosts=len(self.sessions),
+            )  # fmt: skip
             return types.ErrorData(
                 code=types.INVALID_REQUEST,
                 message=f"resilient-mcp: no connected host can answer {request.method} for upstream {upstream.name!r}",
+            )
+        capability = _CAPABILITY_OF.get(request.method)
+        if capability is not None and capability not in host_capability_names(ctx.session.client_capabilities):
+            # Refused at once, never relayed nor left to time out: the host never said it could answer.
+            if ctx in self._active.get(upstream.name, []):
+                self._refused.setdefault(id(ctx), set()).add(capability)
+            log.info("server_request_refused", upstream=upstream.name, method=request.method, missing=capability)
+            return types.ErrorData(
+                code=MISSING_CAPABILITY,
+                message=f"The host did not declare the {capability!r} capability ({request.method} refused by "
+                "resilient-mcp)",
+                data={"requiredCapabilities": {capability: {}}},
+            )
+        bridge = self.bridges.for_ctx(ctx)
+        if bridge is not None:  # a 2026-07-28 host: asked with an InputRequiredResult, answered on its retry
+            return await bridge.ask(request)
+        if not ctx.session.can_send_request:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"resilient-mcp: the host's connection ({ctx.protocol_version}) cannot carry a request from "
+                f"the server; {request.method} for upstream {upstream.name!r} cannot be relayed",
             )
         result_type: type[BaseModel]
         if isinstance(request, types.CreateMessageRequest):

@@ -2,14 +2,17 @@
 
 Built on the SDK's low-level ``Server``, which does not validate tool arguments (the chain does) and passes results
 through. Tool calls go through the compiled chain; resources, prompts, completion, logging and subscriptions are
-forwarded as they are, errors included. Capabilities mirror what the upstreams offered at startup.
+forwarded with this hop's envelope removed (``_hop``), errors included. For a 2026-07-28 host, tools/call, prompts/get
+and resources/read run through ``bridge.py``, which turns what a handshake-era upstream asks into InputRequiredResult
+rounds. Capabilities mirror what the upstreams offered at startup.
 """
 
 from __future__ import annotations
 
 import uuid
 import warnings
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -21,15 +24,17 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import methods
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from . import __version__
 from .chain import ToolCall
 from .diagnosis.providers import Answer
-from .proxy import Ctx, Proxy, session_key
+from .proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
 
 log = structlog.get_logger(__name__)
+
+_P = TypeVar("_P", bound=types.RequestParams)
 
 PROGRESS_TOKEN = "progressToken"
 RESERVED_META_PREFIX = "io.modelcontextprotocol/"
@@ -38,8 +43,13 @@ RESERVED_META_PREFIX = "io.modelcontextprotocol/"
 class _Host:
     """``HostLink`` over the request context of one tools/call."""
 
-    def __init__(self, ctx: Ctx) -> None:
+    def __init__(self, ctx: Ctx, proxy: Proxy) -> None:
         self._ctx = ctx
+        self._proxy = proxy
+
+    def refused_capabilities(self) -> set[str]:
+        """Host capabilities an upstream asked for during this call and the proxy refused (the host lacks them)."""
+        return self._proxy.refused_capabilities(self._ctx)
 
     @property
     def supports_elicitation(self) -> bool:
@@ -72,6 +82,18 @@ class _Host:
         return Answer(content.text if isinstance(content, types.TextContent) else "")
 
 
+_HOP_FIELDS = frozenset({"input_responses", "request_state"})
+
+
+def _hop(params: _P) -> _P:
+    """``params`` as the proxy sends them upstream: the host's envelope (2026-07-28 ``io.modelcontextprotocol/*``
+    keys, progress token) and the host's multi-round-trip fields belong to the host's hop, never the upstream's."""
+    meta = _meta_dict(params.meta)
+    update: dict[str, Any] = {"meta": meta} if meta != params.meta else {}
+    update |= {name: None for name in _HOP_FIELDS if getattr(params, name, None) is not None}
+    return params.model_copy(update=update) if update else params
+
+
 def _meta_dict(meta: types.RequestParamsMeta | None) -> dict[str, Any] | None:
     if meta is None:
         return None
@@ -86,12 +108,41 @@ async def run_tool_call(
 ) -> types.CallToolResult:
     """One downstream tools/call through its compiled chain: the SDK handler and the fast path both land here."""
     proxy.seen(ctx)
+    await proxy.follow_host(ctx)
+    result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+    missing = _missing_host_capability(result) if result.is_error else None
+    if missing is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # 2026-07-28 (SEP-2575): a request the host cannot serve is the JSON-RPC error -32021, the observation in data.
+        raise MCPError(
+            MISSING_CAPABILITY,
+            f"Missing required client capability: {', '.join(missing)}",
+            {"requiredCapabilities": missing, "observation": result.structured_content},
+        )
+    return result
+
+
+def _missing_host_capability(result: types.CallToolResult) -> dict[str, Any] | None:
+    obs = result.structured_content
+    if not isinstance(obs, dict) or obs.get("code") != "PROTOCOL_MISMATCH":
+        return None
+    details = obs.get("details")
+    missing = details.get("missing_capability") if isinstance(details, dict) else None
+    if isinstance(missing, dict) and missing:
+        return missing
+    if isinstance(missing, str):
+        return {missing: {}}
+    return None
+
+
+async def _run_tool_call(
+    proxy: Proxy, ctx: Ctx, name: str, arguments: dict[str, Any] | None, meta: types.RequestParamsMeta | None
+) -> types.CallToolResult:
     routing = proxy.routing
     compiled = routing.chains.get(name)
     call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex[:12]
     if compiled is None:
         return await proxy.pipeline.call_unlisted(
-            name, arguments, routing, session=session_key(ctx), call_id=call_id, host=_Host(ctx)
+            name, arguments, routing, session=session_key(ctx), call_id=call_id, host=_Host(ctx, proxy)
         )
     entry = compiled.entry
     call = ToolCall(
@@ -104,7 +155,7 @@ async def run_tool_call(
         meta=_meta_dict(meta),
         session_id=session_key(ctx),
         call_id=call_id,
-        host=_Host(ctx),
+        host=_Host(ctx, proxy),
     )
     async with proxy.in_flight(entry.upstream, ctx):
         result = await compiled.chain(call)
@@ -172,6 +223,26 @@ def _plain_call_name(ctx: Ctx) -> str | None:
     return name if raw_meta is None or (type(raw_meta) is dict and ctx.meta is not None) else None
 
 
+_R = TypeVar("_R")
+
+
+async def _maybe_bridged(
+    proxy: Proxy,
+    ctx: Ctx,
+    params: types.InputResponseRequestParams,
+    work: Callable[[], Awaitable[_R]],
+    target: str,
+) -> _R | types.InputRequiredResult:
+    """``work()`` for a handshake-era host; for a 2026-07-28 host, through its bridge: what the upstream asks the old
+    way (sampling, elicitation, roots) comes back as an InputRequiredResult, answered on the host's retry."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return await work()
+    result: _R | types.InputRequiredResult = await proxy.bridges.run(
+        ctx, params.request_state, params.input_responses, work, origin=f"{session_key(ctx)}|{ctx.method}|{target}"
+    )
+    return result
+
+
 def _not_found(kind: str, name: str) -> MCPError:
     return MCPError(types.INVALID_PARAMS, f"Unknown {kind}: {name}", {"name": name})
 
@@ -181,10 +252,16 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
 
     async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListToolsResult:
         proxy.seen(ctx)
+        await proxy.follow_host(ctx)
         return types.ListToolsResult(tools=proxy.routing.visible_tools)
 
-    async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await run_tool_call(proxy, ctx, params.name, params.arguments, params.meta)
+    async def call_tool(
+        ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        async def work() -> types.CallToolResult:
+            return await run_tool_call(proxy, ctx, params.name, params.arguments, params.meta)
+
+        return await _maybe_bridged(proxy, ctx, params, work, params.name)
 
     async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
         proxy.seen(ctx)
@@ -204,15 +281,21 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
         return upstream
 
-    async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(
+        ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         proxy.seen(ctx)
         uri = str(params.uri)
         local = await proxy.pipeline.read_proxy_resource(uri)
         if local is not None:
             return local
         up = proxy.upstreams[_owner(uri)]
-        async with proxy.in_flight(up.name, ctx):
-            return await up.request(types.ReadResourceRequest(params=params), types.ReadResourceResult)
+
+        async def work() -> types.ReadResourceResult:
+            async with proxy.in_flight(up.name, ctx):
+                return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
+
+        return await _maybe_bridged(proxy, ctx, params, work, uri)
 
     async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         proxy.seen(ctx)
@@ -230,15 +313,21 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
         proxy.seen(ctx)
         return types.ListPromptsResult(prompts=proxy.routing.catalog.prompt_list())
 
-    async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    async def get_prompt(
+        ctx: Ctx, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         proxy.seen(ctx)
         entry = proxy.routing.catalog.prompts.get(params.name)
         if entry is None:
             raise _not_found("prompt", params.name)
         up = proxy.upstreams[entry.upstream]
-        forwarded = params.model_copy(update={"name": entry.name})
-        async with proxy.in_flight(up.name, ctx):
-            return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
+        forwarded = _hop(params).model_copy(update={"name": entry.name})
+
+        async def work() -> types.GetPromptResult:
+            async with proxy.in_flight(up.name, ctx):
+                return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
+
+        return await _maybe_bridged(proxy, ctx, params, work, params.name)
 
     async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
         proxy.seen(ctx)
@@ -256,7 +345,7 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
         up = proxy.upstreams[upstream]
         if not up.supports("completions"):
             return types.CompleteResult(completion=types.Completion(values=[]))
-        return await up.request(types.CompleteRequest(params=forwarded), types.CompleteResult)
+        return await up.request(types.CompleteRequest(params=_hop(forwarded)), types.CompleteResult)
 
     async def set_level(ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
         proxy.seen(ctx)
@@ -269,6 +358,7 @@ def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any
 
     async def on_initialized(ctx: Ctx, params: Any) -> None:
         proxy.seen(ctx)
+        await proxy.follow_host(ctx)
 
     def any_supports(capability: str) -> bool:
         return any(up.supports(capability) for up in proxy.upstreams.values()) or not any(

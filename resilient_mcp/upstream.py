@@ -51,6 +51,16 @@ State = Literal["starting", "ready", "down", "failed", "stopped"]
 
 CLIENT_INFO = types.Implementation(name="resilient-mcp", version=__version__)
 
+HOST_CAPABILITIES = ("sampling", "elicitation", "roots")
+"""The client capabilities the proxy can only serve by asking a host: declared upstream when the host has them."""
+
+
+def host_capability_names(caps: types.ClientCapabilities | None) -> frozenset[str]:
+    """Which of ``HOST_CAPABILITIES`` a host declared (``None``: nothing known, so nothing declared)."""
+    if caps is None:
+        return frozenset()
+    return frozenset(name for name in HOST_CAPABILITIES if getattr(caps, name, None) is not None)
+
 
 @dataclass(slots=True)
 class UpstreamCatalog:
@@ -149,6 +159,9 @@ class Upstream:
         self._log_level: types.LoggingLevel | None = None
         self._subscriptions: set[str] = set()
         self._http_statuses = _HttpStatuses()
+        self.declared: frozenset[str] = frozenset(HOST_CAPABILITIES)
+        """The host capabilities declared to this upstream: all of them while several hosts may be served (each
+        request is then checked against the calling host), exactly the host's own with a single stdio host."""
 
     # --- supervision ------------------------------------------------------------------------------------------------
 
@@ -196,9 +209,10 @@ class Upstream:
                 ClientSession(
                     watched,
                     write,
-                    sampling_callback=self._on_sampling,
-                    elicitation_callback=self._on_elicitation,
-                    list_roots_callback=self._on_list_roots,
+                    # A capability is declared by handing the SDK its callback: only those the hosts can serve.
+                    sampling_callback=self._on_sampling if "sampling" in self.declared else None,
+                    elicitation_callback=self._on_elicitation if "elicitation" in self.declared else None,
+                    list_roots_callback=self._on_list_roots if "roots" in self.declared else None,
                     logging_callback=self._on_log,
                     message_handler=self._on_message,
                     client_info=CLIENT_INFO,
@@ -297,6 +311,20 @@ class Upstream:
         for uri in list(self._subscriptions):
             req = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
             await _quietly(session.send_request(req, types.EmptyResult))
+
+    async def declare(self, capabilities: frozenset[str], timeout_s: float) -> None:
+        """Connect again declaring exactly ``capabilities`` (the host's), so the upstream lists and offers what
+        that host can serve; waits up to ``timeout_s`` for the new connection. No-op when they are unchanged."""
+        if capabilities == self.declared:
+            return
+        log.info("upstream_capabilities_follow_host", upstream=self.name, declared=sorted(capabilities))
+        self.declared = capabilities
+        if self.state in ("failed", "stopped"):
+            return
+        self.request_restart()
+        with anyio.move_on_after(timeout_s):
+            while self.state != "ready" and self.state not in ("failed", "stopped"):
+                await self._changed.wait()
 
     def request_restart(self) -> None:
         """Close the connection and open a new one (the owner task does it). Calls wait for the new one."""

