@@ -152,7 +152,7 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
         "diagnosis": {**meta, "status": "applied", "rules_fault_type": rules.fault_type, "suggestion_by": "model"},
     }
     new = cls(
-        rules.message,
+        f"The tool reported an error that a model diagnosed as {cls.fault_type}.",
         details=details,
         upstream_message=rules.upstream_message,
         upstream_code=rules.upstream_code,
