@@ -1,6 +1,6 @@
 # resilient-mcp: a small image running the CLI.
 #   docker build -t resilient-mcp .
-#   docker run -i --rm resilient-mcp wrap -- python -m resilient_mcp.demo_upstream           (stdio)
+#   docker run -i --rm resilient-mcp wrap -- python -m resilient_mcp.demo.upstream           (stdio)
 #   docker run --rm -p 8765:8765 -v $PWD:/cfg resilient-mcp serve --config /cfg/resilient-mcp.yaml --http 0.0.0.0:8765
 FROM python:3.11-slim AS build
 WORKDIR /src

@@ -7,12 +7,48 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager, suppress
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO
 
 import anyio
 from anyio.abc import Process
+
+
+class OtlpSink:
+    """A local OTLP/HTTP endpoint that accepts and discards export requests (counts the bytes)."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.received = 0
+
+
+@contextmanager
+def otlp_sink() -> Iterator[OtlpSink]:
+    sink = OtlpSink()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            sink.received += len(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    sink.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name="otlp-sink", daemon=True)
+    thread.start()
+    try:
+        yield sink
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 def free_port() -> int:
@@ -35,10 +71,12 @@ async def wait_for_port(host: str, port: int, *, timeout_s: float) -> None:
 
 
 @asynccontextmanager
-async def process_group(command: list[str], stderr: IO[str]) -> AsyncIterator[Process]:
+async def process_group(
+    command: list[str], stderr: IO[str], env: Mapping[str, str] | None = None
+) -> AsyncIterator[Process]:
     """``command`` as the leader of a new process group; SIGTERM on exit (SIGKILL to the group after 10 s)."""
     proc = await anyio.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True, env=env
     )
     try:
         yield proc

@@ -17,7 +17,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.server import Server
 
-from resilient_mcp.stdio import stdio_transport
+from resilient_mcp.host.stdio import stdio_transport
 
 RAW = str(Path(__file__).with_name("raw_upstream.py"))
 

@@ -13,7 +13,11 @@ with a new message (so an idempotent write is never a replay), after a warm-up. 
 - ``fastmcp``: FastMCP's proxy (``fastmcp_proxy.py``, in its own venv), when it can be installed;
 - ``resilient_http``: ``resilient-mcp wrap --http 127.0.0.1:PORT``, the client over streamable HTTP;
 - ``scale_1x50`` / ``scale_20x50``: ``resilient-mcp serve`` with 1 or 20 raw upstreams of 50 tools each; the
-  calls cycle through every tool of every upstream.
+  calls cycle through every tool of every upstream;
+- ``ops_off`` / ``ops_metrics`` / ``ops_on``: ``resilient-mcp serve`` (stdio), operations off; metrics and the status
+  page only (``metrics.listen`` on a loopback port); and everything on: also OpenTelemetry traces through the
+  batching OTLP/HTTP exporter to a local sink on 127.0.0.1 (in this process). After the rounds, the three are called
+  in turn, call by call, and the summary gives the median added latency per call (ms and percent of ops off).
 
 Modes are measured in interleaved rounds (every mode gets a block of calls per round), so drift of the machine
 affects all alike. Every process it starts is stopped at the end; only 127.0.0.1 is used.
@@ -39,7 +43,7 @@ from typing import Any
 
 import anyio
 import mcp
-from bench_procs import free_port, process_group, reap_leftovers, wait_for_port
+from bench_procs import free_port, otlp_sink, process_group, reap_leftovers, wait_for_port
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -117,7 +121,24 @@ def scale_tools(upstreams: int, tools: int) -> list[str]:
     return [f"u{u:02d}__{name}" for name in names for u in range(upstreams)]
 
 
-def build_modes(args: argparse.Namespace, tmp: Path, run_id: str) -> tuple[list[Mode], dict[str, str]]:
+def ops_config(tmp: Path, name: str, run_id: str, *, tracing: bool, metrics: bool) -> Path:
+    """``resilient-mcp serve`` of the raw upstream (stdio), with or without traces and metrics, otherwise identical."""
+    args = json.dumps([RAW, "--run-id", run_id])
+    lines = [
+        f"upstreams: {{raw: {{command: {json.dumps(PY)}, args: {args}}}}}",
+        f"state_dir: {json.dumps(str(tmp / f'state-{name}'))}",
+        f"tracing: {{enabled: {'true' if tracing else 'false'}}}",
+    ]
+    if metrics:
+        lines.append(f"metrics: {{listen: '127.0.0.1:{free_port()}'}}")
+    path = tmp / f"{name}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def build_modes(
+    args: argparse.Namespace, tmp: Path, run_id: str, otlp: str | None = None
+) -> tuple[list[Mode], dict[str, str]]:
     raw = [PY, RAW, "--run-id", run_id]
     rmcp = resilient_cmd()
     policy = tmp / "echo-read-only.yaml"
@@ -182,6 +203,16 @@ def build_modes(args: argparse.Namespace, tmp: Path, run_id: str) -> tuple[list[
         for name, (script, about) in floors.items():
             floor_cmd = [PY, str(HERE / script), "--run-id", run_id]
             modes.append(Mode(name, about, lambda c=floor_cmd, m=name: stdio_session(c, log(m))))
+    if otlp is not None:
+        for name, tracing, metrics, about in (
+            ("ops_off", False, False, "serve, operations off (the same config otherwise)"),
+            ("ops_metrics", False, True, "serve, metrics + status page on, no traces"),
+            ("ops_on", True, True, "serve, traces (batching OTLP/HTTP to a local sink) + metrics + status on"),
+        ):
+            config = ops_config(tmp, name, run_id, tracing=tracing, metrics=metrics)
+            env = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp} if tracing else {}
+            cmd = [*rmcp, "serve", "--config", str(config)]
+            modes.append(Mode(name, about, lambda c=cmd, m=name, e=env: stdio_session(c, log(m), **e)))
     if not args.skip_scale:
         for n in (1, 20):
             config = scale_config(tmp, n, 50, run_id)
@@ -259,7 +290,9 @@ def stats(samples: list[float]) -> dict[str, float]:
     }
 
 
-def report(modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+def report(
+    modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace, paired: dict[str, list[float]] | None = None
+) -> dict[str, Any]:
     by = {m.name: stats(m.samples) for m in modes}
     direct = by["direct"]["median_ms"]
     for s in by.values():
@@ -278,6 +311,17 @@ def report(modes: list[Mode], skipped: dict[str, str], args: argparse.Namespace)
         summary["meets_fastmcp_target"] = summary["added_resilient_to_added_fastmcp"] <= 1 / 3
     if "resilient_http" in by:
         summary["http_to_stdio_median"] = by["resilient_http"]["median_ms"] / by["resilient"]["median_ms"]
+    if paired:
+        off = paired["ops_off"]
+        base = statistics.median(off)
+        summary["ops_paired_calls"] = len(off)
+        summary["ops_off_median_ms"] = base
+        for name, key in (("ops_metrics", "metrics"), ("ops_on", "all")):  # all: traces + metrics + status
+            diffs = [b - a for a, b in zip(off, paired[name], strict=True)]
+            summary[f"ops_{key}_added_ms"] = statistics.median(diffs)
+            summary[f"ops_{key}_added_pct"] = statistics.median(diffs) / base * 100
+        summary["ops_target_added_pct"] = 10.0
+        summary["meets_ops_target"] = summary["ops_all_added_pct"] < 10.0
     if "scale_1x50" in by and "scale_20x50" in by:
         summary["scale_added_20x50_to_1x50"] = by["scale_20x50"]["added_ms"] / by["scale_1x50"]["added_ms"]
     return {
@@ -318,14 +362,36 @@ def show(result: dict[str, Any]) -> None:
         print(f"{key:<40}{value:.3f}" if isinstance(value, float) else f"{key:<40}{value}")
 
 
+async def ops_pairs(modes: list[Mode], sessions: dict[str, ClientSession], n: int) -> dict[str, list[float]]:
+    """Operations off, metrics and status only, and everything on, call by call (rotating which goes first), so all
+    see the same machine load: the added cost per call is the median of the differences to the call with ops off."""
+    by = {m.name: m for m in modes}
+    names = ["ops_off", "ops_metrics", "ops_on"]
+    if any(name not in by for name in names):
+        return {}
+    paired: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(n):
+        order = names[i % 3 :] + names[: i % 3]  # each goes first, second and third in turn
+        for name in order:
+            mode = by[name]
+            before = len(mode.samples)
+            await calls(mode, sessions[name], 10_000_000 + i, 1, keep=True)
+            paired[name].append(mode.samples.pop())
+            assert len(mode.samples) == before
+    return paired
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     OUT.mkdir(exist_ok=True)
     for old in OUT.glob("stderr-*.log"):
         old.unlink()
     run_id = uuid.uuid4().hex[:12]
-    with tempfile.TemporaryDirectory(prefix=f"rmcp-bench-{run_id}-") as tmp_name:
+    with (
+        tempfile.TemporaryDirectory(prefix=f"rmcp-bench-{run_id}-") as tmp_name,
+        otlp_sink() as sink,
+    ):
         try:
-            modes, skipped = build_modes(args, Path(tmp_name), run_id)
+            modes, skipped = build_modes(args, Path(tmp_name), run_id, None if args.skip_ops else sink.url)
             async with AsyncExitStack() as stack:
                 sessions = {}
                 for mode in modes:
@@ -336,11 +402,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for r in range(args.rounds):
                     for mode in modes if r % 2 == 0 else reversed(modes):
                         await calls(mode, sessions[mode.name], r * per_round, per_round, keep=True)
+                paired = await ops_pairs(modes, sessions, args.calls)
         finally:
             leftovers = reap_leftovers(run_id)
             if leftovers:
                 print(f"stopped {leftovers} leftover process(es) of this run", file=sys.stderr)
-    return report(modes, skipped, args)
+    result = report(modes, skipped, args, paired)
+    if not args.skip_ops:
+        result["summary"]["ops_spans_exported_bytes"] = sink.received
+    return result
 
 
 def main() -> None:
@@ -351,6 +421,7 @@ def main() -> None:
     p.add_argument("--skip-fastmcp", action="store_true")
     p.add_argument("--skip-http", action="store_true")
     p.add_argument("--skip-scale", action="store_true")
+    p.add_argument("--skip-ops", action="store_true", help="skip the operations on/off pair")
     p.add_argument("--floors", action="store_true", help="also measure the two floors (raw relay, bare SDK proxy)")
     p.add_argument("--baseline", type=Path, help="also measure the resilient_mcp package under DIR (before/after)")
     p.add_argument("--out", type=Path, default=OUT / "latency.json")

@@ -27,7 +27,7 @@ import anyio
 import mcp_types as types
 import structlog
 
-from resilient_mcp.chain import ToolCall
+from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.policy import OutputRule, ToolRule
 from resilient_mcp.stages.output import TRUNCATED_META, OutputCap, StoredOutputs
 from resilient_mcp.state import StateStore, utf8_len

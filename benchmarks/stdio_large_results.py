@@ -29,7 +29,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.stdio_upstream import stdio_upstream
+from resilient_mcp.upstream.stdio import stdio_upstream
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "security" / "hostile_upstream.py"
 MB = 1_000_000

@@ -12,15 +12,16 @@ import sys
 import anyio
 import structlog
 
-from .catalog import CatalogConflict
-from .config import ProxyConfig, StdioUpstream, command_problem, split_host_port
-from .pipeline import Pipeline
+from .core.catalog import CatalogConflict
+from .core.proxy import Proxy
+from .core.routing import CallLayer
+from .host.server import build_server, init_options
+from .host.stdio import stdio_transport
+from .ops.runtime import Ops, OpsUnavailable
 from .policy import Policy, PolicyFile
-from .policyfile import PolicyWatcher
-from .proxy import Proxy
-from .server import build_server, init_options
-from .state_sqlite import StateError
-from .stdio import stdio_transport
+from .policy.config import ProxyConfig, StdioUpstream, command_problem, split_host_port
+from .policy.files import PolicyWatcher
+from .state.sqlite import StateError
 
 log = structlog.get_logger(__name__)
 
@@ -45,16 +46,21 @@ async def _signals(stop: anyio.CancelScope) -> None:
                 stop.cancel()
 
 
-async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base: PolicyFile | None) -> None:
+async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base: PolicyFile | None, ops: Ops) -> None:
     async with proxy.running() as p, anyio.create_task_group() as tg:
         if config.policy_paths():
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
         server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)))
+        ops.instrument(server)
+        if config.metrics.listen and not listen_at and (ops.metrics or ops.status):
+            from .ops.web import serve_loopback
+
+            tg.start_soon(serve_loopback, ops, *split_host_port(config.metrics.listen))
         if listen_at:
-            from .http import serve_http
+            from .host.http import serve_http
 
             host, port = split_host_port(listen_at)
-            await serve_http(p, server, host, port, config.listen)
+            await serve_http(p, server, host, port, config.listen, ops)
         else:
             p.single_host = True  # one host: upstreams follow its capabilities (see Proxy.follow_host)
             async with stdio_transport() as (read, write):
@@ -106,9 +112,19 @@ def _log_config(config: ProxyConfig) -> None:
             log.error("upstream_command_not_found", upstream=name, error=problem)
 
 
+def chaos_calls(config: ProxyConfig) -> CallLayer | None:
+    """Chaos mode (``faults:``): the fault injector wraps how the proxy calls its upstreams. The chaos package is
+    imported here only, and only when the config asks for faults."""
+    if config.faults is None:
+        return None
+    from .chaos.inject import calls_for
+
+    return calls_for(config)
+
+
 def _instructions() -> str | None:
     try:
-        from .observations import INSTRUCTIONS
+        from .faults.observations import INSTRUCTIONS
     except ImportError:  # pragma: no cover
         return None
     return INSTRUCTIONS
@@ -119,23 +135,36 @@ async def run_proxy(
 ) -> None:
     listen_at = http or config.listen.http
     if listen_at:
-        from .http import ensure_bindable
+        from .host.http import ensure_bindable
 
         try:
             ensure_bindable(*split_host_port(listen_at))
         except OSError as exc:
             raise StartupError(str(exc)) from None
+    if config.metrics.listen and not listen_at:
+        from .host.http import ensure_bindable
+
+        try:
+            ensure_bindable(*split_host_port(config.metrics.listen))
+        except OSError as exc:
+            raise StartupError(f"metrics.listen: {exc}") from None
     _log_config(config)
-    proxy = Proxy(config, policy, Pipeline)
+    try:
+        ops = Ops.from_config(config, http=bool(listen_at))
+    except OpsUnavailable as exc:
+        raise StartupError(str(exc)) from None
+    proxy = Proxy(config, policy, ops.pipeline(), calls=chaos_calls(config))
     conflict: CatalogConflict | StateError | None = None
     async with anyio.create_task_group() as outer:
         stop = anyio.CancelScope()
         outer.start_soon(_signals, stop)
         with stop:
             try:
-                await _serve(proxy, config, listen_at, base_policy)
+                await _serve(proxy, config, listen_at, base_policy, ops)
             except (CatalogConflict, StateError) as exc:  # kept out of the task group, which would wrap it in a group
                 conflict = exc
+            finally:
+                ops.shutdown()
         outer.cancel_scope.cancel()  # every upstream is closed: signals may have their default effect again
     if conflict is not None:
         raise StartupError(str(conflict))

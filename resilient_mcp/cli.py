@@ -5,18 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
 
 from . import __version__
-from .config import ProxyConfig, StdioUpstream, check_http_bind, load_config
 from .logs import configure_logging
 from .policy import Policy, PolicyFile
-from .policyfile import load_policy
-from .sourcefile import SourceError
-from .state_sqlite import StateError
+from .policy.config import ProxyConfig, StdioUpstream, check_http_bind, load_config
+from .policy.files import load_policy
+from .policy.source import SourceError
+from .state.sqlite import StateError
 
 EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 2
 
@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     ch.add_argument("--ledger", metavar="FILE", help="keep the state and the count of committed writes in FILE")
     ch.add_argument("--seed", type=int, help="override the plan's seed")
 
+    st = sub.add_parser("status", help="show the live status of a running proxy (its /status page, as text)")
+    where = st.add_mutually_exclusive_group(required=True)
+    where.add_argument("--config", metavar="FILE", help="the proxy's config (listen.http or metrics.listen)")
+    where.add_argument("--url", metavar="URL", help="the proxy's base URL, e.g. http://127.0.0.1:8080")
+    st.add_argument("--json", action="store_true", help="print the status as JSON")
+    st.add_argument("--failures", type=int, default=10, metavar="N", help="how many recent failures to list")
+
     sub.add_parser("demo", help="run the proxy in front of a bundled example server and show what it does")
     sch = sub.add_parser("schema", help="print the JSON Schema of the policy file or of observations")
     sch.add_argument("which", choices=["policy", "observation"])
@@ -111,6 +118,10 @@ def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:
     extra = [Path(p).resolve() for p in getattr(args, "policy", []) or []]
     if extra:
         config = config.model_copy(update={"policies": [*config.policies, *map(str, extra)]})
+    if config.faults is not None:  # chaos mode: the fault plan is checked with the config (errors name file, line)
+        from .chaos.inject import injector_for
+
+        injector_for(config)
     return config, load_policy(config.policy_paths(), _host_policy(config))
 
 
@@ -132,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
     try:
-        return _dispatch(args)
+        return COMMANDS[args.command](args)
     except SourceError as exc:
         _err(f"resilient-mcp: configuration error\n{exc}")
         return EXIT_CONFIG
@@ -143,67 +154,103 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _run_proxy(args: argparse.Namespace, config: ProxyConfig, policy: Policy, base: PolicyFile | None) -> int:
+    """Serve ``config`` (``wrap`` and ``serve``) until stopped."""
     from .app import StartupError, run_proxy
 
-    if args.command in ("wrap", "serve"):
-        base: PolicyFile | None = None
-        if args.command == "wrap":
-            config = _wrap_config(args)
-            if args.trust_annotations:
-                base = PolicyFile.model_validate({"upstreams": {args.name: {"trust_annotations": True}}})
-            policy = load_policy(config.policy_paths(), base)
-        else:
-            config, policy = _load(args)
-            base = _host_policy(config)
-            if not config.enabled_upstreams():
-                raise SourceError(args.config, [f"{args.config}: no enabled upstreams: add one under upstreams:"])
-        if args.http:
-            try:
-                check_http_bind(args.http, config.listen)
-            except ValueError as exc:
-                raise SourceError("--http", [f"--http {args.http}: {exc}"]) from None
-        configure_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
+    if args.http:
         try:
-            anyio.run(lambda: run_proxy(config, policy, http=args.http, base_policy=base))
-        except StartupError as exc:
-            _err(f"resilient-mcp: cannot start: {exc}")
-            return EXIT_CONFIG
-        return EXIT_OK
-    if args.command == "check":
-        from .commands import check
+            check_http_bind(args.http, config.listen)
+        except ValueError as exc:
+            raise SourceError("--http", [f"--http {args.http}: {exc}"]) from None
+    configure_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
+    try:
+        anyio.run(lambda: run_proxy(config, policy, http=args.http, base_policy=base))
+    except StartupError as exc:
+        _err(f"resilient-mcp: cannot start: {exc}")
+        return EXIT_CONFIG
+    return EXIT_OK
 
-        return check(args, _load)
-    if args.command == "explain":
-        from .commands import explain
 
-        return explain(args, _load)
-    if args.command == "audit":
-        from .commands import audit
+def _wrap(args: argparse.Namespace) -> int:
+    config = _wrap_config(args)
+    base: PolicyFile | None = None
+    if args.trust_annotations:
+        base = PolicyFile.model_validate({"upstreams": {args.name: {"trust_annotations": True}}})
+    return _run_proxy(args, config, load_policy(config.policy_paths(), base), base)
 
-        return audit(args)
-    if args.command == "demo":
-        from .demo import run_demo
 
-        configure_logging(args.log_level or "warning", args.log_format or "auto")
-        return anyio.run(run_demo)
-    if args.command == "chaos-server":
-        from .chaos.transports import chaos_server_main
+def _serve(args: argparse.Namespace) -> int:
+    config, policy = _load(args)
+    base = _host_policy(config)
+    if not config.enabled_upstreams():
+        raise SourceError(args.config, [f"{args.config}: no enabled upstreams: add one under upstreams:"])
+    return _run_proxy(args, config, policy, base)
 
-        configure_logging(args.log_level or "warning", args.log_format or "auto")
-        return chaos_server_main(args.plan, http=args.http, ledger_path=args.ledger, seed=args.seed)
-    if args.command == "schema":
-        from .policyfile import policy_schema
 
-        if args.which == "policy":
-            schema = policy_schema()
-        else:
-            from .observations import OBSERVATION_SCHEMA
+def _check(args: argparse.Namespace) -> int:
+    from .commands import check
 
-            schema = OBSERVATION_SCHEMA
-        sys.stdout.write(json.dumps(schema, indent=2) + "\n")
-        return EXIT_OK
-    return EXIT_CONFIG  # pragma: no cover
+    return check(args, _load)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from .commands import explain
+
+    return explain(args, _load)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from .commands import audit
+
+    return audit(args)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from .ops.status_cli import status_command
+
+    return status_command(args.config, args.url, as_json=args.json, failures=args.failures)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo.run import run_demo
+
+    configure_logging(args.log_level or "warning", args.log_format or "auto")
+    return anyio.run(run_demo)
+
+
+def _chaos_server(args: argparse.Namespace) -> int:
+    from .chaos.transports import chaos_server_main
+
+    configure_logging(args.log_level or "warning", args.log_format or "auto")
+    return chaos_server_main(args.plan, http=args.http, ledger_path=args.ledger, seed=args.seed)
+
+
+def _schema(args: argparse.Namespace) -> int:
+    if args.which == "policy":
+        from .policy.files import policy_schema
+
+        schema = policy_schema()
+    else:
+        from .faults.observations import OBSERVATION_SCHEMA
+
+        schema = OBSERVATION_SCHEMA
+    sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "wrap": _wrap,
+    "serve": _serve,
+    "check": _check,
+    "explain": _explain,
+    "audit": _audit,
+    "status": _status,
+    "chaos-server": _chaos_server,
+    "demo": _demo,
+    "schema": _schema,
+}
+"""Each subcommand's function (the parser's subcommands, in its order)."""
 
 
 if __name__ == "__main__":  # pragma: no cover

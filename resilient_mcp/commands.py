@@ -11,12 +11,12 @@ from typing import Any
 
 import anyio
 
-from .catalog import Catalog, CatalogConflict, prefixes_for, public_name
-from .config import ProxyConfig, StdioUpstream, command_problem
-from .hostfiles import describe
-from .pipeline import Pipeline
+from .core.catalog import Catalog, CatalogConflict, prefixes_for, public_name
+from .core.pipeline import Pipeline
+from .core.proxy import Proxy
 from .policy import Policy
-from .proxy import Proxy
+from .policy.config import ProxyConfig, StdioUpstream, command_problem
+from .policy.hostfiles import describe
 from .stages.idempotency import identical_call
 
 Loader = Callable[[argparse.Namespace], tuple[ProxyConfig, Policy]]
@@ -122,7 +122,7 @@ def explain(args: argparse.Namespace, load: Loader) -> int:
 
 
 def audit(args: argparse.Namespace) -> int:
-    from .config import load_config
+    from .policy.config import load_config
     from .state import recent_audit
 
     config = load_config(args.config) if args.config else ProxyConfig()

@@ -9,8 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from resilient_mcp.policyfile import write_policy_schema  # noqa: E402
-from resilient_mcp.reference import config_reference, policy_reference  # noqa: E402
+from resilient_mcp.policy.files import write_policy_schema  # noqa: E402
+from resilient_mcp.policy.reference import config_reference, policy_reference  # noqa: E402
 
 BLOCKS = {"policy-reference": policy_reference, "config-reference": config_reference}
 

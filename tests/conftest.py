@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from tests.fixtures.fault_links import Shop
 
 
 @pytest.fixture
@@ -14,6 +19,14 @@ def anyio_backend() -> str:
 def inline_state_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """State stores opened by the test run their SQLite jobs in the event loop's thread (for ``virtual_time``)."""
     from benchmarks.agentbench.virtualtime import InlineWorker
-    from resilient_mcp import state_sqlite
+    from resilient_mcp.state import sqlite as state_sqlite
 
     monkeypatch.setattr(state_sqlite, "Worker", InlineWorker)
+
+
+@pytest.fixture
+def shop() -> Shop:
+    """A scripted upstream "shop" behind a breakable link, and the proxy in front of it (``async with shop.run()``)."""
+    from tests.fixtures.fault_links import Shop
+
+    return Shop()

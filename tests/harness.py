@@ -12,11 +12,13 @@ from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.server import Server
 
-from resilient_mcp.config import ProxyConfig
-from resilient_mcp.pipeline import Pipeline
+from resilient_mcp.app import chaos_calls
+from resilient_mcp.core.pipeline import Pipeline
+from resilient_mcp.core.proxy import Proxy
+from resilient_mcp.core.routing import Router
+from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
-from resilient_mcp.proxy import Proxy
-from resilient_mcp.server import build_server
+from resilient_mcp.policy.config import ProxyConfig
 
 
 @dataclass
@@ -32,7 +34,7 @@ async def proxied(
     *,
     config: dict[str, Any] | None = None,
     client_kwargs: dict[str, Any] | None = None,
-    pipeline: Callable[[Proxy], Pipeline] = Pipeline,
+    pipeline: Callable[[Router, Policy], Pipeline] = Pipeline,
 ) -> AsyncIterator[Harness]:
     """A proxy in front of in-process upstream servers, and a legacy-mode client connected to it."""
     data: dict[str, Any] = {
@@ -43,7 +45,7 @@ async def proxied(
     cfg = ProxyConfig.model_validate(data)
     pol = policy if isinstance(policy, Policy) else Policy(PolicyFile.model_validate(policy or {}))
     transports = {name: (lambda s=server: InMemoryTransport(s)) for name, server in upstreams.items()}
-    proxy = Proxy(cfg, pol, pipeline, transports=transports)
+    proxy = Proxy(cfg, pol, pipeline, transports=transports, calls=chaos_calls(cfg))
     async with proxy.running(startup_timeout_s=5):
         server = build_server(proxy)
         async with Client(server, mode="legacy", cache=None, **(client_kwargs or {})) as client:

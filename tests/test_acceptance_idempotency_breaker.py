@@ -17,63 +17,22 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from structlog.testing import capture_logs
 
-from resilient_mcp.stages.breaker import BreakerBoard
 from tests.fixtures.fault_links import (
-    Link,
-    SleepRecorder,
+    Shop,
+    call,
     core,
     full_jitter,
-    linked,
     observation,
-    proxy_over,
-    recording_pipeline,
+    rule,
     text_of,
 )
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
-from tests.harness import Harness
 from tests.helpers import await_until
 
 pytestmark = pytest.mark.anyio
 
 LIMIT_S = 30
 REPLAY_META = "io.github.resilient-mcp/replay"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def rule(effect: str, **more: Any) -> dict[str, Any]:
-    return {"effect": effect, "timeouts": {"attempt_s": 5, "total_s": 60}, **more}
-
-
-class Shop:
-    """A scripted upstream behind a link; the proxy in front of it with a recorded sleep and a fake breaker clock."""
-
-    def __init__(self) -> None:
-        self.up = ScriptedUpstream(name="shop")
-        self.recorder = SleepRecorder()
-        self.clock = FakeClock()
-        self.board = BreakerBoard(clock=self.clock)
-
-    def run(self, tools: dict[str, Any], state_dir: str = ":memory:") -> Any:
-        upstreams, transports = linked({"shop": Link(self.up.server())})
-        pipeline = recording_pipeline(self.recorder, board=self.board)
-        return proxy_over(upstreams, {"tools": tools}, transports=transports, pipeline=pipeline, state_dir=state_dir)
-
-    def circuits(self) -> dict[str | None, tuple[str, int]]:
-        return {c["tool"]: (c["state"], c["consecutive_failures"]) for c in self.board.snapshot()}
-
-
-async def call(
-    h: Harness, name: str, args: dict[str, Any], meta: types.RequestParamsMeta | None = None
-) -> types.CallToolResult:
-    with anyio.fail_after(LIMIT_S):
-        return await h.client.call_tool(name, args, meta=meta)
 
 
 def internal_error(args: dict[str, Any]) -> types.CallToolResult:
@@ -83,8 +42,9 @@ def internal_error(args: dict[str, Any]) -> types.CallToolResult:
 # --- the breaker ----------------------------------------------------------------------------------------------------
 
 
-async def test_the_breaker_opens_after_the_configured_failures_fails_fast_and_closes_after_a_read_probe() -> None:
-    shop = Shop()
+async def test_the_breaker_opens_after_the_configured_failures_fails_fast_and_closes_after_a_read_probe(
+    shop: Shop,
+) -> None:
     shop.up.tool("lookup", ScriptedUpstream.sequence(*[internal_error] * 4, lambda args: ok_text("found")))
     shop.up.tool("lookup_cached", lambda args: ok_text("cached"))
     breaker = {"failure_threshold": 4, "open_s": 30}
@@ -116,8 +76,10 @@ async def test_the_breaker_opens_after_the_configured_failures_fails_fast_and_cl
     }
     assert obs["retry_after_ms"] == 30_000
     assert {k: obs["details"][k] for k in ("circuit", "fallback", "consecutive_failures")} == {
-        "circuit": "tool", "fallback": ["lookup_cached"], "consecutive_failures": 4,
-    }  # fmt: skip
+        "circuit": "tool",
+        "fallback": ["lookup_cached"],
+        "consecutive_failures": 4,
+    }
     assert text_of(sibling) == "cached", "one failing tool does not open its upstream's circuit"
     assert text_of(probe) == "found" and text_of(after) == "found"
     assert shop.up.count("lookup") == 6
@@ -126,8 +88,7 @@ async def test_the_breaker_opens_after_the_configured_failures_fails_fast_and_cl
     assert shop.recorder.delays == full_jitter(0.1, 0.2, 0.1)[::2]
 
 
-async def test_a_write_is_never_the_half_open_probe_it_waits_for_a_successful_listing_then_runs() -> None:
-    shop = Shop()
+async def test_a_write_is_never_the_half_open_probe_it_waits_for_a_successful_listing_then_runs(shop: Shop) -> None:
     shop.up.tool("create_order", ScriptedUpstream.sequence(internal_error, internal_error, lambda a: ok_text("ok")))
     async with shop.run({"create_order": rule("write_unsafe", breaker={"failure_threshold": 2, "open_s": 30})}) as h:
         for ref in ("R1", "R2"):  # a maybe-executed write is not retried: one failure per call
@@ -145,7 +106,7 @@ async def test_a_write_is_never_the_half_open_probe_it_waits_for_a_successful_li
     assert shop.circuits()["create_order"] == ("closed", 0)
 
 
-async def test_calls_with_invalid_arguments_never_open_the_breaker() -> None:
+async def test_calls_with_invalid_arguments_never_open_the_breaker(shop: Shop) -> None:
     schema = {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}
 
     def create(args: dict[str, Any]) -> types.CallToolResult:
@@ -155,7 +116,6 @@ async def test_calls_with_invalid_arguments_never_open_the_breaker() -> None:
             raise MCPError(types.INVALID_PARAMS, f"sku {args['sku']} is not in the catalog")
         return ok_text("created")
 
-    shop = Shop()
     shop.up.tool("create_order", create, schema=schema)
     async with shop.run({"create_order": rule("write_unsafe", breaker={"failure_threshold": 2})}) as h:
         kinds = []
@@ -179,8 +139,7 @@ def replay_of(result: types.CallToolResult) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-async def test_the_same_write_sent_again_after_its_result_was_delivered_runs_again() -> None:
-    shop = Shop()
+async def test_the_same_write_sent_again_after_its_result_was_delivered_runs_again(shop: Shop) -> None:
     shop.up.tool("create_order", lambda args: ok_text("order created", id=1))
     async with shop.run({"create_order": rule("write_unsafe")}) as h:
         first = await call(h, "create_order", {"sku": "S", "qty": 2})
@@ -190,8 +149,9 @@ async def test_the_same_write_sent_again_after_its_result_was_delivered_runs_aga
     assert not first.is_error and not second.is_error
 
 
-async def test_the_same_write_with_an_explicit_key_sent_twice_executes_once_and_the_second_gets_the_replay() -> None:
-    shop = Shop()
+async def test_the_same_write_with_an_explicit_key_sent_twice_executes_once_and_the_second_gets_the_replay(
+    shop: Shop,
+) -> None:
     shop.up.tool("create_order", lambda args: ok_text("order 1 created", id=1))
     async with shop.run({"create_order": rule("write_unsafe")}) as h:
         meta = {"idempotency-key": "order-77"}
@@ -205,14 +165,13 @@ async def test_the_same_write_with_an_explicit_key_sent_twice_executes_once_and_
     assert "already ran; this is its result, replayed. The tool was not called again." in text_of(second)
 
 
-async def test_the_same_write_sent_twice_at_once_executes_once_and_the_second_waits_for_the_replay() -> None:
+async def test_the_same_write_sent_twice_at_once_executes_once_and_the_second_waits_for_the_replay(shop: Shop) -> None:
     release = anyio.Event()
 
     async def create(args: dict[str, Any]) -> types.CallToolResult:
         await release.wait()
         return ok_text("order 1 created")
 
-    shop = Shop()
     shop.up.tool("create_order", create)
     results: dict[str, types.CallToolResult] = {}
     async with shop.run({"create_order": rule("write_unsafe")}) as h:
@@ -225,7 +184,7 @@ async def test_the_same_write_sent_twice_at_once_executes_once_and_the_second_wa
                 tg.start_soon(send, "first")
                 await await_until(lambda: shop.up.count("create_order") == 1, 10, "the first call upstream")
                 tg.start_soon(send, "second")
-                await await_until(lambda: len(h.proxy._active["shop"]) == 2, 10, "the second call in the chain")
+                await await_until(lambda: h.proxy.calls_in_flight("shop") == 2, 10, "the second call in the chain")
                 assert shop.up.count("create_order") == 1, "the duplicate waits; it is not sent"
                 release.set()
     assert shop.up.count("create_order") == 1
@@ -234,8 +193,7 @@ async def test_the_same_write_sent_twice_at_once_executes_once_and_the_second_wa
     assert results["second"].content[0] == results["first"].content[0] == types.TextContent(text="order 1 created")
 
 
-async def test_a_write_replayed_after_a_proxy_restart_is_not_executed_again(tmp_path: Path) -> None:
-    shop = Shop()
+async def test_a_write_replayed_after_a_proxy_restart_is_not_executed_again(tmp_path: Path, shop: Shop) -> None:
     shop.up.tool("create_order", lambda args: ok_text("order 1 created"))
     key = cast(types.RequestParamsMeta, {"idempotency-key": "order-R1"})
     tools = {"create_order": rule("write_unsafe")}

@@ -11,21 +11,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anyio
 import mcp_types as types
 import pytest
 
 from tests.fixtures.fault_links import (
     FAULT_META,
-    Link,
-    SleepRecorder,
+    Shop,
     attempt_outcomes,
+    call,
     core,
     full_jitter,
-    linked,
     observation,
-    proxy_over,
-    recording_pipeline,
+    rule,
     text_of,
 )
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
@@ -39,34 +36,10 @@ TRUNCATED_META = "io.github.resilient-mcp/truncated"
 PAGE_META = "io.github.resilient-mcp/page"
 
 
-def rule(effect: str, **more: Any) -> dict[str, Any]:
-    return {"effect": effect, "timeouts": {"attempt_s": 5, "total_s": 60}, **more}
-
-
-class Shop:
-    """One scripted upstream behind a link, the proxy in front of it, and the retry stage's recorder."""
-
-    def __init__(self) -> None:
-        self.up = ScriptedUpstream(name="shop")
-        self.link = Link(self.up.server())
-        self.recorder = SleepRecorder()
-
-    def run(self, tools: dict[str, Any]) -> Any:
-        upstreams, transports = linked({"shop": self.link})
-        pipeline = recording_pipeline(self.recorder)
-        return proxy_over(upstreams, {"tools": tools}, transports=transports, pipeline=pipeline)
-
-
-async def call(h: Harness, name: str, args: dict[str, Any]) -> types.CallToolResult:
-    with anyio.fail_after(LIMIT_S):
-        return await h.client.call_tool(name, args)
-
-
 # --- E1 malformed_response ------------------------------------------------------------------------------------------
 
 
-async def test_a_write_whose_response_cannot_be_parsed_runs_once_and_asks_to_verify_state() -> None:
-    shop = Shop()
+async def test_a_write_whose_response_cannot_be_parsed_runs_once_and_asks_to_verify_state(shop: Shop) -> None:
 
     def create(args: dict[str, Any]) -> types.CallToolResult:
         shop.link.arm("corrupt")
@@ -89,8 +62,7 @@ async def test_a_write_whose_response_cannot_be_parsed_runs_once_and_asks_to_ver
     assert shop.recorder.delays == []
 
 
-async def test_a_read_whose_response_cannot_be_parsed_is_retried_once_and_succeeds() -> None:
-    shop = Shop()
+async def test_a_read_whose_response_cannot_be_parsed_is_retried_once_and_succeeds(shop: Shop) -> None:
 
     def corrupt_once(args: dict[str, Any]) -> types.CallToolResult:
         shop.link.arm("corrupt")
@@ -110,8 +82,9 @@ async def test_a_read_whose_response_cannot_be_parsed_is_retried_once_and_succee
 TOTAL_SCHEMA = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
 
 
-async def test_a_structured_result_breaking_its_output_schema_becomes_an_observation_with_the_text_kept() -> None:
-    shop = Shop()
+async def test_a_structured_result_breaking_its_output_schema_becomes_an_observation_with_the_text_kept(
+    shop: Shop,
+) -> None:
     shop.up.tool("checkout", lambda args: ok_text("total: 3 items", count=3), output_schema=TOTAL_SCHEMA)
     async with shop.run({"checkout": rule("write_unsafe")}) as h:
         result = await call(h, "checkout", {"cart": 1})
@@ -140,10 +113,9 @@ def incomplete(retryable: bool | None = None) -> types.CallToolResult:
     return error_text("page 2 of 3 is missing", hint)
 
 
-async def test_a_read_flagged_incomplete_and_retryable_by_its_upstream_is_retried_and_succeeds() -> None:
+async def test_a_read_flagged_incomplete_and_retryable_by_its_upstream_is_retried_and_succeeds(shop: Shop) -> None:
     """The proxy cannot see that a result is incomplete by itself (no per-tool expectations such as non_empty or
     json_text exist yet): the upstream flags it with the typed hint ``_meta["io.github.resilient-mcp/error"]``."""
-    shop = Shop()
     shop.up.tool("list_orders", ScriptedUpstream.sequence(lambda a: incomplete(True), lambda a: ok_text("3 orders")))
     async with shop.run({"list_orders": rule("read_only")}) as h:
         result = await call(h, "list_orders", {})
@@ -153,9 +125,8 @@ async def test_a_read_flagged_incomplete_and_retryable_by_its_upstream_is_retrie
     assert shop.recorder.delays == full_jitter(0.1)
 
 
-async def test_a_write_flagged_incomplete_is_not_retried_and_asks_to_verify_state() -> None:
+async def test_a_write_flagged_incomplete_is_not_retried_and_asks_to_verify_state(shop: Shop) -> None:
     """Driven by the typed hint ``_meta["io.github.resilient-mcp/error"] = {type: incomplete_result}``."""
-    shop = Shop()
     shop.up.tool("import_orders", lambda args: incomplete())
     async with shop.run({"import_orders": rule("write_unsafe")}) as h:
         result = await call(h, "import_orders", {"file": "a.csv"})
@@ -171,9 +142,8 @@ async def test_a_write_flagged_incomplete_is_not_retried_and_asks_to_verify_stat
     assert shop.recorder.delays == []
 
 
-async def test_a_read_flagged_incomplete_is_retried_once() -> None:
+async def test_a_read_flagged_incomplete_is_retried_once(shop: Shop) -> None:
     """Driven by the typed hint ``{type: incomplete_result}`` (no ``retryable``)."""
-    shop = Shop()
     shop.up.tool("list_orders", ScriptedUpstream.sequence(lambda a: incomplete(), lambda a: ok_text("3 orders")))
     async with shop.run({"list_orders": rule("read_only")}) as h:
         result = await call(h, "list_orders", {})
@@ -210,10 +180,11 @@ async def read_pages(h: Harness, handle: str, length: int = 1_000_000) -> tuple[
     return b"".join(chunks), len(chunks)
 
 
-async def test_a_five_megabyte_text_result_is_capped_says_what_was_cut_and_its_pages_reassemble_it_exactly() -> None:
+async def test_a_five_megabyte_text_result_is_capped_says_what_was_cut_and_its_pages_reassemble_it_exactly(
+    shop: Shop,
+) -> None:
     big = five_mb_text()
     raw = big.encode()
-    shop = Shop()
     shop.up.tool("export", lambda args: ok_text(big))
     async with shop.run({"export": rule("read_only")}) as h:
         result = await call(h, "export", {})
@@ -226,9 +197,13 @@ async def test_a_five_megabyte_text_result_is_capped_says_what_was_cut_and_its_p
     kept = len(head.encode())
     assert CAP - 4 < kept <= CAP and big.startswith(head), "cut at a character boundary, as close to the cap as fits"
     assert facts == {
-        "handle": facts["handle"], "original_bytes": len(raw), "kept_bytes": kept, "items_dropped": 0,
-        "resume_offset": kept, "uri": f"resilient-mcp://outputs/{facts['handle']}",
-    }  # fmt: skip
+        "handle": facts["handle"],
+        "original_bytes": len(raw),
+        "kept_bytes": kept,
+        "items_dropped": 0,
+        "resume_offset": kept,
+        "uri": f"resilient-mcp://outputs/{facts['handle']}",
+    }
     assert note.startswith(f"[resilient-mcp: output truncated: kept {kept} of {len(raw)} bytes of text")
     assert f'read_stored_output(handle="{facts["handle"]}", offset={kept}' in note
     assert pages == raw, "the pages reassemble the original byte for byte"
@@ -237,11 +212,12 @@ async def test_a_five_megabyte_text_result_is_capped_says_what_was_cut_and_its_p
     assert shop.up.count("export") == 1
 
 
-async def test_a_five_megabyte_json_result_is_capped_to_valid_json_whose_pages_reassemble_the_original() -> None:
+async def test_a_five_megabyte_json_result_is_capped_to_valid_json_whose_pages_reassemble_the_original(
+    shop: Shop,
+) -> None:
     rows = [{"id": i, "name": f"row {i}", "tags": ["a", "ü"], "price": i * 1.5} for i in range(60_000)]
     big = json.dumps(rows, ensure_ascii=False)
     assert len(big.encode()) > 4_000_000
-    shop = Shop()
     shop.up.tool("export", lambda args: ok_text(big))
     async with shop.run({"export": rule("read_only")}) as h:
         result = await call(h, "export", {})
@@ -256,10 +232,11 @@ async def test_a_five_megabyte_json_result_is_capped_to_valid_json_whose_pages_r
     assert shop.up.count("export") == 1
 
 
-async def test_an_oversized_structured_result_of_a_tool_with_an_output_schema_becomes_an_e4_observation() -> None:
+async def test_an_oversized_structured_result_of_a_tool_with_an_output_schema_becomes_an_e4_observation(
+    shop: Shop,
+) -> None:
     schema = {"type": "object", "properties": {"rows": {"type": "array"}}, "required": ["rows"]}
     rows = [{"id": i, "sku": f"SKU-{i:06d}"} for i in range(20_000)]
-    shop = Shop()
     shop.up.tool("export", lambda args: ok_text("20000 rows", rows=rows), output_schema=schema)
     async with shop.run({"export": rule("read_only")}) as h:
         result = await call(h, "export", {})
@@ -287,12 +264,13 @@ async def test_an_oversized_structured_result_of_a_tool_with_an_output_schema_be
 # --- E5 semantic_corruption_or_silent_noop --------------------------------------------------------------------------
 
 
-async def test_a_read_its_upstream_flags_as_suspect_is_not_retried_by_the_proxy_and_may_be_re_read_once() -> None:
+async def test_a_read_its_upstream_flags_as_suspect_is_not_retried_by_the_proxy_and_may_be_re_read_once(
+    shop: Shop,
+) -> None:
     """Without declared ``result_invariants`` the proxy cannot detect a wrong but success-shaped result by itself:
     here the upstream flags it with the typed hint ``_meta["io.github.resilient-mcp/error"]``. A read may be read once
     more by the model (rule R); the proxy does not repeat it on its own."""
     hint = {"type": "E5_semantic_corruption_or_silent_noop", "invariant": "quantity >= 0"}
-    shop = Shop()
     shop.up.tool("stock", lambda args: error_text("quantity: -3", hint))
     async with shop.run({"stock": rule("read_only")}) as h:
         result = await call(h, "stock", {"sku": "S"})
@@ -311,9 +289,8 @@ async def test_a_read_its_upstream_flags_as_suspect_is_not_retried_by_the_proxy_
     assert shop.recorder.delays == []
 
 
-async def test_a_success_shaped_wrong_result_without_a_hint_passes_through_unmarked() -> None:
+async def test_a_success_shaped_wrong_result_without_a_hint_passes_through_unmarked(shop: Shop) -> None:
     """The limit the catalog states (§7.5): without a hint or declared invariants the proxy passes E5 through."""
-    shop = Shop()
     shop.up.tool("stock", lambda args: ok_text("quantity: -3", quantity=-3))
     async with shop.run({"stock": rule("read_only")}) as h:
         result = await call(h, "stock", {"sku": "S"})

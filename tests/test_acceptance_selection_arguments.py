@@ -17,7 +17,7 @@ from mcp.client.session import IncomingMessage
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.drift import NEW_SCHEMA_CHARS
+from resilient_mcp.core.drift import NEW_SCHEMA_CHARS
 from resilient_mcp.stages.validate import schema_hash
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
 from tests.harness import classification, observation, proxied, text
@@ -367,8 +367,12 @@ async def test_a_missing_required_argument_is_refused_before_sending_with_its_ty
             obs = observation(await h.client.call_tool("create_event", {"title": "standup"}))
     assert classification(obs) == ("B", "B1_missing_required_argument", False, "not_sent", "none", "fix_parameter", 0)
     (error,) = obs["details"]["validation_errors"]
-    assert (error["path"], error["keyword"], error["expected"], error["got"]) == ("$.start", "required", "string",
-                                                                                  "missing")  # fmt: skip
+    assert (error["path"], error["keyword"], error["expected"], error["got"]) == (
+        "$.start",
+        "required",
+        "string",
+        "missing",
+    )
     assert "when the event starts" in error["fix"]
     assert obs["details"]["missing"] == ["start"]
     assert "ask the user" in obs["suggestion"]
@@ -417,8 +421,7 @@ async def test_oversized_arguments_are_a_malformed_payload_refused_with_both_siz
     with anyio.fail_after(LIMIT_S):
         async with proxied({"only": up.server()}, policy) as h:
             obs = observation(await h.client.call_tool("upload", {"body": "x" * 100}))
-    assert classification(obs) == ("B", "B3_malformed_arguments_payload", False, "not_sent", "none", "fix_parameter",
-                                   0)  # fmt: skip
+    assert classification(obs) == ("B", "B3_malformed_arguments_payload", False, "not_sent", "none", "fix_parameter", 0)
     assert obs["details"] == {"size_bytes": 111, "max_bytes": 64}  # {"body":"x…"} as compact JSON
     assert up.calls == []
 
@@ -428,8 +431,7 @@ async def test_a_request_the_upstream_cannot_read_is_a_malformed_payload_it_reje
     with anyio.fail_after(LIMIT_S):
         async with proxied({"only": up.server()}) as h:
             obs = observation(await h.client.call_tool("upload", {"body": "x"}))
-    assert classification(obs) == ("B", "B3_malformed_arguments_payload", False, "rejected", "none", "fix_parameter",
-                                   0)  # fmt: skip
+    assert classification(obs) == ("B", "B3_malformed_arguments_payload", False, "rejected", "none", "fix_parameter", 0)
     assert up.count("upload") == 1
 
 
@@ -445,8 +447,15 @@ async def test_a_typed_semantic_rejection_names_the_field_and_is_not_repeated_fo
             first = await h.client.call_tool("create_event", args)
             second = observation(await h.client.call_tool("create_event", args))
     obs = observation(first)
-    assert classification(obs) == ("B", "B4_semantic_argument_rejection", False, "executed_failed", "not_committed",
-                                   "fix_parameter", 0)  # fmt: skip
+    assert classification(obs) == (
+        "B",
+        "B4_semantic_argument_rejection",
+        False,
+        "executed_failed",
+        "not_committed",
+        "fix_parameter",
+        0,
+    )
     assert obs["details"] == {"error_type": "invalid_argument", "upstream_retryable": False, "field": "start"}
     assert obs["upstream_message"] == {"untrusted": True, "text": "start must be in the future"}
     assert "'start'" in obs["suggestion"]

@@ -39,6 +39,7 @@ from tests.fixtures.fault_links import (
     observation,
     proxy_over,
     recording_pipeline,
+    rule,
     text_of,
 )
 from tests.fixtures.scripted import Handler, ScriptedUpstream, error_text, hang, ok_text
@@ -49,10 +50,6 @@ pytestmark = pytest.mark.anyio
 
 LIMIT_S = 30
 VERIFY = {"tool": "get_order", "args": {"client_ref": "{client_ref}"}}
-
-
-def rule(effect: str, attempt_s: float = 5.0, **more: Any) -> dict[str, Any]:
-    return {"effect": effect, "timeouts": {"attempt_s": attempt_s, "total_s": 60}, **more}
 
 
 def shop(**handlers: Handler) -> ScriptedUpstream:

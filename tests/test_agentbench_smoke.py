@@ -66,8 +66,15 @@ def test_a_blind_agent_duplicates_an_ambiguous_write_without_the_proxy_and_not_w
 
 def test_the_report_is_written_without_matplotlib_charts_when_it_is_missing(runs: Any, tmp_path: Path) -> None:
     rows = rows_of(runs[0], {s.id: s for s in generate()})
-    meta = {"command": "test", "seed": 7, "scenarios": 28, "fault_types": 27, "episodes": len(rows), "cpus": 1,
-            "wall_s": 1.0}  # fmt: skip
+    meta = {
+        "command": "test",
+        "seed": 7,
+        "scenarios": 28,
+        "fault_types": 27,
+        "episodes": len(rows),
+        "cpus": 1,
+        "wall_s": 1.0,
+    }
     paths = write({"rows": len(rows)}, rows, render(meta, rows, None), tmp_path)
     text = (tmp_path / "RESULTS.md").read_text(encoding="utf-8")
     assert "## Headline" in text and Path(paths["json"]).exists()
@@ -91,8 +98,11 @@ async def test_the_live_track_sends_native_tool_calls_and_scores_the_ledger() ->
         step = sum(1 for m in body["messages"] if m["role"] == "tool")
         if step < len(scenario.steps):
             st = scenario.steps[step]
-            call = {"id": f"c{step}", "type": "function",
-                    "function": {"name": st.tool, "arguments": json.dumps(st.args)}}  # fmt: skip
+            call = {
+                "id": f"c{step}",
+                "type": "function",
+                "function": {"name": st.tool, "arguments": json.dumps(st.args)},
+            }
             return httpx2.Response(200, json={"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]})
         final = {"role": "assistant", "content": 'ok\n{"status": "done", "answer": 40}'}
         return httpx2.Response(200, json={"choices": [{"message": final}]})

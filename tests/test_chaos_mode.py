@@ -24,9 +24,9 @@ from resilient_mcp.chaos.clock import FakeClock
 from resilient_mcp.chaos.inject import FaultInjector, check_proxy_plan
 from resilient_mcp.chaos.plan import FaultPlan
 from resilient_mcp.chaos.server import ChaosServer
-from resilient_mcp.classify import classify_result
-from resilient_mcp.error_results import FAULT_META_KEY
 from resilient_mcp.faults import Fault, RetrySafety
+from resilient_mcp.faults.classify import classify_result
+from resilient_mcp.faults.error_results import FAULT_META_KEY
 from resilient_mcp.upstream import UpstreamCatalog
 from tests.harness import proxied
 from tests.helpers import MCP_SERVER_TIME, child_env, proxy_argv, server_time_missing

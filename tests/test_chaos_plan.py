@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from resilient_mcp.chaos.inject import injector_for
 from resilient_mcp.chaos.params import PARAMS, HangParams, MalformedParams
 from resilient_mcp.chaos.plan import FaultPlan, Planner, load_plan
-from resilient_mcp.config import ProxyConfig, load_config
 from resilient_mcp.faults import CATALOG
-from resilient_mcp.sourcefile import SourceError
+from resilient_mcp.policy.config import ProxyConfig, load_config
+from resilient_mcp.policy.source import SourceError
 
 
 def _plan(*rules: dict[str, object], seed: int = 0) -> FaultPlan:
@@ -113,12 +114,13 @@ def test_decisions_carry_the_checked_parameters_and_are_recorded() -> None:
 def test_the_proxy_config_takes_a_plan_file_or_inline_rules_but_not_both(tmp_path: Path) -> None:
     assert ProxyConfig.model_validate({"faults": {"plan": "p.yaml"}}).faults is not None
     inline = ProxyConfig.model_validate({"faults": {"seed": 3, "rules": [{"fault": "rate_limit"}]}})
-    assert inline.faults is not None and inline.faults.rules is not None
-    assert inline.faults.rules[0].fault == "D2_rate_limited"
+    injector = injector_for(inline)
+    assert injector is not None and injector.planner.plan.seed == 3
+    assert injector.planner.plan.rules[0].fault == "D2_rate_limited"
     with pytest.raises(ValueError, match="either plan"):
         ProxyConfig.model_validate({"faults": {"plan": "p.yaml", "rules": []}})
     path = tmp_path / "proxy.yaml"
     path.write_text("upstreams:\n  t: {command: x}\nfaults:\n  rules:\n    - fault: C3\n      params: {hang: 1}\n")
     with pytest.raises(SourceError) as err:
-        load_config(path)
-    assert f"{path}:5: faults.rules[0]" in str(err.value) and "hang" in str(err.value)
+        injector_for(load_config(path))  # where the proxy is built (and where the CLI loads the config)
+    assert f"{path}:6: faults.rules[0].params.hang: unknown key" in str(err.value)

@@ -29,8 +29,8 @@ from resilient_mcp.chaos.plan import FaultPlan
 from resilient_mcp.chaos.server import ChaosServer, check_plan
 from resilient_mcp.chaos.tools import STOCK_OUTPUT
 from resilient_mcp.chaos.transports import connect
-from resilient_mcp.classify import classify_exception, classify_result
-from resilient_mcp.error_results import ERROR_META_KEY
+from resilient_mcp.faults.classify import classify_exception, classify_result
+from resilient_mcp.faults.error_results import ERROR_META_KEY
 from tests.helpers import await_until, child_env, proxy_argv
 
 pytestmark = pytest.mark.anyio

@@ -15,8 +15,8 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.classify import classify_exception
 from resilient_mcp.faults import MalformedArguments, MalformedResponse, RetrySafety, TransientExecutionError
+from resilient_mcp.faults.classify import classify_exception
 from tests.fixtures.fault_links import (
     HttpFault,
     HttpShim,

@@ -15,7 +15,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp import faults as f
-from resilient_mcp.classify import (
+from resilient_mcp.faults import RetrySafety as S
+from resilient_mcp.faults.classify import (
     ERROR_META_KEY,
     FAULT_META_KEY,
     classify_exception,
@@ -23,7 +24,6 @@ from resilient_mcp.classify import (
     classify_result,
     parse_retry_after,
 )
-from resilient_mcp.faults import RetrySafety as S
 
 NOW = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 _REQ = httpx2.Request("POST", "http://127.0.0.1:9/mcp")
@@ -57,33 +57,89 @@ EXCEPTIONS: list[tuple[str, BaseException, bool, type[f.Fault], S, bool, int | N
     ("closed-before-send", MCPError(-32000, "Connection closed"), False, f.ConnectFailure, S.NOT_SENT, True, None),
     ("unknown-tool", MCPError(-32602, "Unknown tool: frobnicate"), True, f.UnknownTool, S.REJECTED, False, None),
     ("tool-not-found", MCPError(-32602, "Tool frobnicate not found"), True, f.UnknownTool, S.REJECTED, False, None),
-    ("invalid-params", MCPError(-32602, "Invalid request parameters"), True, f.SchemaViolation, S.REJECTED, False,
-     None),
+    (
+        "invalid-params",
+        MCPError(-32602, "Invalid request parameters"),
+        True,
+        f.SchemaViolation,
+        S.REJECTED,
+        False,
+        None,
+    ),
     ("method-not-found", MCPError(-32601, "Method not found"), True, f.ProtocolMismatch, S.REJECTED, False, None),
     ("invalid-request", MCPError(-32600, "Invalid request"), True, f.MalformedArguments, S.REJECTED, False, None),
     ("session-terminated", MCPError(-32600, "Session terminated"), True, f.ConnectionLost, S.REJECTED, True, None),
     ("parse-error", MCPError(-32700, "Parse error"), True, f.MalformedArguments, S.REJECTED, False, None),
-    ("internal-error", MCPError(-32603, "Internal server error"), True, f.TransientExecutionError, S.MAYBE_EXECUTED,
-     True, None),
-    ("sdk-http-standin", MCPError(-32603, "Server returned an error response"), True, f.GatewayError,
-     S.MAYBE_EXECUTED, True, None),
-    ("unsupported-version", MCPError(-32022, "Unsupported protocol version", {"supported": ["2025-11-25"]}), True,
-     f.ProtocolMismatch, S.REJECTED, False, None),  # transient only by renegotiation (drift.recover), not retry
-    ("missing-capability", MCPError(-32021, "Missing capability", {"capability": "elicitation"}), True,
-     f.ProtocolMismatch, S.REJECTED, False, None),
+    (
+        "internal-error",
+        MCPError(-32603, "Internal server error"),
+        True,
+        f.TransientExecutionError,
+        S.MAYBE_EXECUTED,
+        True,
+        None,
+    ),
+    (
+        "sdk-http-standin",
+        MCPError(-32603, "Server returned an error response"),
+        True,
+        f.GatewayError,
+        S.MAYBE_EXECUTED,
+        True,
+        None,
+    ),
+    (
+        "unsupported-version",
+        MCPError(-32022, "Unsupported protocol version", {"supported": ["2025-11-25"]}),
+        True,
+        f.ProtocolMismatch,
+        S.REJECTED,
+        False,
+        None,
+    ),  # transient only by renegotiation (drift.recover), not retry
+    (
+        "missing-capability",
+        MCPError(-32021, "Missing capability", {"capability": "elicitation"}),
+        True,
+        f.ProtocolMismatch,
+        S.REJECTED,
+        False,
+        None,
+    ),
     ("header-mismatch", MCPError(-32020, "Header mismatch"), True, f.ProtocolMismatch, S.REJECTED, False, None),
-    ("url-elicitation", MCPError(-32042, "URL elicitation required"), True, f.PermissionDenied, S.REJECTED, False,
-     None),
+    (
+        "url-elicitation",
+        MCPError(-32042, "URL elicitation required"),
+        True,
+        f.PermissionDenied,
+        S.REJECTED,
+        False,
+        None,
+    ),
     ("legacy-code-0", MCPError(0, "division by zero"), True, f.PermanentExecutionError, S.MAYBE_EXECUTED, False, None),
-    ("http-401", http_error(401, **{"WWW-Authenticate": 'Bearer realm="x"'}), True, f.Unauthenticated, S.REJECTED,
-     False, None),
+    (
+        "http-401",
+        http_error(401, **{"WWW-Authenticate": 'Bearer realm="x"'}),
+        True,
+        f.Unauthenticated,
+        S.REJECTED,
+        False,
+        None,
+    ),
     ("http-403", http_error(403), True, f.PermissionDenied, S.REJECTED, False, None),
     ("http-408", http_error(408), True, f.AttemptTimeout, S.REJECTED, True, None),
     ("http-409", http_error(409), True, f.StateConflict, S.EXECUTED_FAILED, False, None),
     ("http-429-seconds", http_error(429, **{"Retry-After": "2"}), True, f.RateLimited, S.REJECTED, True, 2000),
     ("http-429-no-header", http_error(429), True, f.RateLimited, S.REJECTED, True, None),
-    ("http-429-a-day", http_error(429, **{"Retry-After": "86400"}), True, f.QuotaExhausted, S.REJECTED, False,
-     86_400_000),
+    (
+        "http-429-a-day",
+        http_error(429, **{"Retry-After": "86400"}),
+        True,
+        f.QuotaExhausted,
+        S.REJECTED,
+        False,
+        86_400_000,
+    ),
     ("http-400", http_error(400), True, f.MalformedArguments, S.REJECTED, False, None),
     ("http-404", http_error(404), True, f.GatewayError, S.REJECTED, True, None),
     ("http-500", http_error(500), True, f.GatewayError, S.MAYBE_EXECUTED, True, None),
@@ -93,12 +149,33 @@ EXCEPTIONS: list[tuple[str, BaseException, bool, type[f.Fault], S, bool, int | N
     ("http-504", http_error(504), True, f.GatewayError, S.MAYBE_EXECUTED, True, None),
     ("http-418", http_error(418), True, f.PermanentExecutionError, S.REJECTED, False, None),
     ("httpx-connect", httpx2.ConnectError("refused", request=_REQ), False, f.ConnectFailure, S.NOT_SENT, True, None),
-    ("httpx-connect-timeout", httpx2.ConnectTimeout("slow", request=_REQ), False, f.ConnectFailure, S.NOT_SENT, True,
-     None),
-    ("httpx-read-timeout", httpx2.ReadTimeout("slow", request=_REQ), True, f.AttemptTimeout, S.MAYBE_EXECUTED, True,
-     None),
-    ("httpx-remote-protocol", httpx2.RemoteProtocolError("peer closed", request=_REQ), True, f.ConnectionLost,
-     S.MAYBE_EXECUTED, True, None),
+    (
+        "httpx-connect-timeout",
+        httpx2.ConnectTimeout("slow", request=_REQ),
+        False,
+        f.ConnectFailure,
+        S.NOT_SENT,
+        True,
+        None,
+    ),
+    (
+        "httpx-read-timeout",
+        httpx2.ReadTimeout("slow", request=_REQ),
+        True,
+        f.AttemptTimeout,
+        S.MAYBE_EXECUTED,
+        True,
+        None,
+    ),
+    (
+        "httpx-remote-protocol",
+        httpx2.RemoteProtocolError("peer closed", request=_REQ),
+        True,
+        f.ConnectionLost,
+        S.MAYBE_EXECUTED,
+        True,
+        None,
+    ),
     ("refused", ConnectionRefusedError(111, "Connection refused"), False, f.ConnectFailure, S.NOT_SENT, True, None),
     ("spawn-missing", FileNotFoundError(2, "No such file", "npx"), False, f.ConnectFailure, S.NOT_SENT, True, None),
     ("spawn-denied", PermissionError(13, "Permission denied"), False, f.ConnectFailure, S.NOT_SENT, True, None),
@@ -116,11 +193,14 @@ EXCEPTIONS: list[tuple[str, BaseException, bool, type[f.Fault], S, bool, int | N
     ("group", ExceptionGroup("tg", [TimeoutError()]), True, f.AttemptTimeout, S.MAYBE_EXECUTED, True, None),
     ("unknown", RuntimeError("weird thing"), True, f.GatewayError, S.MAYBE_EXECUTED, True, None),
     ("base-exception", KeyboardInterrupt(), True, f.GatewayError, S.MAYBE_EXECUTED, True, None),
-]  # fmt: skip
+]
 
 
-@pytest.mark.parametrize(("exc", "sent", "cls", "safety", "transient", "after"),
-                         [row[1:] for row in EXCEPTIONS], ids=[row[0] for row in EXCEPTIONS])  # fmt: skip
+@pytest.mark.parametrize(
+    ("exc", "sent", "cls", "safety", "transient", "after"),
+    [row[1:] for row in EXCEPTIONS],
+    ids=[row[0] for row in EXCEPTIONS],
+)
 def test_exception_classifies_to_the_catalog_fault(
     exc: BaseException, sent: bool, cls: type[f.Fault], safety: S, transient: bool, after: int | None
 ) -> None:
@@ -208,8 +288,13 @@ def test_unexpected_success_status_is_a_malformed_response() -> None:
 # --- isError results ------------------------------------------------------------------------------------------------
 
 
-def result(text: str = "failed", *, hint: dict[str, Any] | None = None, is_error: bool = True,
-           meta: dict[str, Any] | None = None) -> types.CallToolResult:  # fmt: skip
+def result(
+    text: str = "failed",
+    *,
+    hint: dict[str, Any] | None = None,
+    is_error: bool = True,
+    meta: dict[str, Any] | None = None,
+) -> types.CallToolResult:
     meta = dict(meta or {})
     if hint is not None:
         meta[ERROR_META_KEY] = hint
@@ -219,81 +304,224 @@ def result(text: str = "failed", *, hint: dict[str, Any] | None = None, is_error
 
 # (id, result, fault class, retry safety, transient, retry_after_ms)
 RESULTS: list[tuple[str, types.CallToolResult, type[f.Fault], S, bool, int | None]] = [
-    ("typed-rate-limited", result(hint={"type": "rate_limited", "retryable": True, "retry_after_ms": 1500}),
-     f.RateLimited, S.REJECTED, True, 1500),
+    (
+        "typed-rate-limited",
+        result(hint={"type": "rate_limited", "retryable": True, "retry_after_ms": 1500}),
+        f.RateLimited,
+        S.REJECTED,
+        True,
+        1500,
+    ),
     ("typed-catalog-name", result(hint={"type": "D2_rate_limited"}), f.RateLimited, S.REJECTED, True, None),
-    ("typed-rate-limit-a-day", result(hint={"type": "rate_limited", "retry_after_ms": 86_400_000}),
-     f.QuotaExhausted, S.REJECTED, False, 86_400_000),
-    ("typed-unavailable", result(hint={"type": "unavailable", "retryable": True}), f.TransientExecutionError,
-     S.REJECTED, True, None),
-    ("typed-transient-no-flag", result(hint={"type": "transient"}), f.TransientExecutionError, S.REJECTED, True,
-     None),
+    (
+        "typed-rate-limit-a-day",
+        result(hint={"type": "rate_limited", "retry_after_ms": 86_400_000}),
+        f.QuotaExhausted,
+        S.REJECTED,
+        False,
+        86_400_000,
+    ),
+    (
+        "typed-unavailable",
+        result(hint={"type": "unavailable", "retryable": True}),
+        f.TransientExecutionError,
+        S.REJECTED,
+        True,
+        None,
+    ),
+    ("typed-transient-no-flag", result(hint={"type": "transient"}), f.TransientExecutionError, S.REJECTED, True, None),
     ("typed-internal", result(hint={"type": "internal"}), f.TransientExecutionError, S.MAYBE_EXECUTED, True, None),
-    ("typed-deadline-exceeded", result(hint={"type": "deadline_exceeded"}), f.AttemptTimeout, S.MAYBE_EXECUTED, True,
-     None),
-    ("typed-transient-not-retryable", result(hint={"type": "transient", "retryable": False}),
-     f.TransientExecutionError, S.EXECUTED_FAILED, False, None),
-    ("typed-conflict-claims-retryable", result(hint={"type": "conflict", "retryable": True}), f.StateConflict,
-     S.EXECUTED_FAILED, False, None),
-    ("typed-aborted", result(hint={"type": "aborted", "current_version": 7}), f.StateConflict, S.EXECUTED_FAILED,
-     False, None),
+    (
+        "typed-deadline-exceeded",
+        result(hint={"type": "deadline_exceeded"}),
+        f.AttemptTimeout,
+        S.MAYBE_EXECUTED,
+        True,
+        None,
+    ),
+    (
+        "typed-transient-not-retryable",
+        result(hint={"type": "transient", "retryable": False}),
+        f.TransientExecutionError,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
+    (
+        "typed-conflict-claims-retryable",
+        result(hint={"type": "conflict", "retryable": True}),
+        f.StateConflict,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
+    (
+        "typed-aborted",
+        result(hint={"type": "aborted", "current_version": 7}),
+        f.StateConflict,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
     ("typed-unauthenticated", result(hint={"type": "unauthenticated"}), f.Unauthenticated, S.REJECTED, False, None),
-    ("typed-quota", result(hint={"type": "quota", "reset_at": "2026-11-21T00:00:00Z"}), f.QuotaExhausted,
-     S.REJECTED, False, None),
+    (
+        "typed-quota",
+        result(hint={"type": "quota", "reset_at": "2026-11-21T00:00:00Z"}),
+        f.QuotaExhausted,
+        S.REJECTED,
+        False,
+        None,
+    ),
     ("typed-permission", result(hint={"type": "permission"}), f.PermissionDenied, S.REJECTED, False, None),
-    ("typed-invalid-argument", result(hint={"type": "invalid_argument", "field": "date"}),
-     f.SemanticArgumentRejection, S.EXECUTED_FAILED, False, None),
-    ("typed-not-found", result(hint={"type": "not_found"}), f.PermanentExecutionError, S.EXECUTED_FAILED, False,
-     None),
-    ("typed-code-spelling", result(hint={"type": "TIMEOUT", "retryable": True}), f.AttemptTimeout, S.REJECTED, True,
-     None),
-    ("typed-unknown-type", result("boom", hint={"type": "gremlins"}), f.PermanentExecutionError, S.MAYBE_EXECUTED,
-     False, None),
+    (
+        "typed-invalid-argument",
+        result(hint={"type": "invalid_argument", "field": "date"}),
+        f.SemanticArgumentRejection,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
+    ("typed-not-found", result(hint={"type": "not_found"}), f.PermanentExecutionError, S.EXECUTED_FAILED, False, None),
+    (
+        "typed-code-spelling",
+        result(hint={"type": "TIMEOUT", "retryable": True}),
+        f.AttemptTimeout,
+        S.REJECTED,
+        True,
+        None,
+    ),
+    (
+        "typed-unknown-type",
+        result("boom", hint={"type": "gremlins"}),
+        f.PermanentExecutionError,
+        S.MAYBE_EXECUTED,
+        False,
+        None,
+    ),
     ("text-rate-limit", result("Rate limit exceeded, slow down"), f.RateLimited, S.MAYBE_EXECUTED, True, None),
     ("text-429", result("HTTP 429 from backend"), f.RateLimited, S.MAYBE_EXECUTED, True, None),
     ("text-timeout", result("Request timed out after 30s"), f.TransientExecutionError, S.MAYBE_EXECUTED, True, None),
-    ("text-unavailable", result("Service unavailable, try again later"), f.TransientExecutionError,
-     S.MAYBE_EXECUTED, True, None),
-    ("text-validation", result("Input validation error: 'start' is a required property"),
-     f.MissingRequiredArgument, S.REJECTED, False, None),
+    (
+        "text-unavailable",
+        result("Service unavailable, try again later"),
+        f.TransientExecutionError,
+        S.MAYBE_EXECUTED,
+        True,
+        None,
+    ),
+    (
+        "text-validation",
+        result("Input validation error: 'start' is a required property"),
+        f.MissingRequiredArgument,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    (
+        "text-invalid",
+        result("date is invalid: must be in the future"),
+        f.SemanticArgumentRejection,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
     # Wordings of real servers (benchmarks/errors): the SDKs' validation, unknown tools, sandboxes, paths, SQL, git.
-    ("ts-schema", result("MCP error -32602: Input validation error: Invalid arguments for tool get-sum: Invalid "
-                         "input: expected number, received string at a"), f.SchemaViolation, S.REJECTED, False, None),
-    ("ts-missing", result("MCP error -32602: Input validation error: Invalid arguments for tool echo: Invalid input: "
-                          "expected string, received undefined at message"), f.MissingRequiredArgument, S.REJECTED,
-     False, None),
-    ("pydantic-missing", result("Error executing tool fetch: 1 validation error for fetchArguments\nurl\n  Field "
-                                "required [type=missing]"), f.MissingRequiredArgument, S.REJECTED, False, None),
-    ("ts-unknown-tool", result("MCP error -32602: Tool delete_file not found"), f.UnknownTool, S.REJECTED, False,
-     None),
-    ("sandbox", result("Access denied - path outside allowed directories: /etc/passwd not in /data"),
-     f.PermissionDenied, S.REJECTED, False, None),
-    ("eisdir", result("EISDIR: illegal operation on a directory, read"), f.SemanticArgumentRejection,
-     S.EXECUTED_FAILED, False, None),
-    ("git-ref", result("Error executing tool git_diff: Ref 'develop' did not resolve to an object"),
-     f.SemanticArgumentRejection, S.EXECUTED_FAILED, False, None),
+    (
+        "ts-schema",
+        result(
+            "MCP error -32602: Input validation error: Invalid arguments for tool get-sum: Invalid "
+            "input: expected number, received string at a"
+        ),
+        f.SchemaViolation,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    (
+        "ts-missing",
+        result(
+            "MCP error -32602: Input validation error: Invalid arguments for tool echo: Invalid input: "
+            "expected string, received undefined at message"
+        ),
+        f.MissingRequiredArgument,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    (
+        "pydantic-missing",
+        result(
+            "Error executing tool fetch: 1 validation error for fetchArguments\nurl\n  Field required [type=missing]"
+        ),
+        f.MissingRequiredArgument,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    ("ts-unknown-tool", result("MCP error -32602: Tool delete_file not found"), f.UnknownTool, S.REJECTED, False, None),
+    (
+        "sandbox",
+        result("Access denied - path outside allowed directories: /etc/passwd not in /data"),
+        f.PermissionDenied,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    (
+        "eisdir",
+        result("EISDIR: illegal operation on a directory, read"),
+        f.SemanticArgumentRejection,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
+    (
+        "git-ref",
+        result("Error executing tool git_diff: Ref 'develop' did not resolve to an object"),
+        f.SemanticArgumentRejection,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
     ("sql-table", result("no such table: customers"), f.SemanticArgumentRejection, S.EXECUTED_FAILED, False, None),
-    ("edit-no-match", result("Could not find exact match for edit: delta"), f.StateConflict, S.EXECUTED_FAILED,
-     False, None),
-    ("remote-5xx", result("Error executing tool fetch: Failed to fetch http://x/y - status code 502"),
-     f.TransientExecutionError, S.MAYBE_EXECUTED, True, None),
-    ("text-invalid", result("date is invalid: must be in the future"), f.SemanticArgumentRejection,
-     S.EXECUTED_FAILED, False, None),
+    (
+        "edit-no-match",
+        result("Could not find exact match for edit: delta"),
+        f.StateConflict,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
+    (
+        "remote-5xx",
+        result("Error executing tool fetch: Failed to fetch http://x/y - status code 502"),
+        f.TransientExecutionError,
+        S.MAYBE_EXECUTED,
+        True,
+        None,
+    ),
     ("text-permission", result("Permission denied for /etc/shadow"), f.PermissionDenied, S.REJECTED, False, None),
     ("text-403", result("403 Forbidden"), f.PermissionDenied, S.REJECTED, False, None),
     ("text-401", result("401 Unauthorized"), f.Unauthenticated, S.REJECTED, False, None),
     ("text-quota", result("Monthly quota exceeded"), f.QuotaExhausted, S.REJECTED, False, None),
-    ("text-conflict", result("Order with client_ref R1 already exists"), f.StateConflict, S.EXECUTED_FAILED, False,
-     None),
+    (
+        "text-conflict",
+        result("Order with client_ref R1 already exists"),
+        f.StateConflict,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
     ("text-unknown-tool", result("Unknown tool: serch"), f.UnknownTool, S.REJECTED, False, None),
     ("text-not-found", result("Order 7 not found"), f.PermanentExecutionError, S.EXECUTED_FAILED, False, None),
     ("text-anything-else", result("something broke"), f.PermanentExecutionError, S.MAYBE_EXECUTED, False, None),
     ("no-text", result(""), f.PermanentExecutionError, S.MAYBE_EXECUTED, False, None),
-]  # fmt: skip
+]
 
 
-@pytest.mark.parametrize(("res", "cls", "safety", "transient", "after"), [row[1:] for row in RESULTS],
-                         ids=[row[0] for row in RESULTS])  # fmt: skip
+@pytest.mark.parametrize(
+    ("res", "cls", "safety", "transient", "after"), [row[1:] for row in RESULTS], ids=[row[0] for row in RESULTS]
+)
 def test_error_result_classifies_to_the_catalog_fault(
     res: types.CallToolResult, cls: type[f.Fault], safety: S, transient: bool, after: int | None
 ) -> None:
@@ -335,10 +563,13 @@ def test_an_untyped_error_is_never_both_transient_and_provably_unexecuted(res: t
 
 def test_result_fault_keeps_the_joined_text_as_upstream_message() -> None:
     res = types.CallToolResult(
-        content=[types.TextContent(text="first"), types.ImageContent(data="AA==", mime_type="image/png"),
-                 types.TextContent(text="second")],
+        content=[
+            types.TextContent(text="first"),
+            types.ImageContent(data="AA==", mime_type="image/png"),
+            types.TextContent(text="second"),
+        ],
         is_error=True,
-    )  # fmt: skip
+    )
     fault = classify_result(res, tool=None)
     assert fault is not None and fault.upstream_message == "first\nsecond"
 

@@ -37,20 +37,24 @@ def write(path: Path, text: str) -> Path:
 
 # (id, file text, line, key path as printed, words of the reason)
 BAD_POLICIES: list[tuple[str, str, int, str, str]] = [
-    ("unknown-key", "defaults:\n  effect: read_only\n  retyr: {max_attempts: 2}\n", 3, "defaults.retyr",
-     "unknown key"),
+    ("unknown-key", "defaults:\n  effect: read_only\n  retyr: {max_attempts: 2}\n", 3, "defaults.retyr", "unknown key"),
     ("bad-glob", "version: 1\ndeny:\n  - 'delete_[*'\n", 3, "deny[0]", "unbalanced '['"),
-    ("bad-glob-in-tool-rules", "upstreams:\n  fs:\n    tools:\n      'write_[x': {effect: read_only}\n", 4,
-     "upstreams.fs.tools.write_[x", "unbalanced '['"),
-    ("wrong-type", "defaults:\n  timeouts:\n    attempt_s: soon\n", 3, "defaults.timeouts.attempt_s",
-     "valid number"),
+    (
+        "bad-glob-in-tool-rules",
+        "upstreams:\n  fs:\n    tools:\n      'write_[x': {effect: read_only}\n",
+        4,
+        "upstreams.fs.tools.write_[x",
+        "unbalanced '['",
+    ),
+    ("wrong-type", "defaults:\n  timeouts:\n    attempt_s: soon\n", 3, "defaults.timeouts.attempt_s", "valid number"),
     ("out-of-bounds", "session:\n  loop_threshold: 1\n", 2, "session.loop_threshold", "greater than or equal to 2"),
     ("bad-enum", "defaults: {effect: readonly}\n", 1, "defaults.effect", "read_only"),
-]  # fmt: skip
+]
 
 
-@pytest.mark.parametrize(("body", "line", "key", "reason"), [row[1:] for row in BAD_POLICIES],
-                         ids=[row[0] for row in BAD_POLICIES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "line", "key", "reason"), [row[1:] for row in BAD_POLICIES], ids=[row[0] for row in BAD_POLICIES]
+)
 def test_check_rejects_a_bad_policy_file_with_one_problem_naming_file_line_and_key(
     tmp_path: Path, body: str, line: int, key: str, reason: str
 ) -> None:

@@ -14,8 +14,11 @@ from tests.helpers import child_env
 def test_demo_shows_each_fault_direct_and_through_the_proxy(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "resilient_mcp.cli", "demo"],
-        capture_output=True, text=True, timeout=300, env=child_env(state_home=tmp_path),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(state_home=tmp_path),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert out.count("through resilient-mcp:") == 8

@@ -11,16 +11,16 @@ import mcp_types as types
 import pytest
 from pydantic import ValidationError
 
-from resilient_mcp.chain import ToolCall
-from resilient_mcp.classify import classify_result
+from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.core.fingerprint import FailureStats
 from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState, signature
 from resilient_mcp.diagnosis.prompt import build_messages
 from resilient_mcp.diagnosis.providers import Answer, OpenAICompatible
 from resilient_mcp.diagnosis.settings import DiagnosisRule
 from resilient_mcp.diagnosis.verdict import VERDICT_SCHEMA
 from resilient_mcp.faults import EffectClass, Fault, RepairAction, RetrySafety, SideEffectStatus
-from resilient_mcp.fingerprint import FailureStats
-from resilient_mcp.observations import OBSERVATION_SCHEMA, plan_repair
+from resilient_mcp.faults.classify import classify_result
+from resilient_mcp.faults.observations import OBSERVATION_SCHEMA, plan_repair
 from resilient_mcp.policy import ObservationRule, PolicyFile, ToolRule
 from resilient_mcp.stages.observe import AuditEntry, Observe
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from resilient_mcp.policyfile import policy_schema
+from resilient_mcp.policy.files import policy_schema
 from scripts.update_readme import render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ def test_committed_policy_schema_matches_the_models() -> None:
 
 
 def test_shipped_policy_files_are_valid() -> None:
-    from resilient_mcp.policyfile import load_policy
+    from resilient_mcp.policy.files import load_policy
 
     for path in sorted((ROOT / "policies").glob("*.yaml")):
         load_policy([path])  # raises SourceError naming file, line and key
@@ -31,7 +31,7 @@ def test_shipped_policy_files_are_valid() -> None:
 def test_shipped_examples_are_valid() -> None:
     from resilient_mcp.chaos.inject import check_proxy_plan
     from resilient_mcp.chaos.plan import load_plan
-    from resilient_mcp.config import load_config
+    from resilient_mcp.policy.config import load_config
 
     configs = [*sorted((ROOT / "examples").glob("*.yaml")), ROOT / "examples" / "claude_desktop_config.json"]
     for path in configs:

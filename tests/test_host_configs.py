@@ -16,16 +16,16 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server import Server
 
-from resilient_mcp.catalog import CatalogConflict
 from resilient_mcp.cli import _load
-from resilient_mcp.config import load_config
+from resilient_mcp.core.catalog import CatalogConflict
 from resilient_mcp.faults import EffectClass
-from resilient_mcp.sourcefile import SourceError
+from resilient_mcp.policy.config import load_config
+from resilient_mcp.policy.source import SourceError
 from tests.harness import proxied, text
 from tests.helpers import child_env, proxy_argv
 
 PY = sys.executable
-DEMO = ["-m", "resilient_mcp.demo_upstream"]
+DEMO = ["-m", "resilient_mcp.demo.upstream"]
 
 
 def _write(path: Path, body: str) -> Path:
@@ -55,7 +55,7 @@ def _check(path: Path, *extra: str, env: dict[str, str] | None = None) -> subpro
 CLINE = """{
   "mcpServers": {
     "git": {
-      "command": "%(py)s", "args": ["-m", "resilient_mcp.demo_upstream"],
+      "command": "%(py)s", "args": ["-m", "resilient_mcp.demo.upstream"],
       "disabled": false, "autoApprove": ["git_status"], "timeout": 30,
       "disabledTools": ["sales_report"]
     },
@@ -142,7 +142,7 @@ VSCODE = """{
     "orders": {
       "type": "stdio",
       "command": "%(py)s",
-      "args": ["-m", "resilient_mcp.demo_upstream", "${workspaceFolder}"],
+      "args": ["-m", "resilient_mcp.demo.upstream", "${workspaceFolder}"],
       "env": {"TOKEN": "${input:orders-token}", "HOME_SEEN": "${userHome}", "FROM_ENV": "${env:ORDERS_REGION}"},
       "envFile": "${workspaceFolder}/.env"
     },
@@ -195,8 +195,8 @@ ZED = """// Zed settings
 {
   "theme": "One Dark",
   "context_servers": {
-    "orders": {"source": "custom", "command": "%(py)s", "args": ["-m", "resilient_mcp.demo_upstream"], "env": {}},
-    "older": {"command": {"path": "%(py)s", "args": ["-m", "resilient_mcp.demo_upstream"], "env": {"A": "1"}},
+    "orders": {"source": "custom", "command": "%(py)s", "args": ["-m", "resilient_mcp.demo.upstream"], "env": {}},
+    "older": {"command": {"path": "%(py)s", "args": ["-m", "resilient_mcp.demo.upstream"], "env": {"A": "1"}},
               "settings": {}},
     "from-extension": {"source": "extension", "settings": {"key": "value"}}, /* started by Zed itself */
   },

@@ -11,10 +11,10 @@ import mcp_types as types
 import pytest
 
 from resilient_mcp import faults as f
-from resilient_mcp.chain import Attempt, CallRecord, ToolCall
+from resilient_mcp.core.chain import Attempt, CallRecord, ToolCall
+from resilient_mcp.core.fingerprint import Consecutive
 from resilient_mcp.faults import EffectClass, RepairAction
-from resilient_mcp.fingerprint import Consecutive
-from resilient_mcp.observations import (
+from resilient_mcp.faults.observations import (
     FAULT_META_KEY,
     INSTRUCTIONS,
     OBSERVATION_SCHEMA,
@@ -25,7 +25,7 @@ from resilient_mcp.observations import (
 from resilient_mcp.policy import ObservationLevel as L
 from resilient_mcp.policy import ToolRule, VerifyWith
 
-SCHEMA_FILE = Path(__file__).parents[1] / "resilient_mcp" / "observation.schema.json"
+SCHEMA_FILE = Path(__file__).parents[1] / "resilient_mcp" / "faults" / "observation.schema.json"
 VALIDATOR = jsonschema.Draft202012Validator(OBSERVATION_SCHEMA)
 ONE = Consecutive(1, 1, 1)
 
@@ -144,8 +144,9 @@ def test_idempotent_write_that_may_have_executed_keeps_backoff_retry() -> None:
 
 
 def test_an_explicit_abort_is_never_weakened_to_verify_state() -> None:
-    fault = f.PermanentExecutionError("failed", retry_safety=f.RetrySafety.MAYBE_EXECUTED,
-                                      repair_action=RepairAction.ABORT)  # fmt: skip
+    fault = f.PermanentExecutionError(
+        "failed", retry_safety=f.RetrySafety.MAYBE_EXECUTED, repair_action=RepairAction.ABORT
+    )
     assert structured(observe(fault, make_call()))["repair_action"] == "abort"
 
 
@@ -173,8 +174,9 @@ def test_abort_on_a_repeated_failure_reports_the_repeat_count() -> None:
 
 
 def test_refresh_tools_lists_what_changed() -> None:
-    fault = f.StaleToolList("search_v1 is gone.", details={"tools_removed": ["search_v1"],
-                                                           "tools_added": [{"name": "search_v2"}]})  # fmt: skip
+    fault = f.StaleToolList(
+        "search_v1 is gone.", details={"tools_removed": ["search_v1"], "tools_added": [{"name": "search_v2"}]}
+    )
     obs = structured(observe(fault, make_call("search_v1")))
     assert obs["repair_action"] == "refresh_tools"
     assert obs["suggestion"].startswith("The tool list changed. Removed: search_v1; added: search_v2.")
@@ -235,9 +237,23 @@ def test_l1_has_exactly_the_classification() -> None:
 
 
 def test_l2_keys_and_repeat_count_only_when_given() -> None:
-    keys = {"level", "fault_category", "fault_type", "is_transient", "retry_safety", "code", "upstream_message",
-            "side_effect_status", "repair_action", "max_retry", "retry_after_ms", "attempts", "consecutive_failures",
-            "suggestion", "details"}  # fmt: skip
+    keys = {
+        "level",
+        "fault_category",
+        "fault_type",
+        "is_transient",
+        "retry_safety",
+        "code",
+        "upstream_message",
+        "side_effect_status",
+        "repair_action",
+        "max_retry",
+        "retry_after_ms",
+        "attempts",
+        "consecutive_failures",
+        "suggestion",
+        "details",
+    }
     assert set(structured(observe(f.SchemaViolation("x"), make_call()))) == keys
     assert set(structured(observe(f.SchemaViolation("x"), make_call(), repeat_count=2))) == keys | {"repeat_count"}
 

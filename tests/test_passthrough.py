@@ -49,7 +49,7 @@ async def test_a_2026_era_host_is_served_and_its_envelope_is_not_forwarded_upstr
     from mcp import Client
     from mcp.client._memory import InMemoryTransport
 
-    from resilient_mcp.server import build_server
+    from resilient_mcp.host.server import build_server
 
     up = ScriptedUpstream()
     up.tool(

@@ -5,10 +5,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from resilient_mcp.config import ProxyConfig
-from resilient_mcp.pipeline import Pipeline
+import pytest
+
+from resilient_mcp.core.pipeline import Pipeline
+from resilient_mcp.core.proxy import Proxy
 from resilient_mcp.policy import Policy
-from resilient_mcp.proxy import Proxy
+from resilient_mcp.policy.config import ProxyConfig
+
+pytestmark = pytest.mark.anyio
 
 
 class _Connection:
@@ -33,30 +37,31 @@ def _proxy() -> Proxy:
     return Proxy(config, Policy(), Pipeline)
 
 
-def test_a_request_during_calls_of_one_host_goes_to_that_host() -> None:
+async def test_a_request_during_calls_of_one_host_goes_to_that_host() -> None:
     proxy, a1, a2 = _proxy(), _ctx("A"), _ctx("A")
-    proxy._active["up"] = [a1, a2]
-    assert proxy._ctx_for("up") is a2
+    async with proxy.in_flight("up", a1), proxy.in_flight("up", a2):
+        assert proxy.calls_in_flight("up") == 2
+        assert proxy.answering("up") is a2
 
 
-def test_two_connections_of_hosts_with_one_name_are_two_hosts() -> None:
+async def test_two_connections_of_hosts_with_one_name_are_two_hosts() -> None:
     proxy, a = _proxy(), _ctx("A")
     other = SimpleNamespace(
         **{**vars(a), "session": SimpleNamespace(**{**vars(a.session), "_connection": _Connection()})}
     )
-    proxy._active["up"] = [a, other]
-    assert proxy._ctx_for("up") is None, "two windows of one host app are two hosts"
+    async with proxy.in_flight("up", a), proxy.in_flight("up", other):
+        assert proxy.answering("up") is None, "two windows of one host app are two hosts"
 
 
-def test_a_request_during_calls_of_two_hosts_goes_to_neither() -> None:
+async def test_a_request_during_calls_of_two_hosts_goes_to_neither() -> None:
     proxy, a, b = _proxy(), _ctx("A"), _ctx("B")
-    proxy._active["up"] = [a, b]
-    assert proxy._ctx_for("up") is None, "a wrong guess would show one host another host's prompt"
+    async with proxy.in_flight("up", a), proxy.in_flight("up", b):
+        assert proxy.answering("up") is None, "a wrong guess would show one host another host's prompt"
 
 
 def test_with_no_call_in_flight_only_a_sole_host_is_asked() -> None:
     proxy, a, b = _proxy(), _ctx("A"), _ctx("B")
     proxy.seen(a)
-    assert proxy._ctx_for("up") is a
+    assert proxy.answering("up") is a
     proxy.seen(b)
-    assert proxy._ctx_for("up") is None
+    assert proxy.answering("up") is None

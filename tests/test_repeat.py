@@ -11,8 +11,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from resilient_mcp.chain import ToolCall
-from resilient_mcp.error_results import ERROR_META_KEY, FAULT_META_KEY, classify_result
+from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.core.fingerprint import Consecutive
 from resilient_mcp.faults import (
     AttemptTimeout,
     ConnectionLost,
@@ -27,10 +27,10 @@ from resilient_mcp.faults import (
     SchemaViolation,
     TransientExecutionError,
 )
-from resilient_mcp.fingerprint import Consecutive
-from resilient_mcp.observations import build_observation, plan_repair
+from resilient_mcp.faults.error_results import ERROR_META_KEY, FAULT_META_KEY, classify_result
+from resilient_mcp.faults.observations import build_observation, plan_repair
+from resilient_mcp.faults.repeat import decide
 from resilient_mcp.policy import IdempotencyRule, ObservationLevel, Policy, PolicyFile, ToolRule
-from resilient_mcp.repeat import decide
 from resilient_mcp.stages.fallback import falls_back
 from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import Idempotency, InFlight

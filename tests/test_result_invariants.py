@@ -18,8 +18,8 @@ import mcp_types as types
 import pytest
 from pydantic import ValidationError
 
-from resilient_mcp.invariants import Invariants
 from resilient_mcp.policy import Policy, PolicyFile, ResultInvariants
+from resilient_mcp.stages.invariants import Invariants
 from tests.fixtures.scripted import ScriptedUpstream, ok_text
 from tests.harness import observation, proxied, text
 from tests.helpers import child_env, proxy_argv, write_yaml

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -11,8 +12,8 @@ import mcp_types as types
 import pytest
 from structlog.testing import capture_logs
 
-from resilient_mcp.chain import ToolCall
-from resilient_mcp.pipeline import Pipeline, Services
+from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.core.pipeline import Pipeline, Services
 from resilient_mcp.policy import CacheRule, ToolRule
 from resilient_mcp.stages.cache import CACHE_META, Cache, ResponseCache
 from tests.fixtures.fault_links import observation, text_of
@@ -36,7 +37,8 @@ class FakeClock:
 @asynccontextmanager
 async def shop(up: ScriptedUpstream, tools: dict[str, Any], clock: FakeClock) -> AsyncIterator[Harness]:
     services = Services(cache=ResponseCache(clock=clock))
-    async with proxied({"shop": up.server()}, {"tools": tools}, pipeline=lambda p: Pipeline(p, services)) as h:
+    pipeline = partial(Pipeline, services=services)
+    async with proxied({"shop": up.server()}, {"tools": tools}, pipeline=pipeline) as h:
         yield h
 
 
@@ -92,8 +94,10 @@ async def test_other_arguments_miss_the_cache() -> None:
 
 async def test_a_failed_read_is_not_cached() -> None:
     up, clock = ScriptedUpstream(name="shop"), FakeClock()
-    up.tool("lookup", ScriptedUpstream.sequence(lambda a: error_text("service temporarily unavailable"),
-                                                lambda a: ok_text("found")))  # fmt: skip
+    up.tool(
+        "lookup",
+        ScriptedUpstream.sequence(lambda a: error_text("service temporarily unavailable"), lambda a: ok_text("found")),
+    )
     tools = {"lookup": {"effect": "read_only", "retry": {"enabled": False}, "cache": CACHED}}
     async with shop(up, tools, clock) as h:
         failed = await call(h, "lookup", {"q": "a"})

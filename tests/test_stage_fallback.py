@@ -55,10 +55,15 @@ async def test_an_open_circuit_is_answered_by_one_call_of_the_read_only_fallback
     up.tool("lookup", internal_error)
     up.tool("lookup_cached", lambda args: ok_text(f"cached {args['q']}"))
     tools = {
-        "lookup": rule("read_only", retry={"enabled": False}, breaker={"failure_threshold": 1},
-                       fallback=["lookup_cached"], fallback_call=True),
+        "lookup": rule(
+            "read_only",
+            retry={"enabled": False},
+            breaker={"failure_threshold": 1},
+            fallback=["lookup_cached"],
+            fallback_call=True,
+        ),
         "lookup_cached": rule("read_only"),
-    }  # fmt: skip
+    }
     async with shop(up, tools) as h:
         await call(h, "lookup", {"q": "a"})  # fails once: the tool's circuit opens
         assert up.count("lookup") == 1
@@ -158,10 +163,11 @@ async def test_when_every_fallback_fails_the_original_fault_is_returned_with_wha
     up.tool("lookup", internal_error)
     up.tool("lookup_mirror", internal_error)
     tools = {
-        "lookup": rule("read_only", retry={"enabled": False}, fallback=["nowhere", "lookup_mirror"],
-                       fallback_call=True),
+        "lookup": rule(
+            "read_only", retry={"enabled": False}, fallback=["nowhere", "lookup_mirror"], fallback_call=True
+        ),
         "lookup_mirror": rule("read_only", retry={"enabled": False}),
-    }  # fmt: skip
+    }
     async with shop(up, tools) as h:
         result = await call(h, "lookup", {"q": "a"})
     obs = observation(result)

@@ -10,7 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from resilient_mcp.chain import ToolCall
+from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.faults import (
     AttemptTimeout,
     ConnectFailure,

@@ -14,10 +14,10 @@ from mcp.shared.exceptions import MCPError
 from structlog.testing import capture_logs
 
 from resilient_mcp import faults as f
-from resilient_mcp.chain import Attempt, CallNext, ToolCall
-from resilient_mcp.classify import ERROR_META_KEY, FAULT_META_KEY
+from resilient_mcp.core.chain import Attempt, CallNext, ToolCall
+from resilient_mcp.core.fingerprint import Consecutive, FailureStats, call_arguments_hash, canonical_json, fingerprint
 from resilient_mcp.faults import EffectClass
-from resilient_mcp.fingerprint import Consecutive, FailureStats, call_arguments_hash, canonical_json, fingerprint
+from resilient_mcp.faults.classify import ERROR_META_KEY, FAULT_META_KEY
 from resilient_mcp.policy import ObservationLevel, ObservationRule, ToolRule
 from resilient_mcp.stages import observe as observe_module
 from resilient_mcp.stages.observe import AuditEntry, Observe
@@ -88,10 +88,18 @@ async def test_success_is_returned_untouched_and_audited_as_ok() -> None:
     digest = hmac.new(key, canonical_json({"qty": 2, "sku": "A"}).encode(), hashlib.sha256).hexdigest()
     entry = audit.entries[0]
     assert entry == AuditEntry(
-        ts=1000.0, session="s1", upstream="shop", tool="create_order", argument_keys=("qty", "sku"),
-        arguments_hash=digest, outcome="ok", fault_type=None, attempts=1, latency_ms=entry.latency_ms,
+        ts=1000.0,
+        session="s1",
+        upstream="shop",
+        tool="create_order",
+        argument_keys=("qty", "sku"),
+        arguments_hash=digest,
+        outcome="ok",
+        fault_type=None,
+        attempts=1,
+        latency_ms=entry.latency_ms,
         decided_by="terminal",
-    )  # fmt: skip
+    )
     assert len(audit.entries) == 1 and entry.latency_ms >= 0
 
 
@@ -210,8 +218,11 @@ async def test_an_unclassified_error_result_is_classified_into_an_observation() 
 
 async def test_an_error_result_that_is_already_an_observation_is_passed_through_and_counted() -> None:
     stage, stats, audit = make_observe()
-    described = types.CallToolResult(content=[types.TextContent(text="X")], is_error=True,
-                                     _meta={FAULT_META_KEY: {"fault_type": "E4_oversized_result"}})  # fmt: skip
+    described = types.CallToolResult(
+        content=[types.TextContent(text="X")],
+        is_error=True,
+        _meta={FAULT_META_KEY: {"fault_type": "E4_oversized_result"}},
+    )
     assert await stage(make_call(), answering(described)) is described
     assert stats.current(make_call()).this_call == 1
     assert audit.entries[0].fault_type == "E4_oversized_result"
@@ -274,7 +285,12 @@ async def test_a_failed_call_logs_one_tool_call_event_with_the_audit_fields(monk
 def test_fingerprint_ignores_key_order_and_separates_upstreams() -> None:
     a = make_call(arguments={"a": 1, "b": "é"})
     b = make_call(arguments={"b": "é", "a": 1})
-    other = ToolCall(name="create_order", arguments={"a": 1, "b": "é"}, upstream="other", upstream_tool="create_order",
-                     rule=ToolRule())  # fmt: skip
+    other = ToolCall(
+        name="create_order",
+        arguments={"a": 1, "b": "é"},
+        upstream="other",
+        upstream_tool="create_order",
+        rule=ToolRule(),
+    )
     assert fingerprint(a) == fingerprint(b) != fingerprint(other)
     assert canonical_json({"b": "é", "a": [1, None]}) == '{"a":[1,null],"b":"é"}'

@@ -10,7 +10,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from resilient_mcp.chain import ToolCall
+from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.core.textcut import cut_text, json_prefix
 from resilient_mcp.faults import OutputSchemaViolation, OversizedResult, SideEffectStatus
 from resilient_mcp.policy import OutputRule, ToolRule
 from resilient_mcp.stages.output import (
@@ -21,7 +22,6 @@ from resilient_mcp.stages.output import (
     StoredOutputs,
 )
 from resilient_mcp.state import StateStore
-from resilient_mcp.textcut import cut_text, json_prefix
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ import mcp_types as types
 import pytest
 from structlog.testing import capture_logs
 
-from resilient_mcp.chain import ToolCall
+from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
 from resilient_mcp.policy import ToolRule, ValidationRule
 from resilient_mcp.stages.validate import Validate, schema_diff, suggest_tools
@@ -160,8 +160,10 @@ async def test_arguments_over_the_size_cap_are_refused_with_sizes() -> None:
     args = {"customer": "é" * 100}
     fault = await refused(args, max_argument_bytes=150)
     assert isinstance(fault, MalformedArguments)
-    assert fault.details == {"size_bytes": len(json.dumps(args, ensure_ascii=False).replace(" ", "").encode()),
-                             "max_bytes": 150}  # fmt: skip
+    assert fault.details == {
+        "size_bytes": len(json.dumps(args, ensure_ascii=False).replace(" ", "").encode()),
+        "max_bytes": 150,
+    }
 
 
 async def test_arguments_that_are_not_an_object_are_malformed_and_double_encoding_is_named() -> None:
@@ -256,9 +258,12 @@ async def test_enabled_coercion_converts_safe_values_and_reports_each_one() -> N
     assert args["count"] == "5", "the caller's arguments are not mutated"
     coercions = {c["path"]: (c["from"], c["to"]) for c in call.record.extra["coercions"]}
     assert coercions == {
-        "$.count": ("5", 5), "$.ratio": ("2.5", 2.5), "$.dry_run": ("false", False),
-        "$.filter": ('{"a": 1}', {"a": 1}), "$.tags": ('["x"]', ["x"]),
-    }  # fmt: skip
+        "$.count": ("5", 5),
+        "$.ratio": ("2.5", 2.5),
+        "$.dry_run": ("false", False),
+        "$.filter": ('{"a": 1}', {"a": 1}),
+        "$.tags": ('["x"]', ["x"]),
+    }
     (note,) = call.record.notes
     assert "5 argument value(s)" in note and "$.count" in note
 
@@ -328,5 +333,10 @@ def test_schema_diff_names_added_removed_changed_and_required_properties() -> No
         "required_added": ["$.filter.kind", "$.limit", "$.q"],
         "required_removed": ["$.query"],
     }
-    assert schema_diff(new, new) == {"added": [], "removed": [], "changed": {}, "required_added": [],
-                                     "required_removed": []}  # fmt: skip
+    assert schema_diff(new, new) == {
+        "added": [],
+        "removed": [],
+        "changed": {},
+        "required_added": [],
+        "required_removed": [],
+    }

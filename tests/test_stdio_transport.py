@@ -1,4 +1,4 @@
-"""The thread-free stdio transport (``resilient_mcp.stdio``), driven through a real process's stdin and stdout."""
+"""The thread-free stdio transport (``resilient_mcp.host.stdio``), driven through a real process's stdin and stdout."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ECHO_SERVER = textwrap.dedent(
     import anyio
     import mcp_types as types
     from mcp.shared.message import SessionMessage
-    from resilient_mcp.stdio import stdio_transport
+    from resilient_mcp.host.stdio import stdio_transport
 
     async def main():
         async with stdio_transport() as (read, write):
@@ -41,8 +41,9 @@ def _replies(done: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]
 
 
 def _request(n: int, text: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "echo",
-                       "arguments": {"text": text}}}).encode()  # fmt: skip
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": text}}}
+    ).encode()
 
 
 def test_messages_of_any_size_cross_the_wire_intact_and_in_order() -> None:

@@ -17,7 +17,7 @@ from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from resilient_mcp.server import ToolCallFastPath, _plain_call_name, build_server
+from resilient_mcp.host.server import ToolCallFastPath, _plain_call_name, build_server
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
 from tests.harness import proxied
 

@@ -63,8 +63,16 @@ def jobs_for(seed: int, *, is_quick: bool, repeats: int) -> list[Job]:
     return jobs
 
 
-def run(seed: int, *, is_quick: bool, repeats: int = 3, workers: int = 2, latency_calls: int | None = 200,
-        root: Path = HERE, command: str = "python -m benchmarks.agentbench") -> dict[str, Any]:  # fmt: skip
+def run(
+    seed: int,
+    *,
+    is_quick: bool,
+    repeats: int = 3,
+    workers: int = 2,
+    latency_calls: int | None = 200,
+    root: Path = HERE,
+    command: str = "python -m benchmarks.agentbench",
+) -> dict[str, Any]:
     """Run the benchmark and write its report under ``root``; returns the results written to results.json."""
     started = time.perf_counter()
     jobs = jobs_for(seed, is_quick=is_quick, repeats=repeats)
@@ -77,9 +85,17 @@ def run(seed: int, *, is_quick: bool, repeats: int = 3, workers: int = 2, latenc
 
         lat = anyio.run(measure, latency_calls)
     used = {scenarios[j.scenario].fault for j in jobs}
-    meta = {"command": command, "seed": seed, "quick": is_quick, "scenarios": len({j.scenario for j in jobs}),
-            "fault_types": len(used - {"none"}), "episodes": len(episodes), "cpus": os.cpu_count(),
-            "wall_s": time.perf_counter() - started, "notes": NOTES}  # fmt: skip
+    meta = {
+        "command": command,
+        "seed": seed,
+        "quick": is_quick,
+        "scenarios": len({j.scenario for j in jobs}),
+        "fault_types": len(used - {"none"}),
+        "episodes": len(episodes),
+        "cpus": os.cpu_count(),
+        "wall_s": time.perf_counter() - started,
+        "notes": NOTES,
+    }
     results = {
         "meta": {k: v for k, v in meta.items() if k != "notes"},
         "errors": [e for e in episodes if "error" in e],
@@ -105,8 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "python -m benchmarks.agentbench " + " ".join(sys.argv[1:] if argv is None else argv)
     calls = None if args.no_latency else (40 if args.quick else 200)
-    results = run(args.seed, is_quick=args.quick, repeats=args.repeats, workers=args.workers, latency_calls=calls,
-                  command=command.strip())  # fmt: skip
+    results = run(
+        args.seed,
+        is_quick=args.quick,
+        repeats=args.repeats,
+        workers=args.workers,
+        latency_calls=calls,
+        command=command.strip(),
+    )
     m0, m3 = results["by_mode"]["M0"], results["by_mode"]["M3"]
     sys.stdout.write(
         f"{results['meta']['episodes']} episodes in {results['meta']['wall_s']:.0f} s; "

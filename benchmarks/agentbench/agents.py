@@ -28,8 +28,15 @@ from .repair import Decision, degraded_fact, follow, injected_call, keyword
 from .spec import Scenario, Status, Step
 from .world import Outcome
 
-POLICIES = ("oracle", "blind_retry", "give_up", "keyword_heuristic", "repair_follower", "overtrusting",
-            "noisy_follower")  # fmt: skip
+POLICIES = (
+    "oracle",
+    "blind_retry",
+    "give_up",
+    "keyword_heuristic",
+    "repair_follower",
+    "overtrusting",
+    "noisy_follower",
+)
 
 
 @dataclass(frozen=True)

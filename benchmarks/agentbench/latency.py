@@ -107,10 +107,15 @@ async def measure(calls: int = 200) -> dict[str, Any]:
             for name, opener in modes.items():
                 async with opener() as session:
                     samples = await _samples(session, calls, name)
-                results[name] = {"p50_ms": _pct(samples, 0.5), "p95_ms": _pct(samples, 0.95),
-                                 "mean_ms": round(statistics.fmean(samples), 3)}  # fmt: skip
+                results[name] = {
+                    "p50_ms": _pct(samples, 0.5),
+                    "p95_ms": _pct(samples, 0.95),
+                    "mean_ms": round(statistics.fmean(samples), 3),
+                }
     for transport in ("stdio", "http"):
         direct, proxy = results[f"{transport}_direct"], results[f"{transport}_proxy"]
-        results[f"{transport}_added"] = {"p50_ms": round(proxy["p50_ms"] - direct["p50_ms"], 3),
-                                         "p95_ms": round(proxy["p95_ms"] - direct["p95_ms"], 3)}  # fmt: skip
+        results[f"{transport}_added"] = {
+            "p50_ms": round(proxy["p50_ms"] - direct["p50_ms"], 3),
+            "p95_ms": round(proxy["p95_ms"] - direct["p95_ms"], 3),
+        }
     return results

@@ -54,13 +54,17 @@ def task_prompt(s: Scenario) -> str:
 
 def tools_for(tools: list[types.Tool]) -> list[dict[str, Any]]:
     """MCP tools in the chat-completions ``tools`` format."""
-    return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                              "parameters": t.input_schema}} for t in tools]  # fmt: skip
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
+        }
+        for t in tools
+    ]
 
 
 def build_request(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int) -> dict[str, Any]:
-    return {"model": model, "messages": messages, "tools": tools, "tool_choice": "auto", "temperature": 0,
-            "seed": seed}  # fmt: skip
+    return {"model": model, "messages": messages, "tools": tools, "tool_choice": "auto", "temperature": 0, "seed": seed}
 
 
 def _final(content: str) -> tuple[str, Any]:
@@ -78,9 +82,14 @@ async def run_live_episode(http: httpx2.AsyncClient, model: str, s: Scenario, mo
     ledger = s.ledger()
     events: list[dict[str, Any]] = []
     status, end, answer = "failed", "max_steps", MISSING
-    kw = dict(server_plan=FaultPlan.model_validate({"seed": seed, "rules": list(s.server_rules)}),
-              net_plan=FaultPlan.model_validate({"seed": seed, "rules": list(s.net_rules)}), policy=s.policy,
-              ledger=ledger, seed=seed, host_timeout_s=s.attempt_s or DIRECT_HOST_TIMEOUT_S)  # fmt: skip
+    kw = dict(
+        server_plan=FaultPlan.model_validate({"seed": seed, "rules": list(s.server_rules)}),
+        net_plan=FaultPlan.model_validate({"seed": seed, "rules": list(s.net_rules)}),
+        policy=s.policy,
+        ledger=ledger,
+        seed=seed,
+        host_timeout_s=s.attempt_s or DIRECT_HOST_TIMEOUT_S,
+    )
     async with open_world(mode, **kw) as world:  # type: ignore[arg-type]
         tools = tools_for(await world.list_tools())
         messages: list[dict[str, Any]] = [
@@ -110,16 +119,36 @@ async def run_live_episode(http: httpx2.AsyncClient, model: str, s: Scenario, mo
                     args = raw
                 t = world.clock.now()
                 out = await world.call(name, args)
-                events.append({"n": n, "t": t, "kind": "call", "tool": name, "args": args, "purpose": "step",
-                               "fp": json.dumps([name, args], sort_keys=True), "ok": out.ok, "size": out.size_bytes,
-                               "agent_call": world.tape.agent_call, "text": out.text[:160]})  # fmt: skip
+                events.append(
+                    {
+                        "n": n,
+                        "t": t,
+                        "kind": "call",
+                        "tool": name,
+                        "args": args,
+                        "purpose": "step",
+                        "fp": json.dumps([name, args], sort_keys=True),
+                        "ok": out.ok,
+                        "size": out.size_bytes,
+                        "agent_call": world.tape.agent_call,
+                        "text": out.text[:160],
+                    }
+                )
                 messages.append({"role": "tool", "tool_call_id": tc.get("id", ""), "content": out.text})
             if end == "max_calls":
                 break
         tape, sim = world.tape, world.clock.now()
     facts = {s.target: answer} if s.target_step.fact else {}
-    episode = {"scenario": s.id, "policy": f"live:{model}", "mode": mode, "seed": seed, "status": status,
-               "end": end, "events": events, "sim_time_s": sim}  # fmt: skip
+    episode = {
+        "scenario": s.id,
+        "policy": f"live:{model}",
+        "mode": mode,
+        "seed": seed,
+        "status": status,
+        "end": end,
+        "events": events,
+        "sim_time_s": sim,
+    }
     episode["score"] = score(s, episode, facts, ledger, tape)
     return episode
 
@@ -150,8 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     episodes = anyio.run(run_live, tuple(args.modes.split(",")), args.quick, args.limit, args.seed)
     rows = rows_of(episodes, {s.id: s for s in generate()})
-    out = {"by_mode": aggregate(rows, ("mode",)), "by_category_mode": aggregate(rows, ("category", "mode")),
-           "episodes": episodes, "wall_s": time.perf_counter() - started}  # fmt: skip
+    out = {
+        "by_mode": aggregate(rows, ("mode",)),
+        "by_category_mode": aggregate(rows, ("category", "mode")),
+        "episodes": episodes,
+        "wall_s": time.perf_counter() - started,
+    }
     path = Path(__file__).resolve().parent.parent / "out" / "live-results.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1, default=str) + "\n", encoding="utf-8")

@@ -17,9 +17,20 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 Z = 1.959963984540054
-SUMS = ("useless_retries", "useless_retries_sent", "unsafe_retries", "unsafe_retries_sent", "duplicates",
-        "lost_writes", "unintended_writes", "unapproved_destructive", "proxy_retries", "proxy_useless_attempts",
-        "agent_calls", "upstream_attempts")  # fmt: skip
+SUMS = (
+    "useless_retries",
+    "useless_retries_sent",
+    "unsafe_retries",
+    "unsafe_retries_sent",
+    "duplicates",
+    "lost_writes",
+    "unintended_writes",
+    "unapproved_destructive",
+    "proxy_retries",
+    "proxy_useless_attempts",
+    "agent_calls",
+    "upstream_attempts",
+)
 DETERMINISTIC_EXCLUDES = ("wall_s",)
 
 
@@ -31,8 +42,13 @@ def wilson(k: int, n: int) -> dict[str, Any]:
     denom = 1 + Z * Z / n
     centre = (p + Z * Z / (2 * n)) / denom
     half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / denom
-    return {"k": k, "n": n, "rate": round(p, 4), "lo": round(max(0.0, centre - half), 4),
-            "hi": round(min(1.0, centre + half), 4)}  # fmt: skip
+    return {
+        "k": k,
+        "n": n,
+        "rate": round(p, 4),
+        "lo": round(max(0.0, centre - half), 4),
+        "hi": round(min(1.0, centre + half), 4),
+    }
 
 
 def _rate(rows: list[dict[str, Any]], value: Callable[[dict[str, Any]], bool | None]) -> dict[str, Any]:
@@ -45,8 +61,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"episodes": len(rows)}
     out["task_success_rate"] = _rate(rows, lambda r: r["success"])
     out["valid_recovery_rate"] = _rate(rows, lambda r: r["valid_recovery"])
-    out["proxy_absorbed_rate"] = _rate(rows, lambda r: r["absorbed"] if r["mode"] != "M0" and r["fired"]
-                                       and r["surfaces"] else None)  # fmt: skip
+    out["proxy_absorbed_rate"] = _rate(
+        rows, lambda r: r["absorbed"] if r["mode"] != "M0" and r["fired"] and r["surfaces"] else None
+    )
     out["false_abort_rate"] = _rate(rows, lambda r: r["false_abort"] if r["recoverable"] else None)
     out["loop_failure_rate"] = _rate(rows, lambda r: r["loop_failure"])
     for key in SUMS:
@@ -67,9 +84,19 @@ def rows_of(episodes: Iterable[dict[str, Any]], scenarios: dict[str, Any]) -> li
         if "score" not in e:
             continue
         s = scenarios[e["scenario"]]
-        rows.append({**e["score"], "mode": e["mode"], "policy": e["policy"], "scenario": e["scenario"],
-                     "fault": s.fault, "category": s.category, "recoverable": s.oracle.recoverable,
-                     "surfaces": s.oracle.surfaces, "sim_time_s": e["sim_time_s"]})  # fmt: skip
+        rows.append(
+            {
+                **e["score"],
+                "mode": e["mode"],
+                "policy": e["policy"],
+                "scenario": e["scenario"],
+                "fault": s.fault,
+                "category": s.category,
+                "recoverable": s.oracle.recoverable,
+                "surfaces": s.oracle.surfaces,
+                "sim_time_s": e["sim_time_s"],
+            }
+        )
     return rows
 
 

@@ -14,8 +14,15 @@ from .charts import draw_charts
 from .metrics import aggregate
 
 HERE = Path(__file__).resolve().parent.parent
-CATEGORIES = {"A": "selection", "B": "arguments", "C": "transport", "D": "execution", "E": "results",
-              "F": "permission/trust", "-": "no fault (control)"}  # fmt: skip
+CATEGORIES = {
+    "A": "selection",
+    "B": "arguments",
+    "C": "transport",
+    "D": "execution",
+    "E": "results",
+    "F": "permission/trust",
+    "-": "no fault (control)",
+}
 MODES = {"M0": "direct", "M1": "proxy L0", "M2": "proxy L1", "M3": "proxy L2", "M4": "proxy L3"}
 
 
@@ -41,11 +48,22 @@ def headline(rows: list[dict[str, Any]]) -> list[str]:
         a, b = by.get(f"{cat}|M0"), by.get(f"{cat}|M3")
         if a is None or b is None:
             continue
-        out.append([f"{cat} {label}", pct(a["task_success_rate"]), pct(b["task_success_rate"]), a["duplicates"],
-                    b["duplicates"], a["lost_writes"], b["lost_writes"], b["proxy_useless_attempts"],
-                    f"{a['useless_retries_sent']} / {a['useless_retries']}",
-                    f"{b['useless_retries_sent']} / {b['useless_retries']}",
-                    pct(a["loop_failure_rate"]), pct(b["loop_failure_rate"])])  # fmt: skip
+        out.append(
+            [
+                f"{cat} {label}",
+                pct(a["task_success_rate"]),
+                pct(b["task_success_rate"]),
+                a["duplicates"],
+                b["duplicates"],
+                a["lost_writes"],
+                b["lost_writes"],
+                b["proxy_useless_attempts"],
+                f"{a['useless_retries_sent']} / {a['useless_retries']}",
+                f"{b['useless_retries_sent']} / {b['useless_retries']}",
+                pct(a["loop_failure_rate"]),
+                pct(b["loop_failure_rate"]),
+            ]
+        )
     head = [
         "category",
         "success M0",
@@ -71,11 +89,22 @@ def _policy_modes(rows: list[dict[str, Any]], policies: tuple[str, ...], modes: 
             g = by.get(f"{p}|{m}")
             if g is None:
                 continue
-            out.append([p, f"{m} {MODES[m]}", pct(g["task_success_rate"]), pct(g["valid_recovery_rate"]),
-                        pct(g["proxy_absorbed_rate"]), pct(g["false_abort_rate"]), pct(g["loop_failure_rate"]),
-                        f"{g['useless_retries_sent']} / {g['useless_retries']}", g["duplicates"], g["lost_writes"],
-                        f"{g['unsafe_retries_sent']} / {g['unsafe_retries']}",
-                        g["upstream_amplification"]])  # fmt: skip
+            out.append(
+                [
+                    p,
+                    f"{m} {MODES[m]}",
+                    pct(g["task_success_rate"]),
+                    pct(g["valid_recovery_rate"]),
+                    pct(g["proxy_absorbed_rate"]),
+                    pct(g["false_abort_rate"]),
+                    pct(g["loop_failure_rate"]),
+                    f"{g['useless_retries_sent']} / {g['useless_retries']}",
+                    g["duplicates"],
+                    g["lost_writes"],
+                    f"{g['unsafe_retries_sent']} / {g['unsafe_retries']}",
+                    g["upstream_amplification"],
+                ]
+            )
     head = [
         "policy",
         "mode",
@@ -106,13 +135,22 @@ def per_fault(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     for f in sorted({r["fault"] for r in rows}):
         g = {m: by.get(f"{f}|{m}") or empty for m in MODES}
         rate = {m: v["task_success_rate"]["rate"] for m, v in g.items()}
-        out.append([f, *(pct(g[m]["task_success_rate"]) for m in MODES), pct(g["M1"]["proxy_absorbed_rate"]),
-                    g["M0"]["duplicates"], g["M3"]["duplicates"], g["M0"]["lost_writes"],
-                    g["M3"]["lost_writes"]])  # fmt: skip
+        out.append(
+            [
+                f,
+                *(pct(g[m]["task_success_rate"]) for m in MODES),
+                pct(g["M1"]["proxy_absorbed_rate"]),
+                g["M0"]["duplicates"],
+                g["M3"]["duplicates"],
+                g["M0"]["lost_writes"],
+                g["M3"]["lost_writes"],
+            ]
+        )
         if f != "none" and rate["M3"] is not None and rate["M0"] is not None and rate["M3"] <= rate["M0"] + 0.05:
             l3 = "" if rate["M4"] is None else f" ({100 * rate['M4']:.0f}% at L3)"
-            flat.append(f"- **{f}**: success {100 * rate['M0']:.0f}% direct, {100 * rate['M3']:.0f}% with the proxy "
-                        f"at L2{l3}.")  # fmt: skip
+            flat.append(
+                f"- **{f}**: success {100 * rate['M0']:.0f}% direct, {100 * rate['M3']:.0f}% with the proxy at L2{l3}."
+            )
     head = [
         "fault type",
         *(f"success {m}" for m in MODES),
@@ -136,9 +174,18 @@ def observation_sizes(rows: list[dict[str, Any]]) -> list[str]:
 def latency_table(lat: dict[str, Any] | None) -> list[str]:
     if not lat:
         return ["(latency not measured in this run: `--no-latency`)", ""]
-    rows = [[t, lat[f"{t}_direct"]["p50_ms"], lat[f"{t}_direct"]["p95_ms"], lat[f"{t}_proxy"]["p50_ms"],
-             lat[f"{t}_proxy"]["p95_ms"], lat[f"{t}_added"]["p50_ms"], lat[f"{t}_added"]["p95_ms"]]
-            for t in ("stdio", "http")]  # fmt: skip
+    rows = [
+        [
+            t,
+            lat[f"{t}_direct"]["p50_ms"],
+            lat[f"{t}_direct"]["p95_ms"],
+            lat[f"{t}_proxy"]["p50_ms"],
+            lat[f"{t}_proxy"]["p95_ms"],
+            lat[f"{t}_added"]["p50_ms"],
+            lat[f"{t}_added"]["p95_ms"],
+        ]
+        for t in ("stdio", "http")
+    ]
     head = [
         "transport",
         "direct p50 ms",

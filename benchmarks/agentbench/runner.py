@@ -25,7 +25,7 @@ import anyio
 import structlog
 
 from resilient_mcp.chaos.plan import FaultPlan
-from resilient_mcp.fingerprint import canonical_json
+from resilient_mcp.core.fingerprint import canonical_json
 
 from .agents import (
     Agent,
@@ -53,9 +53,14 @@ CONTEXT_BYTES = 256_000
 EPISODE_LIMIT_S = 30.0
 DIRECT_HOST_TIMEOUT_S = 5.0
 AGENTS: dict[str, type[Agent]] = {
-    "oracle": OracleAgent, "blind_retry": BlindRetry, "give_up": GiveUp, "keyword_heuristic": KeywordHeuristic,
-    "repair_follower": RepairFollower, "overtrusting": Overtrusting, "noisy_follower": NoisyFollower,
-}  # fmt: skip
+    "oracle": OracleAgent,
+    "blind_retry": BlindRetry,
+    "give_up": GiveUp,
+    "keyword_heuristic": KeywordHeuristic,
+    "repair_follower": RepairFollower,
+    "overtrusting": Overtrusting,
+    "noisy_follower": NoisyFollower,
+}
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,12 @@ class Job:
 def _event(n: int, action: Any, t: float, **fields: Any) -> dict[str, Any]:
     base: dict[str, Any] = {"n": n, "t": round(t, 6), "kind": type(action).__name__.lower()}
     if isinstance(action, Call):
-        base |= {"tool": action.tool, "args": action.args, "purpose": action.purpose,
-                 "fp": canonical_json([action.tool, action.args])}  # fmt: skip
+        base |= {
+            "tool": action.tool,
+            "args": action.args,
+            "purpose": action.purpose,
+            "fp": canonical_json([action.tool, action.args]),
+        }
     elif isinstance(action, Wait):
         base["seconds"] = action.seconds
     elif isinstance(action, Finish):
@@ -89,10 +98,14 @@ async def run_episode(scenario: Scenario, policy: str, mode: str, seed: int) -> 
     events: list[dict[str, Any]] = []
     status, end = "failed", "max_steps"
     started = time.perf_counter()
-    world_kw = dict(server_plan=FaultPlan.model_validate({"seed": seed, "rules": list(scenario.server_rules)}),
-                    net_plan=FaultPlan.model_validate({"seed": seed, "rules": list(scenario.net_rules)}),
-                    policy=scenario.policy, ledger=ledger, seed=seed,
-                    host_timeout_s=scenario.attempt_s or DIRECT_HOST_TIMEOUT_S)  # fmt: skip
+    world_kw = dict(
+        server_plan=FaultPlan.model_validate({"seed": seed, "rules": list(scenario.server_rules)}),
+        net_plan=FaultPlan.model_validate({"seed": seed, "rules": list(scenario.net_rules)}),
+        policy=scenario.policy,
+        ledger=ledger,
+        seed=seed,
+        host_timeout_s=scenario.attempt_s or DIRECT_HOST_TIMEOUT_S,
+    )
     with anyio.fail_after(EPISODE_LIMIT_S):
         async with open_world(mode, **world_kw) as world:  # type: ignore[arg-type]
             await world.list_tools()
@@ -111,9 +124,18 @@ async def run_episode(scenario: Scenario, policy: str, mode: str, seed: int) -> 
                         break
                     calls += 1
                     result = await world.call(action.tool, action.args)
-                    events.append(_event(n, action, t, ok=result.ok, size=result.size_bytes,
-                                         agent_call=world.tape.agent_call, text=result.text[:160],
-                                         obs_fault=(result.observation or {}).get("fault_type")))  # fmt: skip
+                    events.append(
+                        _event(
+                            n,
+                            action,
+                            t,
+                            ok=result.ok,
+                            size=result.size_bytes,
+                            agent_call=world.tape.agent_call,
+                            text=result.text[:160],
+                            obs_fault=(result.observation or {}).get("fault_type"),
+                        )
+                    )
                     if result.size_bytes > CONTEXT_BYTES:
                         end = "context_overflow"
                         break
@@ -126,9 +148,18 @@ async def run_episode(scenario: Scenario, policy: str, mode: str, seed: int) -> 
                     events.append(_event(n, action, t))
             sim_time = world.clock.now()
             tape = world.tape
-    episode = {"scenario": scenario.id, "policy": policy, "mode": mode, "seed": seed, "status": status, "end": end,
-               "events": events, "facts": {str(k): v for k, v in agent.facts.items() if isinstance(v, int | str)},
-               "sim_time_s": round(sim_time, 6), "wall_s": time.perf_counter() - started}  # fmt: skip
+    episode = {
+        "scenario": scenario.id,
+        "policy": policy,
+        "mode": mode,
+        "seed": seed,
+        "status": status,
+        "end": end,
+        "events": events,
+        "facts": {str(k): v for k, v in agent.facts.items() if isinstance(v, int | str)},
+        "sim_time_s": round(sim_time, 6),
+        "wall_s": time.perf_counter() - started,
+    }
     episode["score"] = score(scenario, episode, agent.facts, ledger, tape)
     return episode
 
@@ -149,8 +180,13 @@ async def _run_many(jobs: list[Job], concurrency: int) -> list[dict[str, Any]]:
             try:
                 out[i] = await run_episode(by_id[job.scenario], job.policy, job.mode, job.seed)
             except Exception as exc:  # a harness failure is reported, never hidden
-                out[i] = {"scenario": job.scenario, "policy": job.policy, "mode": job.mode, "seed": job.seed,
-                          "error": f"{type(exc).__name__}: {exc}"}  # fmt: skip
+                out[i] = {
+                    "scenario": job.scenario,
+                    "policy": job.policy,
+                    "mode": job.mode,
+                    "seed": job.seed,
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
 
     async with anyio.create_task_group() as tg:
         for i, job in enumerate(jobs):

@@ -33,17 +33,38 @@ Recipe = Literal[
 Status = Literal["done", "failed", "asked_user", "aborted", "degraded"]
 
 CONTEXT: dict[str, Any] = {
-    "customer": "carol", "sku": "apple", "qty": 2, "client_ref": "R1", "order_id": "ord-2", "status": "shipped",
-    "query": "bob", "limit": 10, "rows": 5,
-}  # fmt: skip
+    "customer": "carol",
+    "sku": "apple",
+    "qty": 2,
+    "client_ref": "R1",
+    "order_id": "ord-2",
+    "status": "shipped",
+    "query": "bob",
+    "limit": 10,
+    "rows": 5,
+}
 """What the agent knows from the user's request (the values a fix may take)."""
 
 SEED_ORDERS: dict[str, dict[str, Any]] = {
-    "ord-1": {"order_id": "ord-1", "version": 1, "status": "open", "customer": "alice", "sku": "apple", "qty": 1,
-              "client_ref": "seed-1"},
-    "ord-2": {"order_id": "ord-2", "version": 1, "status": "open", "customer": "bob", "sku": "pear", "qty": 3,
-              "client_ref": "seed-2"},
-}  # fmt: skip
+    "ord-1": {
+        "order_id": "ord-1",
+        "version": 1,
+        "status": "open",
+        "customer": "alice",
+        "sku": "apple",
+        "qty": 1,
+        "client_ref": "seed-1",
+    },
+    "ord-2": {
+        "order_id": "ord-2",
+        "version": 1,
+        "status": "open",
+        "customer": "bob",
+        "sku": "pear",
+        "qty": 3,
+        "client_ref": "seed-2",
+    },
+}
 
 
 @dataclass(frozen=True)

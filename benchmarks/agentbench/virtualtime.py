@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import anyio
 from trio.testing import MockClock
 
-from resilient_mcp import state_sqlite
+from resilient_mcp.state import sqlite as state_sqlite
 
 T = TypeVar("T")
 

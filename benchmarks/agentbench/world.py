@@ -33,19 +33,20 @@ import structlog
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp import pipeline as pipeline_module
 from resilient_mcp.chaos.clock import FakeClock
 from resilient_mcp.chaos.inject import FaultInjector
 from resilient_mcp.chaos.ledger import Ledger
 from resilient_mcp.chaos.plan import Decision, FaultPlan, Planner
 from resilient_mcp.chaos.server import ChaosServer
 from resilient_mcp.chaos.transports import connect
-from resilient_mcp.config import ProxyConfig
-from resilient_mcp.error_results import FAULT_META_KEY
-from resilient_mcp.pipeline import Pipeline, Services
+from resilient_mcp.core import pipeline as pipeline_module
+from resilient_mcp.core.pipeline import Pipeline, Services
+from resilient_mcp.core.proxy import Proxy
+from resilient_mcp.core.routing import Router
+from resilient_mcp.faults.error_results import FAULT_META_KEY
+from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
-from resilient_mcp.proxy import Proxy
-from resilient_mcp.server import build_server
+from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.stages.guard import Guard
 
 log = structlog.get_logger(__name__)
@@ -109,9 +110,9 @@ class BenchPipeline(Pipeline):
     WALL0 = 1_800_000_000.0
     """The idempotency stage's wall clock at the start of every episode (fixed: runs are reproducible)."""
 
-    def __init__(self, proxy: Proxy, services: Services, clock: FakeClock) -> None:
+    def __init__(self, router: Router, policy: Policy, services: Services, clock: FakeClock) -> None:
         self._bench_clock = clock
-        super().__init__(proxy, services)
+        super().__init__(router, policy, services)
 
     def _wall(self) -> float:
         return self.WALL0 + self._bench_clock.now()
@@ -252,14 +253,12 @@ def _bench_proxy(world: World, policy: dict[str, Any], level: str, net_plan: Fau
     pol = Policy(PolicyFile.model_validate({**policy, "observations": {"level": level}}))
     services = Services(sleep=world.clock.sleep, random=Random(seed))
 
-    def pipeline(proxy: Proxy) -> Pipeline:
-        built = BenchPipeline(proxy, services, world.clock)
-        injector = FaultInjector(net_plan, clock=world.clock, source="benchmark network rules")
-        injector.planner = TaggedPlanner(net_plan, tape=world.tape, where="net")
-        built.faults = injector
-        return built
+    def pipeline(router: Router, policy: Policy) -> Pipeline:
+        return BenchPipeline(router, policy, services, world.clock)
 
-    return Proxy(cfg, pol, pipeline, transports={UPSTREAM: lambda: connect(world.chaos)})
+    injector = FaultInjector(net_plan, clock=world.clock, source="benchmark network rules")
+    injector.planner = TaggedPlanner(net_plan, tape=world.tape, where="net")
+    return Proxy(cfg, pol, pipeline, transports={UPSTREAM: lambda: connect(world.chaos)}, calls=injector.bind)
 
 
 @asynccontextmanager

@@ -36,8 +36,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 import resilient_mcp.upstream as seam
-from resilient_mcp.config import RemoteUpstream, StdioUpstream
 from resilient_mcp.faults import Fault
+from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
 from resilient_mcp.upstream import Upstream
 
 from .situations import SOURCES, Case, Source, Workspace

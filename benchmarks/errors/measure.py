@@ -17,7 +17,7 @@ from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState
 from resilient_mcp.diagnosis.providers import Answer, OpenAICompatible, Provider
 from resilient_mcp.diagnosis.settings import DiagnosisRule
 from resilient_mcp.faults import BY_TYPE, RepairAction
-from resilient_mcp.observations import plan_repair
+from resilient_mcp.faults.observations import plan_repair
 
 from .replay import Verdict, call_of, raw_fault, verdict_of
 

@@ -20,10 +20,10 @@ import mcp_types as types
 import pydantic_core
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.chain import ToolCall
-from resilient_mcp.classify import classify_exception, classify_http_status, classify_result
+from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.faults import BY_TYPE, EffectClass, Fault, RetrySafety, SideEffectStatus
-from resilient_mcp.observations import plan_repair
+from resilient_mcp.faults.classify import classify_exception, classify_http_status, classify_result
+from resilient_mcp.faults.observations import plan_repair
 from resilient_mcp.policy import ToolRule
 
 CORPUS = Path(__file__).resolve().parent / "corpus.jsonl"

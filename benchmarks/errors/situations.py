@@ -18,7 +18,7 @@ import anyio
 
 from resilient_mcp.chaos.plan import FaultPlan
 from resilient_mcp.chaos.shim import FaultShim
-from resilient_mcp.config import RemoteUpstream, StdioUpstream
+from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
 
 from . import labels as L
 from .labels import Gold

@@ -1,9 +1,13 @@
 """Chaos mode in the proxy: faults injected between the proxy's chain and a real upstream, as a fault plan says.
 
-``FaultInjector.bind(upstream)`` has the shape of ``Upstream.call_tool``; the pipeline's terminal calls it instead of
-the upstream when the config has a ``faults:`` section (or ``wrap --faults PLAN``). Every fault is shown to the chain
-the way the real one would arrive from ``upstream.py``: through ``classify`` from the same exception or HTTP status
-the SDK would raise, or as the ``isError`` result a server would send (which the terminal classifies as usual).
+``FaultInjector.bind(upstream)`` has the shape of ``Upstream.call_tool``: it is a call layer (``core/routing.py``) that
+decorates how the pipeline's terminal reaches an upstream, as a mock transport sits behind an HTTP client's transport
+seam. ``calls_for(config)`` builds it when the config has a ``faults:`` section (or ``wrap --faults PLAN``); the proxy
+is given it where it is built (``app.py``). Nothing else of the product knows about chaos mode.
+
+Every fault is shown to the chain the way the real one would arrive from ``upstream.py``: through ``classify`` from
+the same exception or HTTP status the SDK would raise, or as the ``isError`` result a server would send (which the
+terminal classifies as usual).
 So the user's own agent sees what the proxy does with a real timeout, crash, rate limit or 5xx of their own server.
 
 ======================  =========================================================================================
@@ -39,18 +43,19 @@ import pydantic
 import structlog
 from mcp.shared.exceptions import MCPError
 
-from ..classify import classify_exception, classify_http_status
-from ..error_results import ERROR_META_KEY
 from ..faults import AttemptTimeout
-from ..sourcefile import SourceError
+from ..faults.classify import classify_exception, classify_http_status
+from ..faults.error_results import ERROR_META_KEY
+from ..policy.source import SourceError, load_document
 from . import mutations as mut
 from . import params as pm
 from .clock import Clock, RealClock
-from .plan import Decision, FaultPlan, Planner, load_plan
+from .plan import Decision, FaultPlan, Planner, load_plan, parse_plan
 from .responses import error_exception, error_result, http_error, reported_as
 
 if TYPE_CHECKING:
-    from ..config import ProxyConfig
+    from ..core.routing import CallLayer
+    from ..policy.config import ProxyConfig
     from ..upstream import Upstream
 
 log = structlog.get_logger(__name__)
@@ -89,19 +94,32 @@ class FaultInjector:
         """``upstream.call_tool`` with this plan's faults."""
         return partial(self.call, upstream)
 
-    async def call(self, upstream: Upstream, name: str, arguments: dict[str, Any] | None,
-                   meta: dict[str, Any] | None = None, **kw: Any) -> types.CallToolResult:  # fmt: skip
+    async def call(
+        self,
+        upstream: Upstream,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> types.CallToolResult:
         decision = self.planner.decide(name, arguments, upstream=upstream.name)
         forward = partial(upstream.call_tool, name, arguments, meta, **kw)
         if decision is None:
             return await forward()
-        log.warning("chaos_fault_injected", upstream=upstream.name, tool=name, fault=decision.fault,
-                    rule=decision.rule, call=decision.call)  # fmt: skip
+        log.warning(
+            "chaos_fault_injected",
+            upstream=upstream.name,
+            tool=name,
+            fault=decision.fault,
+            rule=decision.rule,
+            call=decision.call,
+        )
         limit = _attempt_limit(kw.get("timeout_s"), kw.get("deadline", math.inf))
         return await self._inject(decision, upstream, name, forward, limit)
 
-    async def _inject(self, d: Decision, upstream: Upstream, name: str, forward: CallTool,
-                      limit: float) -> types.CallToolResult:  # fmt: skip
+    async def _inject(
+        self, d: Decision, upstream: Upstream, name: str, forward: CallTool, limit: float
+    ) -> types.CallToolResult:
         kind, p = d.fault[:2], d.params
         if isinstance(p, pm.ErrorParams):
             return _reported(d.fault, p, name)
@@ -138,13 +156,18 @@ class FaultInjector:
         await self.clock.sleep(max(0.0, min(hang, left)))
         if hang >= left:
             waited = self.clock.now() - started
-            raise AttemptTimeout(f"the upstream did not answer within {waited:.1f} s (injected); the request was "
-                                 "cancelled", details={"timeout_ms": int(waited * 1000), "injected": True})  # fmt: skip
+            raise AttemptTimeout(
+                f"the upstream did not answer within {waited:.1f} s (injected); the request was cancelled",
+                details={"timeout_ms": int(waited * 1000), "injected": True},
+            )
         if result is not None:
             return result
         hint = {"type": "deadline_exceeded", "retryable": False}
-        return types.CallToolResult(content=[types.TextContent(text="The operation did not complete in time")],
-                                    is_error=True, _meta={ERROR_META_KEY: hint})  # fmt: skip
+        return types.CallToolResult(
+            content=[types.TextContent(text="The operation did not complete in time")],
+            is_error=True,
+            _meta={ERROR_META_KEY: hint},
+        )
 
     async def _malformed(self, p: pm.MalformedParams, forward: CallTool, limit: float) -> types.CallToolResult:
         if p.variant == "log_line":  # the SDK client logs the stray line and reads the real answer
@@ -192,7 +215,8 @@ async def _quietly(forward: CallTool) -> None:
 
 
 def injector_for(config: ProxyConfig) -> FaultInjector | None:
-    """The injector a proxy config asks for (``faults:``), or None."""
+    """The injector a proxy config asks for (``faults:``), or None. Raises ``SourceError`` for a bad plan, naming the
+    file and line (the plan file's, or the config file's for inline ``rules``)."""
     faults = config.faults
     if faults is None:
         return None
@@ -200,7 +224,21 @@ def injector_for(config: ProxyConfig) -> FaultInjector | None:
         path = config.resolve_path(faults.plan)
         plan, source = load_plan(path), str(path)
     else:
-        plan, source = FaultPlan(rules=list(faults.rules or [])), "faults"
+        rules = {"rules": list(faults.rules or [])}
+        if config.source is not None:
+            plan = parse_plan(load_document(config.source), data=rules, prefix=("faults",))
+        else:
+            try:
+                plan = FaultPlan.model_validate(rules)
+            except pydantic.ValidationError as exc:
+                raise SourceError("faults", [f"faults: {exc}"]) from None
+        source = "faults"
     if faults.seed is not None:
         plan = plan.model_copy(update={"seed": faults.seed})
     return FaultInjector(plan, source=source)
+
+
+def calls_for(config: ProxyConfig) -> CallLayer | None:
+    """The call layer of chaos mode for ``config`` (``Proxy(..., calls=...)``), or None when it asks for no faults."""
+    injector = injector_for(config)
+    return injector.bind if injector is not None else None

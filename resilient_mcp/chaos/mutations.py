@@ -32,8 +32,9 @@ def _with(result: types.CallToolResult, text: str | None = None, **update: Any) 
     return result.model_copy(update=update)
 
 
-def break_output_schema(result: types.CallToolResult, params: OutputSchemaParams,
-                        tool: types.Tool | None) -> types.CallToolResult:  # fmt: skip
+def break_output_schema(
+    result: types.CallToolResult, params: OutputSchemaParams, tool: types.Tool | None
+) -> types.CallToolResult:
     """E2: drop or retype a property of structuredContent, or leave structuredContent out."""
     if params.variant == "absent":
         return _with(result, structured_content=None)
@@ -95,8 +96,10 @@ def inject_output(result: types.CallToolResult, params: InjectionParams) -> type
 
 def inject_description(tools: list[types.Tool], name: str, params: InjectionParams) -> list[types.Tool]:
     """F4 (variant): the instructions placed in a tool's description."""
-    return [t.model_copy(update={"description": f"{t.description or ''} {params.text}"}) if t.name == name else t
-            for t in tools]  # fmt: skip
+    return [
+        t.model_copy(update={"description": f"{t.description or ''} {params.text}"}) if t.name == name else t
+        for t in tools
+    ]
 
 
 def rename(tools: list[types.Tool], name: str, params: RenameParams) -> list[types.Tool]:

@@ -171,14 +171,34 @@ class DriftParams(_P):
 FaultParams = BaseModel
 
 _BY_ID: dict[str, type[BaseModel]] = {
-    "A1": ErrorParams, "A2": RenameParams, "A3": DriftParams, "A4": ErrorParams,
-    "B1": ErrorParams, "B2": ErrorParams, "B3": ErrorParams, "B4": ErrorParams,
-    "C1": ConnectParams, "C2": DieParams, "C3": HangParams, "C4": GatewayParams, "C5": ConnectParams,
-    "D1": ErrorParams, "D2": ErrorParams, "D3": SlowParams, "D4": ErrorParams, "D5": ErrorParams,
-    "E1": MalformedParams, "E2": OutputSchemaParams, "E3": IncompleteParams, "E4": OversizedParams,
+    "A1": ErrorParams,
+    "A2": RenameParams,
+    "A3": DriftParams,
+    "A4": ErrorParams,
+    "B1": ErrorParams,
+    "B2": ErrorParams,
+    "B3": ErrorParams,
+    "B4": ErrorParams,
+    "C1": ConnectParams,
+    "C2": DieParams,
+    "C3": HangParams,
+    "C4": GatewayParams,
+    "C5": ConnectParams,
+    "D1": ErrorParams,
+    "D2": ErrorParams,
+    "D3": SlowParams,
+    "D4": ErrorParams,
+    "D5": ErrorParams,
+    "E1": MalformedParams,
+    "E2": OutputSchemaParams,
+    "E3": IncompleteParams,
+    "E4": OversizedParams,
     "E5": CorruptionParams,
-    "F1": ErrorParams, "F2": ErrorParams, "F3": ErrorParams, "F4": InjectionParams,
-}  # fmt: skip
+    "F1": ErrorParams,
+    "F2": ErrorParams,
+    "F3": ErrorParams,
+    "F4": InjectionParams,
+}
 
 PARAMS: dict[str, type[BaseModel]] = {cls.fault_type: _BY_ID[cls.fault_type[:2]] for cls in CATALOG}
 """Catalog fault type -> the model of its parameters."""

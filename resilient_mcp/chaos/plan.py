@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..faults import CATALOG
-from ..sourcefile import Document, SourceError, load_document, validate_document
+from ..policy.source import Document, SourceError, load_document, validate_document
 from .params import PARAMS, FaultParams
 
 _PREDICATES = ("eq", "ne", "gt", "ge", "lt", "le", "regex", "in", "exists")
@@ -83,8 +83,10 @@ def resolve_fault(name: str) -> tuple[str, dict[str, Any]]:
     """The catalog fault type and default parameters ``name`` stands for; ``ValueError`` naming the choices."""
     found = FAULT_NAMES.get(name.strip().lower())
     if found is None:
-        raise ValueError(f"unknown fault {name!r}: use a catalog fault type (e.g. C3_attempt_timeout), its id (C3), "
-                         f"its name (attempt_timeout) or an alias ({', '.join(sorted(ALIASES))})")  # fmt: skip
+        raise ValueError(
+            f"unknown fault {name!r}: use a catalog fault type (e.g. C3_attempt_timeout), its id (C3), "
+            f"its name (attempt_timeout) or an alias ({', '.join(sorted(ALIASES))})"
+        )
     return found
 
 
@@ -296,8 +298,9 @@ def parse_plan(doc: Document, data: Any = None, prefix: tuple[str | int, ...] = 
             fault = rule.get("fault") if isinstance(rule, dict) else None
             if isinstance(fault, str) and fault.strip().lower() in FAULT_NAMES and isinstance(rule.get("params"), dict):
                 canonical, defaults = FAULT_NAMES[fault.strip().lower()]
-                validate_document(PARAMS[canonical], doc, data={**defaults, **rule["params"]},
-                                  prefix=(*prefix, "rules", i, "params"))  # fmt: skip
+                validate_document(
+                    PARAMS[canonical], doc, data={**defaults, **rule["params"]}, prefix=(*prefix, "rules", i, "params")
+                )
     return validate_document(FaultPlan, doc, data=payload, prefix=prefix)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..error_results import ERROR_META_KEY
+from ..faults.error_results import ERROR_META_KEY
 from .params import ErrorParams
 
 
@@ -34,37 +34,70 @@ class _Spec:
 _SERVER_ERROR = -32000
 _SPECS: dict[str, _Spec] = {
     "A1": _Spec("jsonrpc", "unknown_tool", False, "Unknown tool: {tool}", types.INVALID_PARAMS, 404),
-    "A4": _Spec("jsonrpc", "unsupported", False, "Unsupported protocol version", types.UNSUPPORTED_PROTOCOL_VERSION,
-                400),
-    "B1": _Spec("result", "invalid_argument", False, "Input validation error: '{field}' is a required property",
-                types.INVALID_PARAMS, 400),
-    "B2": _Spec("result", "invalid_argument", False, "Input validation error: '{field}' has an invalid value",
-                types.INVALID_PARAMS, 400),
+    "A4": _Spec(
+        "jsonrpc", "unsupported", False, "Unsupported protocol version", types.UNSUPPORTED_PROTOCOL_VERSION, 400
+    ),
+    "B1": _Spec(
+        "result",
+        "invalid_argument",
+        False,
+        "Input validation error: '{field}' is a required property",
+        types.INVALID_PARAMS,
+        400,
+    ),
+    "B2": _Spec(
+        "result",
+        "invalid_argument",
+        False,
+        "Input validation error: '{field}' has an invalid value",
+        types.INVALID_PARAMS,
+        400,
+    ),
     "B3": _Spec("jsonrpc", "invalid_argument", False, "Invalid request", types.INVALID_REQUEST, 400),
-    "B4": _Spec("result", "invalid_argument", False, "'{field}' was rejected: the date must be in the future",
-                types.INVALID_PARAMS, 422),
-    "D1": _Spec("result", "unavailable", True, "The service is temporarily unavailable; try again",
-                types.INTERNAL_ERROR, 503),
+    "B4": _Spec(
+        "result",
+        "invalid_argument",
+        False,
+        "'{field}' was rejected: the date must be in the future",
+        types.INVALID_PARAMS,
+        422,
+    ),
+    "D1": _Spec(
+        "result", "unavailable", True, "The service is temporarily unavailable; try again", types.INTERNAL_ERROR, 503
+    ),
     "D2": _Spec("result", "rate_limited", True, "Rate limit exceeded; slow down", _SERVER_ERROR, 429, 1000),
     "D4": _Spec("result", "not_found", False, "Not found", _SERVER_ERROR, 404),
     "D5": _Spec("result", "aborted", False, "The record changed since you read it", _SERVER_ERROR, 409),
-    "F1": _Spec("result", "unauthenticated", False, "Authentication required: the access token expired",
-                _SERVER_ERROR, 401),
+    "F1": _Spec(
+        "result", "unauthenticated", False, "Authentication required: the access token expired", _SERVER_ERROR, 401
+    ),
     "F2": _Spec("result", "permission_denied", False, "Permission denied for this operation", _SERVER_ERROR, 403),
     "F3": _Spec("result", "resource_exhausted", False, "Daily quota exhausted", _SERVER_ERROR, 429, 86_400_000),
-}  # fmt: skip
+}
 
 _A4: dict[str, tuple[int, str, Any]] = {
-    "a": (types.UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
-          {"supported": ["2026-07-28"], "requested": "2025-11-25"}),
-    "b": (types.METHOD_NOT_FOUND, "Tool {tool} requires task-augmented execution (execution.taskSupport: required)",
-          None),
+    "a": (
+        types.UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+        {"supported": ["2026-07-28"], "requested": "2025-11-25"},
+    ),
+    "b": (
+        types.METHOD_NOT_FOUND,
+        "Tool {tool} requires task-augmented execution (execution.taskSupport: required)",
+        None,
+    ),
     "c": (types.METHOD_NOT_FOUND, "Method not found", "tools/call"),
-    "d": (types.MISSING_REQUIRED_CLIENT_CAPABILITY, "Missing required client capability",
-          {"requiredCapabilities": {"sampling": {}}}),
-}  # fmt: skip
-_D5 = {"aborted": "The record changed since you read it", "already_exists": "An order with this client_ref exists",
-       "failed_precondition": "The order must be cancelled before it can be deleted"}  # fmt: skip
+    "d": (
+        types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Missing required client capability",
+        {"requiredCapabilities": {"sampling": {}}},
+    ),
+}
+_D5 = {
+    "aborted": "The record changed since you read it",
+    "already_exists": "An order with this client_ref exists",
+    "failed_precondition": "The order must be cancelled before it can be deleted",
+}
 
 
 def reported_as(fault: str, params: ErrorParams) -> str:

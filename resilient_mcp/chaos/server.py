@@ -33,7 +33,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
-from ..error_results import ERROR_META_KEY
+from ..faults.error_results import ERROR_META_KEY
 from . import mutations as mut
 from . import params as pm
 from .clock import Clock, RealClock
@@ -46,8 +46,11 @@ from .tools import ToolError, default_tools, execute
 log = structlog.get_logger(__name__)
 Ctx = ServerRequestContext[Any, Any]
 
-SERVER_SIDE_UNSUPPORTED = {"C1": "startup.fail_spawns or the shim", "C4": "the shim (resilient_mcp.chaos.shim)",
-                           "C5": "startup.fail_spawns: always or the shim"}  # fmt: skip
+SERVER_SIDE_UNSUPPORTED = {
+    "C1": "startup.fail_spawns or the shim",
+    "C4": "the shim (resilient_mcp.chaos.shim)",
+    "C5": "startup.fail_spawns: always or the shim",
+}
 _ERRORS = ("A1", "A4", "B1", "B2", "B3", "B4", "D1", "D2", "D4", "D5", "F1", "F2", "F3")
 
 
@@ -99,8 +102,14 @@ def check_plan(plan: FaultPlan) -> list[str]:
 class ChaosServer:
     """One chaos server: its plan, ledger, clock and (mutable) tool list; ``server`` is the MCP server to run."""
 
-    def __init__(self, plan: FaultPlan | None = None, *, ledger: Ledger | None = None, clock: Clock | None = None,
-                 name: str = "chaos-orders") -> None:  # fmt: skip
+    def __init__(
+        self,
+        plan: FaultPlan | None = None,
+        *,
+        ledger: Ledger | None = None,
+        clock: Clock | None = None,
+        name: str = "chaos-orders",
+    ) -> None:
         self.plan = plan or FaultPlan()
         problems = check_plan(self.plan)
         if problems:
@@ -121,7 +130,7 @@ class ChaosServer:
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
-        self.server.middleware.append(_RawResults())  # fmt: skip
+        self.server.middleware.append(_RawResults())
 
     def init_options(self) -> InitializationOptions:
         return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
@@ -152,8 +161,9 @@ class ChaosServer:
         if problem is not None:
             if decision is not None and decision.fault[:2] == "A3" and getattr(decision.params, "as_", "") == "jsonrpc":
                 raise MCPError(types.INVALID_PARAMS, f"Invalid arguments for tool {name}: {problem}")
-            return types.CallToolResult(content=[types.TextContent(text=f"Input validation error: {problem}")],
-                                        is_error=True)  # fmt: skip
+            return types.CallToolResult(
+                content=[types.TextContent(text=f"Input validation error: {problem}")], is_error=True
+            )
         if decision is None or decision.fault[:2] == "A3":
             return self.run(name, args)
         return await self._inject(ctx, decision, name, args)
@@ -173,10 +183,15 @@ class ChaosServer:
         try:
             return execute(self.renamed.get(name, name), args, self.ledger)
         except ToolError as exc:
-            hint = {"type": exc.type, "retryable": exc.retryable, **({"field": exc.field} if exc.field else {}),
-                    **exc.extra}  # fmt: skip
-            return types.CallToolResult(content=[types.TextContent(text=exc.message)], is_error=True,
-                                        _meta={ERROR_META_KEY: hint})  # fmt: skip
+            hint = {
+                "type": exc.type,
+                "retryable": exc.retryable,
+                **({"field": exc.field} if exc.field else {}),
+                **exc.extra,
+            }
+            return types.CallToolResult(
+                content=[types.TextContent(text=exc.message)], is_error=True, _meta={ERROR_META_KEY: hint}
+            )
 
     async def _inject(self, ctx: Ctx, d: Decision, name: str, args: dict[str, Any]) -> types.CallToolResult:
         kind, p = d.fault[:2], d.params
@@ -223,8 +238,11 @@ class ChaosServer:
         if result is not None:
             return result
         hint = {"type": "deadline_exceeded", "retryable": False}
-        return types.CallToolResult(content=[types.TextContent(text="The operation did not complete in time")],
-                                    is_error=True, _meta={ERROR_META_KEY: hint})  # fmt: skip
+        return types.CallToolResult(
+            content=[types.TextContent(text="The operation did not complete in time")],
+            is_error=True,
+            _meta={ERROR_META_KEY: hint},
+        )
 
     async def _malformed(self, ctx: Ctx, name: str, args: dict[str, Any], p: MalformedParams) -> types.CallToolResult:
         result = self.run(name, args) if p.commit else types.CallToolResult(content=[])

@@ -37,7 +37,7 @@ import anyio
 import structlog
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 
-from ..config import is_loopback, split_host_port
+from ..policy.config import is_loopback, split_host_port
 from . import params as pm
 from .plan import Decision, FaultPlan, Planner
 from .responses import http_error

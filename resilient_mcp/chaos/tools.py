@@ -31,8 +31,9 @@ from .ledger import SKUS, Ledger
 class ToolError(Exception):
     """A failure of the tool's own logic: ``type`` is the typed hint's type."""
 
-    def __init__(self, type_: str, message: str, *, retryable: bool = False, field: str | None = None,
-                 **extra: Any) -> None:  # fmt: skip
+    def __init__(
+        self, type_: str, message: str, *, retryable: bool = False, field: str | None = None, **extra: Any
+    ) -> None:
         super().__init__(message)
         self.type, self.message, self.retryable, self.field, self.extra = type_, message, retryable, field, extra
 
@@ -52,43 +53,87 @@ STOCK_OUTPUT = _schema(
 def default_tools() -> list[types.Tool]:
     """A fresh copy of the tool list (the server mutates its own for A2/A3/F4)."""
     return [
-        types.Tool(name="get_order", description="Look up one order by order_id or by your client_ref.",
-                   input_schema={"type": "object", "properties": {"order_id": _STR, "client_ref": _STR},
-                                 "additionalProperties": False, "minProperties": 1},
-                   annotations=READ),
-        types.Tool(name="search", description="Search orders by customer or sku.",
-                   input_schema=_schema({"query": _STR}, ["query"]), annotations=READ),
-        types.Tool(name="list_orders", description="All orders, a page at a time (pass next_cursor back as cursor).",
-                   input_schema=_schema({"cursor": {"type": "string"},
-                                         "page_size": {"type": "integer", "minimum": 1, "maximum": 100}}, []),
-                   annotations=READ),
-        types.Tool(name="get_stock", description="Units in stock of one sku.",
-                   input_schema=_schema({"sku": {"type": "string", "enum": list(SKUS)}}, ["sku"]),
-                   output_schema=STOCK_OUTPUT, annotations=READ),
-        types.Tool(name="export_orders", description="A CSV export with `rows` lines (large).",
-                   input_schema=_schema({"rows": {"type": "integer", "minimum": 1, "maximum": 10_000_000}}, []),
-                   annotations=READ),
-        types.Tool(name="create_order", description="Create an order. Not idempotent: each call creates one.",
-                   input_schema=_schema({"customer": _STR, "sku": {"type": "string", "enum": list(SKUS)},
-                                         "qty": {"type": "integer", "minimum": 1}, "client_ref": _STR},
-                                        ["customer", "sku", "qty", "client_ref"]),
-                   annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                                     idempotent_hint=False)),
-        types.Tool(name="update_order", description="Change an order's qty; `version` must be the current one.",
-                   input_schema=_schema({"order_id": _STR, "qty": {"type": "integer", "minimum": 1},
-                                         "version": {"type": "integer", "minimum": 1}}, ["order_id", "qty", "version"]),
-                   annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                                     idempotent_hint=False)),
-        types.Tool(name="set_status", description="Set an order's status.",
-                   input_schema=_schema({"order_id": _STR, "status": {"type": "string",
-                                                                      "enum": ["open", "shipped", "cancelled"]}},
-                                        ["order_id", "status"]),
-                   annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                                     idempotent_hint=True)),
-        types.Tool(name="delete_order", description="Delete an order for good.",
-                   input_schema=_schema({"order_id": _STR}, ["order_id"]),
-                   annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True)),
-    ]  # fmt: skip
+        types.Tool(
+            name="get_order",
+            description="Look up one order by order_id or by your client_ref.",
+            input_schema={
+                "type": "object",
+                "properties": {"order_id": _STR, "client_ref": _STR},
+                "additionalProperties": False,
+                "minProperties": 1,
+            },
+            annotations=READ,
+        ),
+        types.Tool(
+            name="search",
+            description="Search orders by customer or sku.",
+            input_schema=_schema({"query": _STR}, ["query"]),
+            annotations=READ,
+        ),
+        types.Tool(
+            name="list_orders",
+            description="All orders, a page at a time (pass next_cursor back as cursor).",
+            input_schema=_schema(
+                {"cursor": {"type": "string"}, "page_size": {"type": "integer", "minimum": 1, "maximum": 100}}, []
+            ),
+            annotations=READ,
+        ),
+        types.Tool(
+            name="get_stock",
+            description="Units in stock of one sku.",
+            input_schema=_schema({"sku": {"type": "string", "enum": list(SKUS)}}, ["sku"]),
+            output_schema=STOCK_OUTPUT,
+            annotations=READ,
+        ),
+        types.Tool(
+            name="export_orders",
+            description="A CSV export with `rows` lines (large).",
+            input_schema=_schema({"rows": {"type": "integer", "minimum": 1, "maximum": 10_000_000}}, []),
+            annotations=READ,
+        ),
+        types.Tool(
+            name="create_order",
+            description="Create an order. Not idempotent: each call creates one.",
+            input_schema=_schema(
+                {
+                    "customer": _STR,
+                    "sku": {"type": "string", "enum": list(SKUS)},
+                    "qty": {"type": "integer", "minimum": 1},
+                    "client_ref": _STR,
+                },
+                ["customer", "sku", "qty", "client_ref"],
+            ),
+            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+        ),
+        types.Tool(
+            name="update_order",
+            description="Change an order's qty; `version` must be the current one.",
+            input_schema=_schema(
+                {
+                    "order_id": _STR,
+                    "qty": {"type": "integer", "minimum": 1},
+                    "version": {"type": "integer", "minimum": 1},
+                },
+                ["order_id", "qty", "version"],
+            ),
+            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+        ),
+        types.Tool(
+            name="set_status",
+            description="Set an order's status.",
+            input_schema=_schema(
+                {"order_id": _STR, "status": {"type": "string", "enum": ["open", "shipped", "cancelled"]}},
+                ["order_id", "status"],
+            ),
+            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+        ),
+        types.Tool(
+            name="delete_order",
+            description="Delete an order for good.",
+            input_schema=_schema({"order_id": _STR}, ["order_id"]),
+            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
+        ),
+    ]
 
 
 def ok(text: str, structured: dict[str, Any] | None = None) -> types.CallToolResult:
@@ -142,16 +187,24 @@ def _page(ledger: Ledger, args: dict[str, Any]) -> types.CallToolResult:
 def _write(name: str, args: dict[str, Any], ledger: Ledger) -> types.CallToolResult:
     if name == "create_order":
         oid = ledger.new_order_id()
-        order = {"order_id": oid, "version": 1, "status": "open",
-                 **{k: args[k] for k in ("customer", "sku", "qty", "client_ref")}}  # fmt: skip
+        order = {
+            "order_id": oid,
+            "version": 1,
+            "status": "open",
+            **{k: args[k] for k in ("customer", "sku", "qty", "client_ref")},
+        }
         ledger.orders[oid] = order
         ledger.commit(name, str(args["client_ref"]), args)
         return ok(f"created {oid}", order)
     order = _order(ledger, args.get("order_id"))
     if name == "update_order":
         if int(args["version"]) != order["version"]:
-            raise ToolError("aborted", f"version {args['version']} is stale; the order is at {order['version']}",
-                            field="version", current_version=order["version"])  # fmt: skip
+            raise ToolError(
+                "aborted",
+                f"version {args['version']} is stale; the order is at {order['version']}",
+                field="version",
+                current_version=order["version"],
+            )
         order.update(qty=args["qty"], version=order["version"] + 1)
     elif name == "set_status":
         if order["status"] == args["status"]:

@@ -26,8 +26,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp.shared.message import SessionMessage
 
-from ..config import split_host_port
-from ..sourcefile import SourceError
+from ..policy.config import split_host_port
+from ..policy.source import SourceError
 from .ledger import Ledger
 from .plan import FaultPlan, load_plan
 from .server import ChaosServer, check_plan

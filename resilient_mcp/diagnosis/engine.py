@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 import structlog
 
-from ..chain import ToolCall
+from ..core.chain import ToolCall
 from ..faults import (
     BY_TYPE,
     Fault,
@@ -134,7 +134,7 @@ def provider_for(rule: DiagnosisRule) -> Provider:
 def rule_r_max(fault: Fault, call: ToolCall) -> int:
     """The identical repeats rule R (``repeat.decide``) allows for ``fault`` on this tool: 0 unless repeating helps
     and is safe on the rules' safety facts."""
-    from ..repeat import decide  # imported late: repeat imports the policy models
+    from ..faults.repeat import decide  # imported late: repeat imports the policy models
 
     verdict = decide(fault, call.rule)
     return verdict.max_repeats if verdict.repeat else 0
@@ -142,7 +142,7 @@ def rule_r_max(fault: Fault, call: ToolCall) -> int:
 
 def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str, Any]) -> Fault:
     """The rules' fault sharpened by ``verdict`` under the clamps (see the module docstring)."""
-    from ..observations import plan_repair  # imported late: observations imports the stages' world
+    from ..faults.observations import plan_repair  # imported late: observations imports the stages' world
 
     cls = BY_TYPE[verdict.fault_type]
     _, rules_max, _ = plan_repair(rules, call)

@@ -34,7 +34,7 @@ import anyio
 import mcp_types as types
 import structlog
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
 from ..faults import ConnectFailure, ConnectionLost, EffectClass, Fault, GatewayError, PersistentOutage, RepairAction
 from ..policy import BreakerRule, ToolRule
 
@@ -104,6 +104,10 @@ class BreakerBoard:
         """Install the half-open probe when the board was made before whoever can probe (the pipeline)."""
         if self._probe is None:
             self._probe = probe
+
+    def circuit_states(self) -> list[tuple[str, str | None, str, int]]:
+        """``(upstream, tool or None for the upstream's circuit, state, consecutive failures)`` of every circuit."""
+        return [(c.upstream, c.tool, c.state.value, c.failures) for c in list(self._circuits.values())]
 
     def _circuit(self, upstream: str, tool: str | None) -> _Circuit:
         key = (upstream, tool)
@@ -223,8 +227,15 @@ class BreakerBoard:
         circuit.state = CircuitState.OPEN
         circuit.open_until = self._clock() + rule.open_s
         circuit.opened_at = datetime.now(UTC).isoformat(timespec="seconds")
-        log.warning("breaker_opened", upstream=circuit.upstream, tool=circuit.tool, circuit=circuit.kind,
-                    failures=circuit.failures, open_s=rule.open_s, reason=reason)  # fmt: skip
+        log.warning(
+            "breaker_opened",
+            upstream=circuit.upstream,
+            tool=circuit.tool,
+            circuit=circuit.kind,
+            failures=circuit.failures,
+            open_s=rule.open_s,
+            reason=reason,
+        )
 
     def _close(self, circuit: _Circuit) -> None:
         was = circuit.state
@@ -236,8 +247,9 @@ class BreakerBoard:
 
     @staticmethod
     def _refusal(circuit: _Circuit, tool: str, retry_in_ms: int, waiting_for: str | None = None) -> Refusal:
-        return Refusal(circuit.kind, circuit.upstream, tool, circuit.opened_at, retry_in_ms, circuit.failures,
-                       waiting_for)  # fmt: skip
+        return Refusal(
+            circuit.kind, circuit.upstream, tool, circuit.opened_at, retry_in_ms, circuit.failures, waiting_for
+        )
 
 
 class Breaker:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
-from ..chain import CallNext, ToolCall
-from ..fingerprint import fingerprint
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import fingerprint
 from ..policy import CacheRule
 
 CACHE_META = "io.github.resilient-mcp/cache"

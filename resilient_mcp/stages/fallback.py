@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import mcp_types as types
 import structlog
 
-from ..chain import CallNext, CallRecord, ToolCall
+from ..core.chain import CallNext, CallRecord, ToolCall
 from ..faults import (
     ArgumentFault,
     EffectClass,
@@ -38,11 +38,11 @@ from ..faults import (
     RetrySafety,
     SelectionFault,
 )
+from ..faults.repeat import decide
 from ..policy import ToolRule
-from ..repeat import decide
 
 if TYPE_CHECKING:
-    from ..catalog import Entry
+    from ..core.catalog import Entry
 
 log = structlog.get_logger(__name__)
 
@@ -54,7 +54,7 @@ _in_fallback: ContextVar[bool] = ContextVar("resilient_mcp_in_fallback", default
 
 
 class FallbackTarget(Protocol):
-    """What the stage needs of a compiled tool (``pipeline.CompiledTool``)."""
+    """What the stage needs of a compiled tool (``routing.CompiledTool``)."""
 
     @property
     def rule(self) -> ToolRule: ...
@@ -116,8 +116,16 @@ class Fallback:
             tried.append({"tool": name, "outcome": "not_read_only"})
             return None
         entry = target.entry
-        sub = replace(call, name=name, upstream=entry.upstream, upstream_tool=entry.name, rule=target.rule,
-                      tool=entry.tool, record=CallRecord(), attempt_timeout_s=None)  # fmt: skip
+        sub = replace(
+            call,
+            name=name,
+            upstream=entry.upstream,
+            upstream_tool=entry.name,
+            rule=target.rule,
+            tool=entry.tool,
+            record=CallRecord(),
+            attempt_timeout_s=None,
+        )
         token = _in_fallback.set(True)
         try:
             result = await target.inner(sub)

@@ -36,7 +36,8 @@ from typing import Any
 
 import mcp_types as types
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import fingerprint
 from ..faults import (
     BudgetExhausted,
     EffectClass,
@@ -47,10 +48,9 @@ from ..faults import (
     RetrySafety,
     SideEffectStatus,
 )
-from ..fingerprint import fingerprint
-from ..observations import capped_content
+from ..faults.observations import capped_content
+from ..faults.repeat import decide
 from ..policy import SessionRule
-from ..repeat import decide
 
 Fingerprint = str
 """``fingerprint.fingerprint(call)``: identical calls (upstream, tool, canonical arguments) have equal ones."""

@@ -72,8 +72,8 @@ import anyio
 import mcp_types as types
 import structlog
 
-from ..chain import CallNext, ToolCall
-from ..error_results import FAULT_META_KEY
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import canonical_json
 from ..faults import (
     Fault,
     MalformedArguments,
@@ -83,9 +83,9 @@ from ..faults import (
     SideEffectStatus,
     StateConflict,
 )
-from ..fingerprint import canonical_json
+from ..faults.error_results import FAULT_META_KEY
+from ..faults.repeat import decide, decide_outcome_unknown
 from ..policy import ToolRule
-from ..repeat import decide, decide_outcome_unknown
 from ..state import IdempotencyRecord, IdempotencyStore
 from .guard import SessionGuards
 
@@ -462,11 +462,15 @@ class Idempotency:
             )
         return StateConflict(
             f"An identical call made at {at} {why}; it was not run again.",
-            details=details, retry_safety=RetrySafety.MAYBE_EXECUTED, side_effect_status=SideEffectStatus.UNKNOWN,
-            repair_action=RepairAction.VERIFY_STATE, max_retry=0, retry_after_ms=retry_after_ms,
+            details=details,
+            retry_safety=RetrySafety.MAYBE_EXECUTED,
+            side_effect_status=SideEffectStatus.UNKNOWN,
+            repair_action=RepairAction.VERIFY_STATE,
+            max_retry=0,
+            retry_after_ms=retry_after_ms,
             suggestion=f"{check} before doing anything else. If it did not, re-issue it after "
             f"{details.get('blocked_until', 'the idempotency window')} or with changed arguments.",
-        )  # fmt: skip
+        )
 
 
 def replays_writes(rule: ToolRule, tool: types.Tool | None) -> bool:
@@ -546,8 +550,9 @@ def _meta_key(meta: dict[str, Any] | None) -> str | None:
         if isinstance(value, bool) or not isinstance(value, str | int | float) or value == "":
             raise MalformedArguments(
                 f"the idempotency key in _meta[{name!r}] must be a non-empty string",
-                details={"field": f"_meta.{name}"}, max_retry=0,
-            )  # fmt: skip
+                details={"field": f"_meta.{name}"},
+                max_retry=0,
+            )
         return str(value)
     return None
 
@@ -584,9 +589,11 @@ def _mismatch(key: _Key) -> SemanticArgumentRejection:
     return SemanticArgumentRejection(
         f"The idempotency key {key.value!r} was already used with different arguments; nothing was run.",
         details={"idempotency_key": key.value, "conflict": "key reused with different arguments"},
-        retry_safety=RetrySafety.NOT_SENT, side_effect_status=SideEffectStatus.NONE, max_retry=0,
+        retry_safety=RetrySafety.NOT_SENT,
+        side_effect_status=SideEffectStatus.NONE,
+        max_retry=0,
         suggestion="Use a new idempotency key for a different request, or repeat the original arguments exactly.",
-    )  # fmt: skip
+    )
 
 
 def _busy(key: _Key, flight: Flight) -> StateConflict:
@@ -594,8 +601,11 @@ def _busy(key: _Key, flight: Flight) -> StateConflict:
     return StateConflict(
         f"An identical call started at {at} is still running; this one was not run.",
         details={"idempotency_key": key.value, "conflict": "in_flight", "original_at": at},
-        transient=True, retry_safety=RetrySafety.NOT_SENT, side_effect_status=SideEffectStatus.NONE,
-        repair_action=RepairAction.BACKOFF_RETRY, max_retry=1,
+        transient=True,
+        retry_safety=RetrySafety.NOT_SENT,
+        side_effect_status=SideEffectStatus.NONE,
+        repair_action=RepairAction.BACKOFF_RETRY,
+        max_retry=1,
         suggestion="Wait for the running call to finish, then repeat this one: it will return the same result "
         "without running the tool again.",
-    )  # fmt: skip
+    )

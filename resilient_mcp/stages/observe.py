@@ -30,12 +30,13 @@ import mcp_types as types
 import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from ..chain import CallNext, ToolCall
-from ..classify import FAULT_META_KEY, classify_result
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import FailureStats, call_arguments_hash
 from ..diagnosis.engine import Diagnoser
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
-from ..fingerprint import FailureStats, call_arguments_hash
-from ..observations import build_observation, unknown_tool_error
+from ..faults.classify import FAULT_META_KEY, classify_result
+from ..faults.observations import build_observation, unknown_tool_error
+from ..ops.events import NULL, CallEvents, call_end
 from ..policy import ObservationLevel, ObservationRule
 
 log = structlog.get_logger(__name__)
@@ -167,6 +168,7 @@ class Observe:
         unknown_tool_as_result: bool | None = None,
         wall_clock: Callable[[], float] = time.time,
         arguments_hash: Callable[[ToolCall], str] | None = None,
+        events: CallEvents = NULL,
         diagnose: Diagnoser | None = None,
     ) -> None:
         if isinstance(level_for, ObservationRule):
@@ -182,12 +184,24 @@ class Observe:
         self._session_context = session_context
         self._wall = wall_clock
         self._hash = arguments_hash or (lambda call: call_arguments_hash(call, _PROCESS_KEY))
+        self._events = events
+        """Where the ops recorders hear of the call (traces, metrics, status page); NULL when they are off."""
         self._diagnose = diagnose
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         tokens = bind_contextvars(session=call.session_id, upstream=call.upstream, tool=call.name, call_id=call.call_id)
+        events = self._events
         try:
-            return await self._run(call, call_next)
+            if events is NULL:
+                return await self._run(call, call_next)
+            events.call_started(call)
+            try:
+                result = await self._run(call, call_next)
+            except BaseException as exc:  # cancellation, or the unknown-tool JSON-RPC error
+                events.call_finished(call, call_end(call, None, exc))
+                raise
+            events.call_finished(call, call_end(call, result, None))
+            return result
         finally:
             reset_contextvars(**tokens)
 
@@ -233,15 +247,24 @@ class Observe:
         repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0 else None
         if isinstance(fault, UnknownTool) and not self._unknown_as_result:
             raise unknown_tool_error(
-                fault, call, level=level, consecutive=consecutive, repeat_count=repeat,
+                fault,
+                call,
+                level=level,
+                consecutive=consecutive,
+                repeat_count=repeat,
                 upstream_message_chars=self._chars,
-            )  # fmt: skip
+            )
         try:
             context = self._context(call) if level is ObservationLevel.L3 else None
             return build_observation(
-                fault, call, level=level, consecutive=consecutive, repeat_count=repeat, session_context=context,
+                fault,
+                call,
+                level=level,
+                consecutive=consecutive,
+                repeat_count=repeat,
+                session_context=context,
                 upstream_message_chars=self._chars,
-            )  # fmt: skip
+            )
         except Exception:
             log.exception("observation_failed", fault_type=fault.fault_type)
             text = f"{fault.code}: the call failed ({fault.fault_type}); resilient-mcp could not describe it further."
@@ -257,6 +280,7 @@ class Observe:
             return None
 
     def _finish(self, call: ToolCall, outcome: Outcome, fault_type: str | None) -> None:
+        call.record.outcome, call.record.fault_type = outcome, fault_type
         if self._diagnose is not None:
             self._diagnose.note(call, outcome, fault_type)
         level = logging.DEBUG if outcome == "ok" else logging.INFO
@@ -265,11 +289,18 @@ class Observe:
             return
         args = call.arguments if isinstance(call.arguments, dict) else {}
         entry = AuditEntry(
-            ts=self._wall(), session=_clip(call.session_id), upstream=_clip(call.upstream), tool=_clip(call.name),
-            argument_keys=audit_keys(args), arguments_hash=self._hash(call), outcome=outcome,
-            fault_type=fault_type, attempts=len(call.record.attempts), latency_ms=call.record.elapsed_ms(),
+            ts=self._wall(),
+            session=_clip(call.session_id),
+            upstream=_clip(call.upstream),
+            tool=_clip(call.name),
+            argument_keys=audit_keys(args),
+            arguments_hash=self._hash(call),
+            outcome=outcome,
+            fault_type=fault_type,
+            attempts=len(call.record.attempts),
+            latency_ms=call.record.elapsed_ms(),
             decided_by=call.record.decided_by,
-        )  # fmt: skip
+        )
         if self._audit is not None:
             try:
                 self._audit.record(entry)

@@ -49,12 +49,12 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
+from ..core.textcut import SEPARATOR, cut_text, item_text, json_shape, utf8_head
 from ..faults import OutputSchemaViolation, OversizedResult, RepairAction, SemanticCorruption, SideEffectStatus
-from ..invariants import Invariants
 from ..policy import OutputRule, ResultInvariants
 from ..state import OutputStore, utf8_len
-from ..stored_outputs import (
+from ..state.stored_outputs import (
     OUTPUT_URI_PREFIX,
     READ_STORED_OUTPUT_TOOL,
     STORED_OUTPUT_TEMPLATE,
@@ -63,10 +63,18 @@ from ..stored_outputs import (
     StoredOutputs,
     build_manifest,
 )
-from ..textcut import SEPARATOR, cut_text, item_text, json_shape, utf8_head
+from .invariants import Invariants
 
-__all__ = ["OUTPUT_URI_PREFIX", "READ_STORED_OUTPUT_TOOL", "STORED_OUTPUT_TEMPLATE", "TRUNCATED_META", "OutputCap",
-           "Page", "StoredOutputMissing", "StoredOutputs"]  # fmt: skip
+__all__ = [
+    "OUTPUT_URI_PREFIX",
+    "READ_STORED_OUTPUT_TOOL",
+    "STORED_OUTPUT_TEMPLATE",
+    "TRUNCATED_META",
+    "OutputCap",
+    "Page",
+    "StoredOutputMissing",
+    "StoredOutputs",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -156,10 +164,15 @@ class OutputCap:
         handle = None
         if self._store is not None:
             manifest = build_manifest(result, spans, sc_span)
-            handle = await self._store.put_output(call.name, parts, manifest)
-        facts = {"handle": handle, "original_bytes": total, "kept_bytes": capped.kept_bytes,
-                 "items_dropped": capped.dropped, "resume_offset": capped.resume,
-                 "uri": f"{OUTPUT_URI_PREFIX}{handle}" if handle else None}  # fmt: skip
+            handle = await self._store.put_output(call.name, parts, manifest, call.owner)
+        facts = {
+            "handle": handle,
+            "original_bytes": total,
+            "kept_bytes": capped.kept_bytes,
+            "items_dropped": capped.dropped,
+            "resume_offset": capped.resume,
+            "uri": f"{OUTPUT_URI_PREFIX}{handle}" if handle else None,
+        }
         shape = json_shape(result.structured_content) if sc_span else None
         if shape is not None and self._schema is not None:
             raise self._oversized(capped, facts, shape, sc_bytes)
@@ -167,9 +180,12 @@ class OutputCap:
         meta = {**(result.meta or {}), TRUNCATED_META: facts}
         log.info("output_truncated", tool=call.name, **facts)
         return result.model_copy(
-            update={"content": [*capped.kept, *notes], "meta": meta,
-                    "structured_content": result.structured_content if keep_sc else None}
-        )  # fmt: skip
+            update={
+                "content": [*capped.kept, *notes],
+                "meta": meta,
+                "structured_content": result.structured_content if keep_sc else None,
+            }
+        )
 
     def _fill(
         self, content: list[Any], texts: list[str | None], sizes: list[int], capped: _Capped
@@ -222,8 +238,10 @@ class OutputCap:
             return text + "; the full output could not be stored]"
         if facts["resume_offset"] is not None:
             length = min(self._rule.max_text_bytes, total - kept)
-            return text + (f"; read the rest with read_stored_output(handle=\"{handle}\", "
-                           f"offset={facts['resume_offset']}, length={length})]")  # fmt: skip
+            return text + (
+                f'; read the rest with read_stored_output(handle="{handle}", '
+                f"offset={facts['resume_offset']}, length={length})]"
+            )
         return text + f"; the full result is the resource {facts['uri']}]"
 
     def _oversized(self, capped: _Capped, facts: dict[str, Any], shape: Any, sc_bytes: int) -> OversizedResult:
@@ -233,11 +251,15 @@ class OutputCap:
         return OversizedResult(
             f"The structured result ({sc_bytes} bytes) is larger than the output cap ({self._rule.max_text_bytes} "
             "bytes); it is stored, not returned.",
-            details={**facts, "structured_content_shape": shape, "read_with": read,
-                     "degraded_text": _joined_text(capped.kept, self._rule.max_text_bytes)},
+            details={
+                **facts,
+                "structured_content_shape": shape,
+                "read_with": read,
+                "degraded_text": _joined_text(capped.kept, self._rule.max_text_bytes),
+            },
             suggestion="Narrow the request (filters, limits, a smaller range), or read the stored result in pages "
             "with read_stored_output.",
-        )  # fmt: skip
+        )
 
     def _validate(self, validator: Any, result: types.CallToolResult) -> None:
         bad: list[list[str | int]] = []

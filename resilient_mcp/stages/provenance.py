@@ -19,7 +19,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
 from ..faults import EffectClass, Fault, PromptInjection, RepairAction, RetrySafety, SideEffectStatus
 from .access import APPROVAL_SCHEMA, summarize_arguments
 
@@ -29,15 +29,18 @@ SCAN_CHARS = 200_000
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
-        ("override", r"\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all|your)\b.{0,20}"
-                     r"\b(instructions|prompts?|rules|directions)\b"),
+        (
+            "override",
+            r"\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all|your)\b.{0,20}"
+            r"\b(instructions|prompts?|rules|directions)\b",
+        ),
         ("role_tag", r"<\|?(im_start|system|assistant)\|?>|\[/?(system|INST)\]"),
         ("new_orders", r"\b(new|updated|real) (system )?(instructions|orders|task)\s*:"),
         ("secrecy", r"\bdo not (tell|inform|mention (this )?to) the user\b|\bwithout (telling|informing) the user\b"),
         ("impersonation", r"\byou are now\b|\bas an ai (assistant|model), you must\b|\bthe assistant must\b"),
         ("tool_command", r"\b(you must|immediately|now) (call|invoke|run|use) the (tool|function)\b"),
     )
-)  # fmt: skip
+)
 
 
 class SessionTaint:

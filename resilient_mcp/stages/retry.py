@@ -35,10 +35,10 @@ from tenacity.asyncio import AsyncRetrying
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential
 
-from ..chain import Attempt, CallNext, ToolCall
+from ..core.chain import Attempt, CallNext, ToolCall
 from ..faults import AttemptTimeout, Fault, RepairAction, RetrySafety, SideEffectStatus
+from ..faults.repeat import Decision, decide
 from ..policy import ToolRule
-from ..repeat import Decision, decide
 
 log = structlog.get_logger(__name__)
 
@@ -159,8 +159,9 @@ class Retry:
         self._budgets = budgets
         self._clock = clock
         self._attempts = _StopAfterAttempts(rule.retry.max_attempts, rule.retry.max_attempts_maybe_executed)
-        self._jitter = _FullJitter(rule.retry.backoff_base_ms / 1000, rule.retry.backoff_cap_ms / 1000,
-                                   random or _random.Random())  # fmt: skip
+        self._jitter = _FullJitter(
+            rule.retry.backoff_base_ms / 1000, rule.retry.backoff_cap_ms / 1000, random or _random.Random()
+        )
         self._retrying = AsyncRetrying(
             sleep=sleep,
             stop=self._attempts | _StopBeforeDeadline(clock),
@@ -294,8 +295,15 @@ class Retry:
         fault = _fault_of(retry_state)
         fault_type = fault.fault_type if isinstance(fault, Fault) else "error"
         n, limit = retry_state.attempt_number + 1, self._attempts.limit(run)
-        log.info("retry_scheduled", tool=run.call.name, upstream=run.call.upstream, attempt=n, of=limit,
-                 delay_ms=run.delay_ms, fault_type=fault_type)  # fmt: skip
+        log.info(
+            "retry_scheduled",
+            tool=run.call.name,
+            upstream=run.call.upstream,
+            attempt=n,
+            of=limit,
+            delay_ms=run.delay_ms,
+            fault_type=fault_type,
+        )
         if run.call.host is None:
             return
         message = f"retrying {run.call.name} in {run.delay_ms} ms (attempt {n} of {limit}): {fault_type}"

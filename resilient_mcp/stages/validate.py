@@ -33,9 +33,9 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from referencing.exceptions import Unresolvable
 
-from ..chain import CallNext, ToolCall
+from ..core.chain import CallNext, ToolCall
+from ..core.fingerprint import call_arguments_json, canonical_json
 from ..faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
-from ..fingerprint import call_arguments_json, canonical_json
 from ..policy import ValidationRule
 
 _log = structlog.get_logger(__name__)
@@ -198,18 +198,30 @@ def _not_an_object(name: str, raw: object, *, double_encoded: bool) -> Malformed
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BOUNDS = {
-    "minimum": "a number >= {}", "maximum": "a number <= {}",
-    "exclusiveMinimum": "a number > {}", "exclusiveMaximum": "a number < {}", "multipleOf": "a multiple of {}",
-    "minLength": "a string of at least {} characters", "maxLength": "a string of at most {} characters",
-    "minItems": "an array of at least {} items", "maxItems": "an array of at most {} items",
-    "minProperties": "an object with at least {} properties", "maxProperties": "an object with at most {} properties",
-    "pattern": "a string matching the regular expression {}", "format": "a valid {} value",
-}  # fmt: skip
+    "minimum": "a number >= {}",
+    "maximum": "a number <= {}",
+    "exclusiveMinimum": "a number > {}",
+    "exclusiveMaximum": "a number < {}",
+    "multipleOf": "a multiple of {}",
+    "minLength": "a string of at least {} characters",
+    "maxLength": "a string of at most {} characters",
+    "minItems": "an array of at least {} items",
+    "maxItems": "an array of at most {} items",
+    "minProperties": "an object with at least {} properties",
+    "maxProperties": "an object with at most {} properties",
+    "pattern": "a string matching the regular expression {}",
+    "format": "a valid {} value",
+}
 _FORMAT_EXAMPLES = {
-    "date": "2024-05-31", "date-time": "2024-05-31T13:45:00Z", "time": "13:45:00Z", "email": "name@example.com",
-    "uuid": "123e4567-e89b-12d3-a456-426614174000", "ipv4": "192.0.2.1", "ipv6": "2001:db8::1",
+    "date": "2024-05-31",
+    "date-time": "2024-05-31T13:45:00Z",
+    "time": "13:45:00Z",
+    "email": "name@example.com",
+    "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "ipv4": "192.0.2.1",
+    "ipv6": "2001:db8::1",
     "uri": "https://example.com/path",
-}  # fmt: skip
+}
 
 
 def path_key(path: str, key: str | int) -> str:
@@ -395,8 +407,14 @@ NOT_COERCIBLE: Any = object()
 _INTEGER = re.compile(r"-?(0|[1-9]\d{0,17})")
 _NUMBER = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?")
 _TYPE_NAMES: dict[type, str] = {
-    type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object",
-}  # fmt: skip
+    type(None): "null",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+}
 
 
 def coerce_string(text: str, wanted: str | Sequence[str]) -> Any:

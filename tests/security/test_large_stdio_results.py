@@ -22,12 +22,12 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from resilient_mcp.config import ProxyConfig
-from resilient_mcp.pipeline import Pipeline
+from resilient_mcp.core.pipeline import Pipeline
+from resilient_mcp.core.proxy import Proxy
+from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
-from resilient_mcp.proxy import Proxy
-from resilient_mcp.server import build_server
-from resilient_mcp.stdio_upstream import _EDGE, read_lines
+from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.upstream.stdio import _EDGE, read_lines
 from tests.harness import observation, text
 
 pytestmark = pytest.mark.anyio
@@ -109,7 +109,7 @@ async def test_the_line_reader_splits_any_chunking_exactly_and_keeps_only_the_ed
 
 
 async def test_an_oversized_message_that_answers_no_request_in_flight_is_dropped_not_misdelivered() -> None:
-    from resilient_mcp.stdio_upstream import _InFlight
+    from resilient_mcp.upstream.stdio import _InFlight
 
     in_flight = _InFlight()
     in_flight.sent(types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call"))

@@ -22,7 +22,7 @@ import mcp_types as types
 import pytest
 from pydantic import BaseModel
 
-from resilient_mcp.config import StdioUpstream
+from resilient_mcp.policy.config import StdioUpstream
 from resilient_mcp.upstream import Upstream
 from tests.helpers import JsonRpcPipe, await_until, pid_running, proxy_argv, read_pid_file, running, wait_until
 

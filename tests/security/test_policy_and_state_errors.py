@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from resilient_mcp.policy import Policy
-from resilient_mcp.policyfile import PolicyWatcher, load_policy
-from resilient_mcp.sourcefile import SourceError
+from resilient_mcp.policy.files import PolicyWatcher, load_policy
+from resilient_mcp.policy.source import SourceError
 from tests.helpers import child_env, proxy_argv
 
 HOSTILE = Path(__file__).with_name("hostile_upstream.py")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from resilient_mcp.chain import ToolCall
-from resilient_mcp.fingerprint import canonical_json
+from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.core.fingerprint import canonical_json
 from resilient_mcp.logs import bound, redact
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.state import SECRET_FILE, StateStore
@@ -90,8 +90,8 @@ async def test_idempotency_records_on_disk_carry_no_unkeyed_hash_of_the_argument
 
     import mcp_types as types
 
+    from resilient_mcp.core.fingerprint import fingerprint
     from resilient_mcp.faults import EffectClass
-    from resilient_mcp.fingerprint import fingerprint
     from resilient_mcp.stages.idempotency import Idempotency, InFlight
 
     call = ToolCall(

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from resilient_mcp.stdio import MAX_LINE_BYTES
+from resilient_mcp.host.stdio import MAX_LINE_BYTES
 from tests.helpers import JsonRpcPipe, proxy_argv, running
 
 HOSTILE = Path(__file__).with_name("hostile_upstream.py")

@@ -1,0 +1,181 @@
+"""The aggregated view of every upstream's tools, prompts and resources, under the names the host sees.
+
+With one upstream (and no explicit prefix) names are unchanged. With several, each upstream's tools and prompts are
+named ``{prefix}{separator}{name}`` (prefix defaults to the upstream's configured name; ``prefix: ""`` opts out),
+except a name the server already starts with its prefix and ``_``, ``-`` or ``.`` (the git server's ``git_status``
+under prefix ``git``), which is kept as it is rather than doubled (``git__git_status``); see ``public_name``.
+Two upstreams offering the same host-visible name is a ``CatalogConflict`` naming both: never silent shadowing.
+Resources keep their URIs (they are already global); a URI offered twice goes to the first upstream, with a warning.
+Metadata (title, description, schemas, annotations, icons, ``_meta``) passes through unchanged but for the name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import mcp_types as types
+import structlog
+from mcp.shared.tool_name_validation import validate_tool_name
+
+from ..policy.config import default_prefix
+
+if TYPE_CHECKING:
+    from ..upstream import Upstream
+
+log = structlog.get_logger(__name__)
+
+
+class CatalogConflict(Exception):
+    """Two upstreams offer the same host-visible name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One tool or prompt: where it lives and what it is called there."""
+
+    public_name: str
+    upstream: str
+    name: str
+    tool: types.Tool | None = None
+    prompt: types.Prompt | None = None
+
+
+@dataclass(slots=True)
+class Catalog:
+    tools: dict[str, Entry] = field(default_factory=dict)
+    prompts: dict[str, Entry] = field(default_factory=dict)
+    resources: dict[str, tuple[str, types.Resource]] = field(default_factory=dict)
+    templates: list[tuple[str, types.ResourceTemplate]] = field(default_factory=list)
+    prefixes: dict[str, str] = field(default_factory=dict)
+    """upstream name -> the prefix its names carry ("" when unprefixed)."""
+
+    def prompt_list(self) -> list[types.Prompt]:
+        return [
+            e.prompt.model_copy(update={"name": e.public_name}) for e in self.prompts.values() if e.prompt is not None
+        ]
+
+    def upstream_for_name(self, public_name: str) -> str | None:
+        """The upstream a name would belong to by its prefix (for calls to tools of an upstream that is down)."""
+        best: tuple[int, str] | None = None
+        for upstream, prefix in self.prefixes.items():
+            own = prefix if public_name.startswith(prefix) else _bare_match(public_name, prefix)
+            if prefix and own and (best is None or len(own) > best[0]):
+                best = (len(own), upstream)
+        if best is not None:
+            return best[1]
+        unprefixed = [u for u, p in self.prefixes.items() if not p]
+        return unprefixed[0] if len(unprefixed) == 1 else None
+
+    def upstream_for_uri(self, uri: str) -> str | None:
+        if uri in self.resources:
+            return self.resources[uri][0]
+        for upstream, template in self.templates:
+            if _template_matches(template.uri_template, uri):
+                return upstream
+        return None
+
+
+class Prefix(str):
+    """A full prefix (``git__``) that knows its bare part (``git``): ``public_name`` needs both."""
+
+    bare: str
+
+    def __new__(cls, bare: str, separator: str) -> Prefix:
+        full = super().__new__(cls, f"{bare}{separator}" if bare else "")
+        full.bare = bare
+        return full
+
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]
+        return self.bare, self[len(self.bare) :]
+
+
+def prefixes_for(upstreams: Mapping[str, str | None], separator: str) -> dict[str, str]:
+    """The prefix each upstream's names get: none for a single upstream without an explicit prefix; otherwise the
+    explicit prefix, or the upstream's name made safe for tool names; ``prefix: ""`` opts out."""
+    if len(upstreams) == 1:
+        ((name, prefix),) = upstreams.items()
+        return {name: Prefix(prefix or "", separator)}
+    return {
+        name: Prefix("" if prefix == "" else (prefix if prefix is not None else default_prefix(name)), separator)
+        for name, prefix in upstreams.items()
+    }
+
+
+def _bare_match(name: str, prefix: str) -> str:
+    """The part of ``name`` that already says its prefix (``git_`` of ``git_status`` under ``git__``), or ""."""
+    bare = getattr(prefix, "bare", "")
+    if not bare or len(name) <= len(bare) + 1 or name[len(bare)] not in "_-.":
+        return ""
+    if name[: len(bare)].lower() != bare.lower() or name.lower().startswith(prefix.lower()):
+        return ""
+    return name[: len(bare) + 1]
+
+
+def public_name(name: str, prefix: str) -> str:
+    """The host-visible name of an upstream's tool or prompt ``name`` under ``prefix`` (a ``Prefix``).
+
+    ``{prefix}{separator}{name}``, except that a name that already starts with the bare prefix (any case) and one of
+    ``_ - .`` is kept as it is: ``git_status`` stays ``git_status`` under ``git``, not ``git__git_status``. A name
+    that starts with the whole prefix (``git__x``) is prefixed as usual, so a kept name never looks like a prefixed
+    one and two names of one upstream cannot meet; a clash across upstreams is a ``CatalogConflict`` as always."""
+    return name if _bare_match(name, prefix) else prefix + name
+
+
+def build_catalog(upstreams: Mapping[str, Upstream], prefixes: Mapping[str, str], *, strict: bool) -> Catalog:
+    """Aggregate. With ``strict`` a name clash raises ``CatalogConflict``; otherwise the first upstream keeps it."""
+    cat = Catalog(prefixes=dict(prefixes))
+    conflicts: list[str] = []
+    for up_name, up in upstreams.items():
+        prefix = prefixes.get(up_name, "")
+        for tool in up.catalog.tools:
+            public = public_name(tool.name, prefix)
+            clash = _add(cat.tools, Entry(public, up_name, tool.name, tool=tool), "tool")
+            if clash:
+                conflicts.append(clash)
+            _check_name(public, up_name)
+        for prompt in up.catalog.prompts:
+            entry = Entry(public_name(prompt.name, prefix), up_name, prompt.name, prompt=prompt)
+            clash = _add(cat.prompts, entry, "prompt")
+            if clash:
+                conflicts.append(clash)
+        for res in up.catalog.resources:
+            uri = str(res.uri)
+            if uri in cat.resources:
+                log.warning("resource_uri_shadowed", uri=uri, kept=cat.resources[uri][0], dropped=up_name)
+                continue
+            cat.resources[uri] = (up_name, res)
+        cat.templates.extend((up_name, t) for t in up.catalog.resource_templates)
+    if conflicts:
+        if strict:
+            raise CatalogConflict("; ".join(conflicts))
+        for c in conflicts:
+            log.error("name_conflict", detail=c)
+    return cat
+
+
+def _add(table: dict[str, Entry], entry: Entry, kind: str) -> str | None:
+    other = table.get(entry.public_name)
+    if other is None:
+        table[entry.public_name] = entry
+        return None
+    return (
+        f"{kind} name {entry.public_name!r} is offered by both upstream {other.upstream!r} and upstream "
+        f'{entry.upstream!r}: give one of them a prefix (upstreams.<name>.prefix) or remove prefix: ""'
+    )
+
+
+def _check_name(name: str, upstream: str) -> None:
+    result = validate_tool_name(name)
+    if not result.is_valid:
+        log.warning("tool_name_not_sep986", tool=name, upstream=upstream, warnings=list(result.warnings))
+
+
+def _template_matches(template: str, uri: str) -> bool:
+    """RFC 6570 level-1 match: literal parts in order, each {var} matching a non-empty run."""
+    pattern = "".join(
+        "(.+?)" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^}]*\})", template) if part
+    )
+    return re.fullmatch(pattern, uri) is not None

@@ -1,0 +1,122 @@
+"""The interception chain: the value a tool call is, the seam every stage shares, and how stages are composed.
+
+A stage is ``async (call, call_next) -> CallToolResult``. It observes, refuses (raises a ``Fault``), rewrites
+(``call_next(replace(call, ...))``) or answers without calling next. Stages are configured in ``__init__`` and keep no
+per-call state on ``self``: per-call facts live on ``call.record``, shared state (budgets, breakers, stores) is an
+explicit object handed to the stage. The order of stages is fixed in ``pipeline.py``; it is where safety lives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import mcp_types as types
+
+if TYPE_CHECKING:
+    from ..policy import ToolRule
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One upstream attempt, as the observation lists it."""
+
+    n: int
+    outcome: str  # "ok" | "timeout" | "connection_lost" | ... | the fault type of the failure
+    elapsed_ms: int
+    fault_type: str | None = None
+    delay_before_ms: int | None = None
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """Mutable per-call facts that stages share: attempts made, notes the model must see, who decided."""
+
+    started: float = field(default_factory=time.monotonic)
+    attempts: list[Attempt] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Things the proxy did to the call that the model must be told (rule 9: no silent rewrite)."""
+    decided_by: str | None = None
+    """Name of the stage that answered or refused, for the audit trail."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Facts a stage adds to the observation's ``details`` (e.g. an idempotency key)."""
+    canonical_args: tuple[object, str] | None = None
+    """``(arguments, their canonical JSON)``, computed once per call by ``fingerprint`` for every stage that hashes
+    them (guard, idempotency, audit); valid while ``call.arguments`` is that same object."""
+    on_delivered: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run once the result is handed to the host's connection (not when the host cancelled first): the idempotency
+    stage forgets a write the host has seen, so an identical call later runs (``server.run_tool_call`` calls them)."""
+
+    outcome: str | None = None
+    """ok | error | refused, set by the observe stage when the call ends (read by the ops recorders)."""
+    fault_type: str | None = None
+    ops: Any = None
+    """Opaque per-call slot of the ops recorders (``resilient_mcp.ops``); None when operations are off."""
+    sent: int = 0
+    """Upstream attempts the terminal made, counted only while operations are on (``attempts`` lists them only when
+    the retry stage runs)."""
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+
+class HostLink(Protocol):
+    """What a stage may ask of the host that made the call (the downstream client)."""
+
+    @property
+    def supports_elicitation(self) -> bool: ...
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> types.ElicitResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One ``tools/call`` as it travels the chain."""
+
+    name: str
+    """The name the host called (possibly prefixed)."""
+    arguments: dict[str, Any] | None
+    upstream: str
+    """The configured name of the upstream that serves the tool ("" when the tool is unknown)."""
+    upstream_tool: str
+    """The tool's name on its upstream."""
+    rule: ToolRule
+    tool: types.Tool | None = None
+    """The catalog entry; None when the host called a name the catalog does not have."""
+    meta: dict[str, Any] | None = None
+    """The request's ``_meta`` from the host, forwarded upstream (progressToken excluded: the proxy owns it)."""
+    session_id: str = "-"
+    owner: str = ""
+    """Who may read what this call stores (``stored_outputs.output_owner``): its host session and HTTP principal."""
+    call_id: str = "-"
+    record: CallRecord = field(default_factory=CallRecord)
+    host: HostLink | None = None
+    attempt_timeout_s: float | None = None
+    """Per-attempt timeout the terminal applies; set by the retry stage from policy."""
+
+
+CallNext = Callable[[ToolCall], Awaitable[types.CallToolResult]]
+
+
+class Stage(Protocol):
+    async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult: ...
+
+
+def compose(stages: Sequence[Stage], terminal: CallNext) -> CallNext:
+    """Fold ``stages`` (outermost first) around ``terminal`` into one callable. Done once per compiled chain."""
+    handler = terminal
+    for stage in reversed(stages):
+        handler = _bind(stage, handler)
+    return handler
+
+
+def _bind(stage: Stage, call_next: CallNext) -> CallNext:
+    async def run(call: ToolCall) -> types.CallToolResult:
+        return await stage(call, call_next)
+
+    run.__qualname__ = f"{type(stage).__name__}.bound"
+    return run

@@ -1,0 +1,326 @@
+"""The fault classifier: every upstream outcome (an exception, an ``isError`` result, an HTTP status) -> one ``Fault``.
+
+Pure and total: it never raises, never does I/O, and maps anything it does not recognise to a conservative fault
+(maybe executed). ``upstream.py`` calls it at the transport seam; nothing above that seam sees SDK exceptions.
+
+Exceptions (``classify_exception``; ``sent`` says whether the request may have left the proxy):
+
+    Fault                               passed through unchanged
+    MCPError -32001 REQUEST_TIMEOUT     AttemptTimeout, maybe_executed
+    MCPError -32000 CONNECTION_CLOSED   ConnectionLost (sent) | ConnectFailure (not sent)
+    MCPError -32602 "unknown tool"      UnknownTool, rejected      (other -32602: SchemaViolation, rejected,
+                                                                    details.schema_drift_candidate)
+    MCPError -32601                     ProtocolMismatch (c), rejected
+    MCPError -32600 / -32700            MalformedArguments, rejected (catalog B3); -32600 "Session terminated" ->
+                                        ConnectionLost, rejected (the session expired before dispatch); the SDK's
+                                        stand-ins for an HTTP answer it could not read (an empty or non-JSON body,
+                                        an unexpected content type, 202 to a request) -> MalformedResponse (E1),
+                                        maybe_executed
+    MCPError -32603                     GatewayError when it is the SDK's stand-in for an HTTP error status, else
+                                        TransientExecutionError (catalog D1), maybe_executed, ``tool_level``: the
+                                        tool's execution error (its own circuit counts it, never the upstream's)
+    MCPError -32022 / -32021 / -32020   ProtocolMismatch (a) transient / (d) / header mismatch, rejected
+    MCPError -32042                     PermissionDenied (URL elicitation required), ask_user
+    MCPError, other codes (e.g. 0)      PermanentExecutionError, maybe_executed (an untyped upstream failure)
+    httpx2.HTTPStatusError              classify_http_status
+    httpx2 connect/pool timeout, ConnectError, ConnectionRefusedError, FileNotFoundError, PermissionError
+                                        ConnectFailure, not_sent
+    TimeoutError, httpx2 read timeout   AttemptTimeout (sent) | ConnectFailure (not sent: a connect timeout)
+    other OSError, httpx2 network errors, anyio EndOfStream / ClosedResourceError / BrokenResourceError
+                                        ConnectionLost (sent) | ConnectFailure (not sent)
+    pydantic.ValidationError, ValueError from JSON decoding
+                                        MalformedResponse, maybe_executed
+    an exception group                  its first leaf
+    anything else                       GatewayError, maybe_executed, the exception text as upstream_message
+
+HTTP statuses (``classify_http_status``): 401 Unauthenticated, 403 PermissionDenied, 408 AttemptTimeout (rejected),
+409 StateConflict, 429 RateLimited (rejected: refused before dispatch) with Retry-After, or QuotaExhausted when the
+server asks for an hour or more, 400/413/422 MalformedArguments, 404 GatewayError (rejected: session or endpoint
+gone), 500/502/504 GatewayError maybe_executed. **503**: rejected when the response carries a Retry-After (RFC 9110
+§15.6.4: the server is refusing load and says when to come back) or the caller says its 503s mean "not processed";
+otherwise maybe_executed (catalog C4).
+
+``isError`` results: ``classify_result`` (defined in ``error_results.py``, re-exported here) reads a typed hint first
+(the convention ``_meta["io.github.resilient-mcp/error"]``, or a chained resilient-mcp's own fault observation) and
+falls back to conservative text heuristics. An MCPError whose ``data`` is a chained resilient-mcp's observation is
+read back as that fault.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pydantic
+from mcp.shared.exceptions import MCPError
+
+from . import (
+    AttemptTimeout,
+    ConnectFailure,
+    ConnectionLost,
+    Fault,
+    GatewayError,
+    MalformedArguments,
+    MalformedResponse,
+    PermanentExecutionError,
+    PermissionDenied,
+    ProtocolMismatch,
+    QuotaExhausted,
+    RateLimited,
+    RepairAction,
+    RetrySafety,
+    SchemaViolation,
+    SideEffectStatus,
+    StateConflict,
+    TransientExecutionError,
+    Unauthenticated,
+    UnknownTool,
+)
+from .error_results import (
+    ERROR_META_KEY,
+    FAULT_META_KEY,
+    QUOTA_RETRY_AFTER_MS,
+    classify_result,
+    fault_from_observation,
+    result_text,
+)
+
+__all__ = [
+    "ERROR_META_KEY",
+    "FAULT_META_KEY",
+    "QUOTA_RETRY_AFTER_MS",
+    "classify_exception",
+    "classify_http_status",
+    "classify_result",
+    "parse_retry_after",
+    "result_text",
+]
+
+_SDK_HTTP_STANDIN = "server returned an error response"  # mcp/client/streamable_http.py, any non-404 HTTP error
+_SDK_UNREADABLE_RESPONSE = (  # mcp/client/streamable_http.py: the answer to our POST could not be read
+    "failed to parse json response",
+    "failed to parse sse message",
+    "unexpected content type",
+    "server answered a request with 202 accepted",
+)
+
+
+def parse_retry_after(value: str, now: datetime) -> int | None:
+    """A ``Retry-After`` value (delay-seconds or an HTTP-date, RFC 9110 §10.2.3) as milliseconds from ``now``.
+
+    ``None`` when the value is invalid; a date in the past gives 0. A naive ``now`` is taken as UTC."""
+    value = value.strip()
+    if value.isdigit():
+        return int(value) * 1000
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0, int((when - now).total_seconds() * 1000))
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is not None:
+        return value
+    lowered = name.lower()
+    return next((v for k, v in headers.items() if k.lower() == lowered), None)
+
+
+def classify_http_status(
+    status: int,
+    headers: Mapping[str, str],
+    *,
+    now: datetime | None = None,
+    unavailable_not_processed: bool = False,
+    message: str | None = None,
+) -> Fault:
+    """The fault an HTTP error status of the MCP endpoint means (see the module docstring for the table)."""
+    raw_after = _header(headers, "retry-after")
+    after = parse_retry_after(raw_after, now or datetime.now(UTC)) if raw_after is not None else None
+    details: dict[str, Any] = {"http_status": status}
+    text = f"The upstream answered HTTP {status}."
+    common: dict[str, Any] = {"details": details, "upstream_code": status, "upstream_message": message}
+    if status == 401:
+        scheme = (_header(headers, "www-authenticate") or "").split(" ", 1)[0]
+        if scheme:
+            details["auth_scheme"] = scheme
+        return Unauthenticated("The upstream rejected the proxy's credentials (HTTP 401).", **common)
+    if status == 403:
+        return PermissionDenied("The upstream refused the call (HTTP 403).", **common)
+    if status == 429:
+        if after is not None and after >= QUOTA_RETRY_AFTER_MS:
+            return QuotaExhausted("The upstream's quota is used up (HTTP 429).", retry_after_ms=after, **common)
+        return RateLimited("The upstream is rate limiting calls (HTTP 429).", retry_after_ms=after, **common)
+    if status == 408:
+        return AttemptTimeout(
+            text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common
+        )
+    if status == 409:
+        return StateConflict("The upstream reported a conflict with the current state (HTTP 409).", **common)
+    if status in (400, 413, 422):
+        return MalformedArguments(text, retry_safety=RetrySafety.REJECTED, **common)
+    if status == 404:
+        return GatewayError(text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common)
+    if status == 503 and (after is not None or unavailable_not_processed):
+        return GatewayError(
+            text,
+            retry_safety=RetrySafety.REJECTED,
+            side_effect_status=SideEffectStatus.NONE,
+            retry_after_ms=after,
+            **common,
+        )
+    if status >= 500:
+        return GatewayError(text, retry_after_ms=after, **common)
+    if status >= 400:
+        return PermanentExecutionError(
+            text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common
+        )
+    return MalformedResponse(f"The upstream answered with unexpected HTTP status {status}.", **common)
+
+
+def classify_exception(exc: BaseException, *, sent: bool) -> Fault:
+    """The fault an exception from the upstream call means. ``sent``: the request may have reached the upstream.
+
+    Cancellation must be re-raised by the caller before classifying; it is not a fault."""
+    if isinstance(exc, Fault):
+        return exc
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return classify_exception(exc.exceptions[0], sent=sent)
+    if isinstance(exc, MCPError):
+        return _from_mcp_error(exc, sent=sent)
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return classify_http_status(exc.response.status_code, exc.response.headers, message=str(exc))
+    return _from_transport(exc, sent=sent)
+
+
+def _lost(exc: BaseException, *, sent: bool, what: str) -> Fault:
+    text = str(exc) or type(exc).__name__
+    if sent:
+        return ConnectionLost(
+            f"The connection to the upstream was lost after the call was sent ({what}).", upstream_message=text
+        )
+    return ConnectFailure(f"The proxy could not reach the upstream ({what}).", upstream_message=text)
+
+
+def _from_transport(exc: BaseException, *, sent: bool) -> Fault:
+    text = str(exc) or type(exc).__name__
+    name = type(exc).__name__
+    if isinstance(exc, httpx2.ConnectTimeout | httpx2.PoolTimeout | httpx2.ConnectError | ConnectionRefusedError):
+        return ConnectFailure(f"The proxy could not connect to the upstream ({name}).", upstream_message=text)
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        return ConnectFailure(f"The upstream process could not be started ({name}).", upstream_message=text)
+    if isinstance(exc, TimeoutError | httpx2.TimeoutException):
+        if not sent:
+            return ConnectFailure("Connecting to the upstream timed out.", upstream_message=text)
+        return AttemptTimeout("The upstream did not answer in time; the call may have executed.", upstream_message=text)
+    if isinstance(exc, OSError | httpx2.TransportError | anyio.EndOfStream | anyio.ClosedResourceError):
+        return _lost(exc, sent=sent, what=name)
+    if isinstance(exc, anyio.BrokenResourceError):
+        return _lost(exc, sent=sent, what=name)
+    if isinstance(exc, pydantic.ValidationError | json.JSONDecodeError | UnicodeDecodeError):
+        return MalformedResponse(
+            "The upstream's response could not be parsed; the call may have executed.",
+            details={"parse_error": _short(text)},
+            upstream_message=text,
+        )
+    return GatewayError(
+        f"The upstream call failed unexpectedly ({name}); the call may have executed.",
+        details={"exception_type": name},
+        upstream_message=text,
+    )
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_TOOL_NOT_FOUND = re.compile(r"\btool\b.{0,80}\bnot found\b")
+
+
+def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
+    code, msg = exc.code, exc.message
+    lowered = msg.lower()
+    kw: dict[str, Any] = {"upstream_message": msg, "upstream_code": code}
+    if isinstance(exc.data, Mapping) and isinstance(exc.data.get("fault_type"), str):
+        chained = fault_from_observation(exc.data, upstream_message=msg)
+        if chained is not None:
+            return chained
+    rejected: dict[str, Any] = {**kw, "retry_safety": RetrySafety.REJECTED, "side_effect_status": SideEffectStatus.NONE}
+    if code == types.REQUEST_TIMEOUT:
+        return AttemptTimeout("The upstream did not answer in time; the call may have executed.", **kw)
+    if code == types.CONNECTION_CLOSED:
+        return _lost(exc, sent=sent, what="connection closed")
+    if code == types.INVALID_PARAMS:
+        if "unknown tool" in lowered or _TOOL_NOT_FOUND.search(lowered):
+            return UnknownTool("The upstream does not know this tool.", **rejected)
+        return SchemaViolation(
+            "The upstream rejected the arguments.", details={"schema_drift_candidate": True}, **rejected
+        )
+    if code == types.METHOD_NOT_FOUND:
+        return ProtocolMismatch("The upstream does not support tool calls.", details={"variant": "c"}, **rejected)
+    if code == types.INVALID_REQUEST and "session terminated" in lowered:
+        return ConnectionLost("The upstream session expired before the call ran.", **rejected)
+    if code in (types.INVALID_REQUEST, types.PARSE_ERROR) and lowered.startswith(_SDK_UNREADABLE_RESPONSE):
+        unreadable = "The upstream's HTTP response had no readable answer (an empty or non-JSON body); it may have run."
+        return MalformedResponse(unreadable, details={"parse_error": _short(msg)}, **kw)
+    if code in (types.INVALID_REQUEST, types.PARSE_ERROR):
+        return MalformedArguments("The upstream could not read the request.", **rejected)
+    if code == types.INTERNAL_ERROR:
+        if lowered == _SDK_HTTP_STANDIN:
+            return GatewayError("The upstream answered with an HTTP error status.", **kw)
+        # The upstream is alive and answered: the tool itself failed. Its own circuit counts it, the upstream's not.
+        internal = "The tool failed inside the upstream (JSON-RPC internal error); the call may have executed."
+        fault = TransientExecutionError(internal, **kw)
+        fault.tool_level = True
+        return fault
+    return _from_spec_code(exc, kw, rejected)
+
+
+def _from_spec_code(exc: MCPError, kw: dict[str, Any], rejected: dict[str, Any]) -> Fault:
+    code, data = exc.code, exc.data if isinstance(exc.data, Mapping) else {}
+    if code == types.UNSUPPORTED_PROTOCOL_VERSION:
+        details = {"variant": "a", "supported_versions": data.get("supported", data.get("supportedVersions"))}
+        # Transient only through renegotiation, which the terminal does once (drift.recover): the retry stage
+        # must not repeat the identical request.
+        return ProtocolMismatch(
+            "The upstream does not support the negotiated protocol version.",
+            transient=False,
+            details=details,
+            **rejected,
+        )
+    if code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        details = {"variant": "d", "missing_capability": data.get("capability", data.get("requiredCapabilities"))}
+        return ProtocolMismatch(
+            "The upstream requires a client capability the proxy did not declare.",
+            details=details,
+            repair_action=RepairAction.ABORT,
+            **rejected,
+        )
+    if code == types.HEADER_MISMATCH:
+        return ProtocolMismatch(
+            "The upstream rejected the request's HTTP headers.", details={"variant": "headers"}, **rejected
+        )
+    if code == types.URL_ELICITATION_REQUIRED:
+        return PermissionDenied(
+            "The upstream needs the user to complete an authorization step in a browser.",
+            details={"elicitations": data.get("elicitations")},
+            **rejected,
+        )
+    return PermanentExecutionError(
+        "The upstream returned an error; the call may have executed.",
+        details={"upstream_code": exc.code},
+        retry_safety=RetrySafety.MAYBE_EXECUTED,
+        **kw,
+    )

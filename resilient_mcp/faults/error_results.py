@@ -1,0 +1,384 @@
+"""Classification of ``isError`` tool results: typed hints first, conservative text heuristics second.
+
+Sources, in order of trust:
+
+1. a chained resilient-mcp's own observation in ``_meta["io.github.resilient-mcp/fault"]``: read back as that fault;
+2. the typed-error convention ``_meta["io.github.resilient-mcp/error"] = {type, retryable, retry_after_ms, field}``
+   (catalog §6 shared notes). ``type`` is a catalog fault type (``"D2_rate_limited"``), its suffix
+   (``"rate_limited"``), a fault code (``"RATE_LIMITED"``) or a gRPC-style alias (``"unavailable"``, ``"aborted"``,
+   ``"not_found"``, ...). ``retryable: true`` makes a fault that can be transient transient and ``rejected`` (the
+   server said it did not execute); ``retryable: false`` makes any fault non-transient and, where the class would
+   say "maybe executed", ``executed_failed``. Faults the catalog never retries (argument, conflict, permission, ...)
+   stay non-transient whatever the server says. A transient "did not run" read from a hint or a chained observation
+   is marked ``claimed_by_upstream``: rule R (``repeat.decide``) believes it for a write only when the upstream has
+   ``trust_annotations: true``;
+3. text heuristics over the result's text, for servers that follow no convention.
+
+**The rule for untyped errors** (catalog §5.2 S2 and D4): an untyped error is never both transient and safe to
+repeat for a write. Texts that look transient (rate limit, timeout, unavailable) give a transient fault that is
+``maybe_executed``, so rule R retries it only on read-only or idempotent tools. Texts that name a refusal
+(authentication, permission, quota, invalid argument, conflict, unknown tool, not found) give their class,
+non-transient, never retried. Anything else is ``PermanentExecutionError``, non-transient and ``maybe_executed``
+with an unknown side effect: not retried, and the observation tells a write's caller to verify state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import mcp_types as types
+
+from ..core.fingerprint import canonical_json
+from . import (
+    BY_TYPE,
+    AttemptTimeout,
+    ConnectFailure,
+    ConnectionLost,
+    Fault,
+    GatewayError,
+    IncompleteResult,
+    MalformedResponse,
+    MissingRequiredArgument,
+    PermanentExecutionError,
+    PermissionDenied,
+    ProtocolMismatch,
+    QuotaExhausted,
+    RateLimited,
+    RepairAction,
+    RetrySafety,
+    SchemaViolation,
+    SemanticArgumentRejection,
+    SideEffectStatus,
+    StaleToolList,
+    StateConflict,
+    TransientExecutionError,
+    Unauthenticated,
+    UnknownTool,
+)
+
+ERROR_META_KEY = "io.github.resilient-mcp/error"
+FAULT_META_KEY = "io.github.resilient-mcp/fault"
+QUOTA_RETRY_AFTER_MS = 3_600_000
+"""A rate limit asking to wait this long or longer is a quota (F3), not a rate limit (D2)."""
+
+_CAN_BE_TRANSIENT: tuple[type[Fault], ...] = (
+    StaleToolList,
+    ProtocolMismatch,
+    ConnectFailure,
+    ConnectionLost,
+    AttemptTimeout,
+    GatewayError,
+    TransientExecutionError,
+    RateLimited,
+    MalformedResponse,
+    IncompleteResult,
+)
+
+_EXTRA_ALIASES: dict[str, type[Fault]] = {
+    "rate_limit": RateLimited,
+    "too_many_requests": RateLimited,
+    "throttled": RateLimited,
+    "conflict": StateConflict,
+    "aborted": StateConflict,
+    "already_exists": StateConflict,
+    "failed_precondition": StateConflict,
+    "unauthenticated": Unauthenticated,
+    "unauthorized": Unauthenticated,
+    "quota": QuotaExhausted,
+    "resource_exhausted": QuotaExhausted,
+    "permission": PermissionDenied,
+    "permission_denied": PermissionDenied,
+    "forbidden": PermissionDenied,
+    "approval_required": PermissionDenied,
+    "invalid_argument": SemanticArgumentRejection,
+    "out_of_range": SemanticArgumentRejection,
+    "transient": TransientExecutionError,
+    "unavailable": TransientExecutionError,
+    "internal": TransientExecutionError,
+    "deadline_exceeded": AttemptTimeout,
+    "not_found": PermanentExecutionError,
+    "permanent": PermanentExecutionError,
+    "unimplemented": PermanentExecutionError,
+}
+
+
+def _aliases() -> dict[str, type[Fault]]:
+    table: dict[str, type[Fault]] = {}
+    for fault_type, cls in BY_TYPE.items():
+        table[cls.code.lower()] = cls
+        table[fault_type.lower()] = cls
+        table[fault_type.split("_", 1)[1].lower() if fault_type[:1].isupper() else fault_type] = cls
+    return table | _EXTRA_ALIASES
+
+
+ALIASES: dict[str, type[Fault]] = _aliases()
+"""Typed-error ``type`` (lower case) -> fault class."""
+
+_DID_NOT_RUN = frozenset(
+    {"unavailable", "transient", "transient_error", "transient_execution_error", "d1_transient_execution_error"}
+)
+"""Typed errors that say, by their type alone, that the call did not run (retryable as ``rejected``)."""
+
+_TRANSIENT, _REFUSAL = True, False
+_HEURISTICS: tuple[tuple[re.Pattern[str], type[Fault], bool], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), cls, kind)
+    for pattern, cls, kind in (
+        (r"\bquota\b|resource[ _]exhausted", QuotaExhausted, _REFUSAL),
+        (r"rate[ _-]?limit|too many requests|\b429\b|throttl", RateLimited, _TRANSIENT),
+        (
+            r"unauthori[sz]ed|unauthenticated|not authenticated|(authentication|login) required|\b401\b"
+            r"|(invalid|expired) (api )?(token|credential)",
+            Unauthenticated,
+            _REFUSAL,
+        ),
+        (
+            r"permission denied|forbidden|\b403\b|access denied|not permitted|approval required",
+            PermissionDenied,
+            _REFUSAL,
+        ),
+        # Only the SDKs' own wording, at the start: "Error executing tool x: ... not found" is the tool's own error.
+        (r"^\s*unknown tool\b", UnknownTool, _REFUSAL),
+        (r"time[d ]?\s?out|deadline exceeded", TransientExecutionError, _TRANSIENT),
+        (r"unavailable|\b503\b|try again|temporar|connection reset|overloaded", TransientExecutionError, _TRANSIENT),
+        (r"conflict|already exists|\b409\b|precondition|version mismatch", StateConflict, _REFUSAL),
+        (
+            r"invalid|validation|-32602|\brequired\b|must be|missing|malformed|out of range",
+            SemanticArgumentRejection,
+            _REFUSAL,
+        ),
+        (r"not found|does not exist|no such", PermanentExecutionError, _REFUSAL),
+    )
+)
+_WORDINGS: tuple[tuple[re.Pattern[str], type[Fault], bool, RepairAction | None], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), cls, kind, repair)
+    for pattern, cls, kind, repair in (
+        # Wordings of real servers, read before the generic heuristics (benchmarks/errors/REPORT.md measures them).
+        # The SDKs' argument validation: TypeScript ("Input validation error ... received undefined") and pydantic
+        # ("1 validation error for xArguments ... Field required"), reported as isError text.
+        (
+            r"input validation error.*received undefined at [\w-]+(\n|$)|is a required property|\bfield required\b",
+            MissingRequiredArgument,
+            _REFUSAL,
+            None,
+        ),
+        (r"input validation error|validation errors? for \w*arguments\b", SchemaViolation, _REFUSAL, None),
+        (r"^\s*(mcp error -32602: )?tool \S+ not found", UnknownTool, _REFUSAL, None),
+        # A sandbox the server was started with: another argument inside it helps, asking the user does not.
+        (
+            r"outside (of )?(the )?allowed (directories|directory|repository|roots?)",
+            PermissionDenied,
+            _REFUSAL,
+            RepairAction.FIX_PARAMETER,
+        ),
+        (
+            r"autonomous fetching of this page is not allowed|not a public address|start the server with --allow",
+            PermissionDenied,
+            _REFUSAL,
+            None,
+        ),
+        (
+            r"\bE(IS|NOT)DIR\b|illegal operation on a directory|not a directory|did not resolve to an object"
+            r"|no such (table|column|function)\b|unknown (table|column)\b|did not match any files?|syntax error"
+            r"|incomplete input",
+            SemanticArgumentRejection,
+            _REFUSAL,
+            None,
+        ),
+        (
+            r"could not find (an )?exact match|changed since|no changes (staged|added)|nothing to commit"
+            r"|must be \w+ before",
+            StateConflict,
+            _REFUSAL,
+            None,
+        ),
+        (
+            r"fetch failed|connection (issue|refused|error)|econnrefused|econnreset|status code 5\d\d\b",
+            TransientExecutionError,
+            _TRANSIENT,
+            None,
+        ),
+    )
+)
+_RULES = (*_WORDINGS, *((pattern, cls, kind, None) for pattern, cls, kind in _HEURISTICS))
+_SCHEMA_LIKE = re.compile(
+    r"validation error|-32602|input validation|required propert|unexpected keyword|field required|additional propert",
+    re.IGNORECASE,
+)
+
+_MESSAGES: dict[type[Fault], str] = {
+    RateLimited: "The tool reported a rate limit.",
+    QuotaExhausted: "The tool reported that a quota is used up.",
+    Unauthenticated: "The tool reported missing or expired credentials.",
+    PermissionDenied: "The tool refused the call for lack of permission or approval.",
+    UnknownTool: "The upstream does not know this tool.",
+    TransientExecutionError: "The tool reported a temporary failure.",
+    StateConflict: "The tool reported a conflict with the current state.",
+    SemanticArgumentRejection: "The tool rejected the arguments.",
+    SchemaViolation: "The tool rejected the arguments: they do not match its input schema.",
+    MissingRequiredArgument: "The tool reported a missing required argument.",
+}
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """The text blocks of ``result`` joined by newlines."""
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def classify_result(result: types.CallToolResult, *, tool: types.Tool | None) -> Fault | None:
+    """The fault an ``isError`` result means; ``None`` for a successful result. Never raises."""
+    if not result.is_error:
+        return None
+    text = result_text(result)
+    meta = result.meta or {}
+    fault = None
+    if isinstance(meta.get(FAULT_META_KEY), Mapping):
+        fault = fault_from_observation(meta[FAULT_META_KEY], upstream_message=text)
+    if fault is None and isinstance(meta.get(ERROR_META_KEY), Mapping):
+        fault = _from_hint(meta[ERROR_META_KEY])
+    if fault is None:
+        fault = _from_text(text, tool)
+        if isinstance(meta.get(ERROR_META_KEY), Mapping):
+            fault.details["error_type"] = _scalar(meta[ERROR_META_KEY].get("type"))
+    if fault.retry_safety is RetrySafety.NOT_SENT:  # the upstream got the call and refused it
+        fault.retry_safety = RetrySafety.REJECTED
+    fault.upstream_result = result
+    fault.upstream_message = text
+    return fault
+
+
+_TOKEN = re.compile(r"^[\w.\[\]/:+-]{1,64}$")
+
+
+def _plain_token(value: Any, *, datetime_ok: bool) -> bool:
+    """A field name, scope or timestamp an upstream sent: safe to quote in the proxy's own suggestion only if it is
+    one short token (no spaces, no sentences that could carry instructions)."""
+    if not isinstance(value, str) or not _TOKEN.match(value):
+        return False
+    if datetime_ok:
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return False
+    return True
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:200]
+    return value if value is None or isinstance(value, bool | int | float) else str(value)[:200]
+
+
+def _rate_or_quota(retry_after_ms: int | None) -> type[Fault]:
+    return QuotaExhausted if retry_after_ms is not None and retry_after_ms >= QUOTA_RETRY_AFTER_MS else RateLimited
+
+
+def _from_hint(hint: Mapping[str, Any]) -> Fault | None:
+    kind = hint.get("type")
+    if not isinstance(kind, str) or (cls := ALIASES.get(kind.lower())) is None:
+        return None
+    after = hint.get("retry_after_ms")
+    after = int(after) if isinstance(after, int | float) and not isinstance(after, bool) and after >= 0 else None
+    if cls is RateLimited:
+        cls = _rate_or_quota(after)
+    retryable = hint.get("retryable") if isinstance(hint.get("retryable"), bool) else None
+    kw: dict[str, Any] = {"retry_after_ms": after, "upstream_code": kind}
+    if retryable is True and cls in _CAN_BE_TRANSIENT:
+        kw |= {"transient": True, "retry_safety": RetrySafety.REJECTED, "side_effect_status": SideEffectStatus.NONE}
+    elif retryable is False:
+        unknown = (RetrySafety.MAYBE_EXECUTED, RetrySafety.NOT_APPLICABLE)
+        kw |= {"transient": False, "max_retry": 0}
+        if cls.default_retry_safety in unknown:
+            kw["retry_safety"] = RetrySafety.EXECUTED_FAILED
+    elif kind.lower() in _DID_NOT_RUN:  # typed "unavailable": gRPC UNAVAILABLE, did not run (catalog D1)
+        kw |= {"retry_safety": RetrySafety.REJECTED, "side_effect_status": SideEffectStatus.NONE}
+    if cls not in _CAN_BE_TRANSIENT:
+        kw["transient"] = False
+    details: dict[str, Any] = {"error_type": kind}
+    if retryable is not None:
+        details["upstream_retryable"] = retryable
+    if _plain_token(hint.get("field"), datetime_ok=False):
+        details["field"] = hint["field"]
+    extra = {str(k)[:64]: _scalar(v) for k, v in hint.items() if k not in ("type", "retryable", "retry_after_ms")}
+    if "field" in details:
+        extra.pop("field", None)
+    for lifted in ("reset_at", "scope"):  # quoted by the suggestions ("quota resets at ..."): checked first
+        if lifted in extra and _plain_token(extra[lifted], datetime_ok=lifted == "reset_at"):
+            details[lifted] = extra.pop(lifted)
+    if extra:
+        details["upstream_error"] = extra
+    fault = cls(_MESSAGES.get(cls, f"The tool reported an error ({cls.fault_type})."), details=details, **kw)
+    fault.claimed_by_upstream = _claims_not_run(fault)
+    return fault
+
+
+def _claims_not_run(fault: Fault) -> bool:
+    """A transient fault the upstream's typed words call not executed: retryable on its word alone."""
+    return fault.is_transient and fault.retry_safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
+
+
+def _from_text(text: str, tool: types.Tool | None) -> Fault:
+    details: dict[str, Any] = {"classified_by": "text"}
+    for n, (pattern, cls, transient, repair) in enumerate(_RULES):
+        if not pattern.search(text):
+            continue
+        # A known wording of a real server is read with confidence; a keyword is a guess (model diagnosis may help).
+        details["text_match"] = "wording" if n < len(_WORDINGS) else "keyword"
+        if cls in (SemanticArgumentRejection, SchemaViolation, MissingRequiredArgument) and _SCHEMA_LIKE.search(text):
+            details["schema_drift_candidate"] = True
+            if tool is not None:
+                digest = hashlib.sha256(canonical_json(tool.input_schema).encode()).hexdigest()
+                details["input_schema_hash"] = digest
+        message = _MESSAGES.get(cls, "The tool reported an error.")
+        if transient:
+            return cls(
+                message,
+                details=details,
+                transient=True,
+                retry_safety=RetrySafety.MAYBE_EXECUTED,
+                side_effect_status=SideEffectStatus.UNKNOWN,
+            )
+        # A refusal the upstream made before running (auth, permission, quota) changed nothing.
+        refused_before = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
+        effect = SideEffectStatus.NONE if refused_before else SideEffectStatus.UNKNOWN
+        return cls(message, details=details, transient=False, side_effect_status=effect, repair_action=repair)
+    return PermanentExecutionError(
+        "The tool reported an error; it may have had an effect.",
+        details=details,
+        retry_safety=RetrySafety.MAYBE_EXECUTED,
+    )
+
+
+def _enum(enum: Any, value: Any) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        return None
+
+
+def fault_from_observation(obs: Mapping[str, Any], *, upstream_message: str | None = None) -> Fault | None:
+    """A chained resilient-mcp's observation read back as the fault it describes; ``None`` if it is not one."""
+    cls = BY_TYPE.get(str(obs.get("fault_type")))
+    if cls is None:
+        return None
+    after = obs.get("retry_after_ms")
+    max_retry = obs.get("max_retry")
+    details = obs.get("details")
+    fault = cls(
+        f"A chained resilient-mcp reported {cls.fault_type}.",
+        # The upstream's details are its own words: kept apart, never read into the proxy's suggestion.
+        details={"chained": True, "upstream_details": dict(details) if isinstance(details, Mapping) else {}},
+        upstream_message=upstream_message,
+        transient=obs["is_transient"] if isinstance(obs.get("is_transient"), bool) else None,
+        retry_safety=_enum(RetrySafety, obs.get("retry_safety")),
+        side_effect_status=_enum(SideEffectStatus, obs.get("side_effect_status")),
+        repair_action=_enum(RepairAction, obs.get("repair_action")),
+        max_retry=max_retry if isinstance(max_retry, int) and not isinstance(max_retry, bool) else None,
+        retry_after_ms=after if isinstance(after, int) and not isinstance(after, bool) else None,
+        upstream_code=cls.code,
+    )
+    fault.claimed_by_upstream = _claims_not_run(fault)
+    return fault

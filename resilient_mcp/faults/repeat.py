@@ -1,0 +1,129 @@
+"""Rule R: may this failed call be repeated, and why. The one place every stage and the observation ask.
+
+Catalog §5.2, rule R::
+
+    repeat = helps and safe
+    helps  = the fault is transient (an identical call can succeed), and it is not the caller's mistake, a policy
+             refusal, a guard decision or an unknown tool; a read_only tool's result that broke its outputSchema
+             or the policy's result_invariants may be re-read once (the corruption may not come back)
+    safe   = not_sent or rejected                                    (provably nothing ran)
+             or maybe_executed and (read_only, write_idempotent, or the upstream honours the forwarded key)
+             or executed_failed / n/a on a read_only tool        (a read changes nothing however often it runs)
+
+What a failed call *claims* is trusted only as far as its source is: a typed upstream hint (``retryable: true``, a
+typed ``unavailable``) or a chained resilient-mcp's observation can say "it did not run", but for a write on an
+upstream without ``trust_annotations: true`` that claim is not believed: the call counts as ``maybe_executed``
+(``safety`` below), so the proxy never re-sends such a write on an untrusted server's word.
+
+The retry stage (proxy retries, plus deadline and budget checks of its own), the fallback stage (a write falls back
+only when nothing ran), the loop guard (an identical failed call is let through only when it can help), the
+idempotency stage (a record is released only when nothing ran) and the observation (``repair_action`` and
+``max_retry``) all read ``decide``; none of them has its own copy of the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..policy import ToolRule
+from . import (
+    ArgumentFault,
+    ConnectionLost,
+    EffectClass,
+    Fault,
+    GuardFault,
+    OutputSchemaViolation,
+    PermissionFault,
+    RetrySafety,
+    SemanticCorruption,
+    SideEffectStatus,
+    UnknownTool,
+)
+
+__all__ = ["Decision", "decide", "decide_outcome_unknown"]
+
+_NEVER_REPEATED = (ArgumentFault, PermissionFault, GuardFault, UnknownTool)
+_NOTHING_RAN = (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
+_NOTHING_DONE = (SideEffectStatus.NONE, SideEffectStatus.NOT_COMMITTED)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Rule R's answer for one fault on one tool."""
+
+    repeat: bool
+    """An identical call may be sent again (by the proxy's retry, or by the agent): ``helps and safe``."""
+    safe: bool
+    """Sending it again cannot duplicate a side effect."""
+    helps: bool
+    """An identical call can succeed where this one failed."""
+    nothing_done: bool
+    """The failed call provably changed nothing (a write may fall back, its idempotency record may be released)."""
+    safety: RetrySafety
+    """The retry-safety class the proxy acts on: the fault's own, or ``maybe_executed`` when an untrusted upstream
+    claimed a write did not run."""
+    reason: str
+    """Why, as a stable token: ``not_sent``, ``rejected``, ``read_only``, ``write_idempotent``, ``key_forwarded``,
+    ``may_have_executed``, ``executed``, ``not_transient``, ``caller_must_change``, ``untrusted_claim``,
+    ``reread_once``."""
+    max_repeats: int
+    """Identical repeats that can still help (the observation's ``max_retry``)."""
+
+
+def _untrusted_claim(fault: Fault, rule: ToolRule) -> bool:
+    return (
+        fault.claimed_by_upstream
+        and fault.retry_safety in _NOTHING_RAN
+        and rule.effect.is_write
+        and not rule.trusted_upstream
+    )
+
+
+def _safety_reason(safety: RetrySafety, rule: ToolRule) -> tuple[bool, str]:
+    if safety in _NOTHING_RAN:
+        return True, safety.value
+    if rule.effect is EffectClass.READ_ONLY:
+        return True, "read_only"
+    if safety is RetrySafety.MAYBE_EXECUTED:
+        if rule.effect is EffectClass.WRITE_IDEMPOTENT:
+            return True, "write_idempotent"
+        if rule.idempotency.forward_key_as is not None:
+            return True, "key_forwarded"
+        return False, "may_have_executed"
+    return False, "executed"
+
+
+def decide(fault: Fault, rule: ToolRule) -> Decision:
+    """Rule R for ``fault`` on the tool with ``rule`` (see the module docstring)."""
+    untrusted = _untrusted_claim(fault, rule)
+    safety = RetrySafety.MAYBE_EXECUTED if untrusted else fault.retry_safety
+    safe, reason = _safety_reason(safety, rule)
+    nothing_done = safety in _NOTHING_RAN or (
+        safety is RetrySafety.EXECUTED_FAILED and fault.side_effect_status in _NOTHING_DONE
+    )
+    max_repeats = fault.max_retry
+    if isinstance(fault, _NEVER_REPEATED):
+        helps, why_not = False, "caller_must_change"
+    elif isinstance(fault, OutputSchemaViolation | SemanticCorruption) and rule.effect is EffectClass.READ_ONLY:
+        helps, why_not, max_repeats = True, "", max(max_repeats, 1)
+        reason = "reread_once"
+    elif not fault.is_transient:
+        helps, why_not = False, "not_transient"
+    elif safety in (RetrySafety.EXECUTED_FAILED, RetrySafety.NOT_APPLICABLE):
+        helps, why_not = False, "executed"
+    else:
+        helps, why_not = True, ""
+    if not safe:
+        max_repeats = 0
+        if untrusted:
+            reason = "untrusted_claim"
+    elif not helps:
+        reason = why_not
+    return Decision(helps and safe, safe, helps, nothing_done, safety, reason, max_repeats)
+
+
+def decide_outcome_unknown(rule: ToolRule) -> Decision:
+    """Rule R for an identical re-issue of a call whose outcome is unknown (an idempotency record that may have
+    executed): the verdict on a sent-then-lost call of this tool. Safe only where repeating cannot duplicate the
+    effect: reads, idempotent writes, and writes whose forwarded key the upstream honours."""
+    return decide(ConnectionLost("outcome unknown"), rule)

@@ -1,0 +1,1 @@
+"""The host side: the MCP server the host talks to and its transports (stdio, streamable HTTP)."""

@@ -1,0 +1,435 @@
+"""The MCP server the host talks to: lists the aggregated catalog, routes every request to its upstream.
+
+Built on the SDK's low-level ``Server``, which does not validate tool arguments (the chain does) and passes results
+through. Tool calls go through the compiled chain; resources, prompts, completion, logging and subscriptions are
+forwarded with this hop's envelope removed (``_hop``), errors included. For a 2026-07-28 host, tools/call, prompts/get
+and resources/read run through ``bridge.py``, which turns what a handshake-era upstream asks into InputRequiredResult
+rounds. Capabilities mirror what the upstreams offered at startup.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+import structlog
+from mcp.server import Server
+from mcp.server.context import CallNext, HandlerResult
+from mcp.server.lowlevel import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from .. import __version__
+from ..core.chain import ToolCall
+from ..core.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
+from ..diagnosis.providers import Answer
+from ..state.stored_outputs import output_owner
+
+log = structlog.get_logger(__name__)
+
+_P = TypeVar("_P", bound=types.RequestParams)
+
+PROGRESS_TOKEN = "progressToken"
+RESERVED_META_PREFIX = "io.modelcontextprotocol/"
+
+
+class _Host:
+    """``HostLink`` over the request context of one tools/call."""
+
+    def __init__(self, ctx: Ctx, proxy: Proxy) -> None:
+        self._ctx = ctx
+        self._proxy = proxy
+
+    def refused_capabilities(self) -> set[str]:
+        """Host capabilities an upstream asked for during this call and the proxy refused (the host lacks them)."""
+        return self._proxy.refused_capabilities(self._ctx)
+
+    @property
+    def supports_elicitation(self) -> bool:
+        caps = self._ctx.session.client_capabilities
+        return caps is not None and caps.elicitation is not None and self._ctx.session.can_send_request
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await self._ctx.session.report_progress(progress, total, message)
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> types.ElicitResult:
+        return await self._ctx.session.elicit(message, requested_schema, related_request_id=self._ctx.request_id)
+
+    @property
+    def supports_sampling(self) -> bool:
+        caps = self._ctx.session.client_capabilities
+        return caps is not None and caps.sampling is not None and self._ctx.session.can_send_request
+
+    async def create_message(self, system: str, user: str, *, max_tokens: int, model: str | None) -> Answer:
+        """Ask the host's own model (MCP sampling), for the diagnose step."""
+        prefs = types.ModelPreferences(hints=[types.ModelHint(name=model)]) if model else None
+        result = await self._ctx.session.create_message(
+            [types.SamplingMessage(role="user", content=types.TextContent(text=user))],
+            max_tokens=max_tokens,
+            system_prompt=system,
+            temperature=0,
+            model_preferences=prefs,
+            related_request_id=self._ctx.request_id,
+        )
+        content = result.content
+        return Answer(content.text if isinstance(content, types.TextContent) else "")
+
+
+_HOP_FIELDS = frozenset({"input_responses", "request_state"})
+
+
+def _hop(params: _P) -> _P:
+    """``params`` as the proxy sends them upstream: the host's envelope (2026-07-28 ``io.modelcontextprotocol/*``
+    keys, progress token) and the host's multi-round-trip fields belong to the host's hop, never the upstream's."""
+    meta = _meta_dict(params.meta)
+    update: dict[str, Any] = {"meta": meta} if meta != params.meta else {}
+    update |= {name: None for name in _HOP_FIELDS if getattr(params, name, None) is not None}
+    return params.model_copy(update=update) if update else params
+
+
+def _meta_dict(meta: types.RequestParamsMeta | None) -> dict[str, Any] | None:
+    if meta is None:
+        return None
+    # The progress token and the protocol's own envelope (2026-07-28: protocol version, client capabilities, log
+    # level, ...) belong to this hop: the proxy speaks for itself toward the upstream.
+    data = {k: v for k, v in meta.items() if k != PROGRESS_TOKEN and not k.startswith(RESERVED_META_PREFIX)}
+    return data or None
+
+
+async def run_tool_call(
+    proxy: Proxy, ctx: Ctx, name: str, arguments: dict[str, Any] | None, meta: types.RequestParamsMeta | None
+) -> types.CallToolResult:
+    """One downstream tools/call through its compiled chain: the SDK handler and the fast path both land here."""
+    proxy.seen(ctx)
+    await proxy.follow_host(ctx)
+    result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+    missing = _missing_host_capability(result) if result.is_error else None
+    if missing is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # 2026-07-28 (SEP-2575): a request the host cannot serve is the JSON-RPC error -32021, the observation in data.
+        raise MCPError(
+            MISSING_CAPABILITY,
+            f"Missing required client capability: {', '.join(missing)}",
+            {"requiredCapabilities": missing, "observation": result.structured_content},
+        )
+    return result
+
+
+def _missing_host_capability(result: types.CallToolResult) -> dict[str, Any] | None:
+    obs = result.structured_content
+    if not isinstance(obs, dict) or obs.get("code") != "PROTOCOL_MISMATCH":
+        return None
+    details = obs.get("details")
+    missing = details.get("missing_capability") if isinstance(details, dict) else None
+    if isinstance(missing, dict) and missing:
+        return missing
+    if isinstance(missing, str):
+        return {missing: {}}
+    return None
+
+
+async def _run_tool_call(
+    proxy: Proxy, ctx: Ctx, name: str, arguments: dict[str, Any] | None, meta: types.RequestParamsMeta | None
+) -> types.CallToolResult:
+    routing = proxy.routing
+    compiled = routing.chains.get(name)
+    call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex[:12]
+    session = session_key(ctx)
+    owner = output_owner(ctx.request, session)
+    if compiled is None:
+        return await proxy.pipeline.call_unlisted(
+            name, arguments, routing, session=session, owner=owner, call_id=call_id, host=_Host(ctx, proxy)
+        )
+    entry = compiled.entry
+    call = ToolCall(
+        name=name,
+        arguments=arguments,
+        upstream=entry.upstream,
+        upstream_tool=entry.name,
+        rule=compiled.rule,
+        tool=entry.tool,
+        meta=_meta_dict(meta),
+        session_id=session,
+        owner=owner,
+        call_id=call_id,
+        host=_Host(ctx, proxy),
+    )
+    async with proxy.in_flight(entry.upstream, ctx):
+        result = await compiled.chain(call)
+    if call.record.on_delivered:
+        await delivered(call)
+    return result
+
+
+async def delivered(call: ToolCall) -> None:
+    """The chain's result goes to the host now: run what waited for that (shielded, errors logged)."""
+    with anyio.CancelScope(shield=True):
+        for hook in call.record.on_delivered:
+            try:
+                await hook()
+            except Exception:
+                log.exception("delivery_hook_failed", tool=call.name)
+
+
+class ToolCallFastPath:
+    """``Server.middleware``: a well-formed handshake-era tools/call runs without the SDK's request models.
+
+    The SDK would validate the raw params twice (surface, then ``CallToolRequestParams``) before the handler.
+    Here a plain ``{name, arguments?, _meta?}`` goes straight to ``run_tool_call``; the result is still put through
+    the SDK's per-version sieve (a short-circuiting middleware is only dumped), so the wire is what the handler path
+    sends. Anything else (2026-era, before initialize, extra keys such as ``task``, malformed shapes) goes to
+    ``call_next``, so the SDK rejects it exactly as before.
+    """
+
+    def __init__(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+
+    async def __call__(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        name = _plain_call_name(ctx) if ctx.method == "tools/call" else None
+        if name is None or ctx.params is None:
+            return await call_next(ctx)
+        result = await run_tool_call(self._proxy, ctx, name, ctx.params.get("arguments"), ctx.meta)
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            return methods.serialize_server_result("tools/call", ctx.protocol_version, dumped)
+        except ValidationError:  # as the SDK's runner does: the detail echoes the result, so it stays in the log
+            log.exception("tool_call_invalid_result", tool=name)
+            raise MCPError(types.INTERNAL_ERROR, "Handler returned an invalid result") from None
+
+
+_PLAIN_KEYS = frozenset({"name", "arguments", "_meta"})
+
+
+def _plain_call_name(ctx: Ctx) -> str | None:
+    """The tool name of a tools/call the SDK would accept unchanged and hand to its handler, else ``None``.
+
+    Only an initialized handshake-era connection, params of at most ``name`` (a string), ``arguments`` (an object
+    or null) and ``_meta`` (an object the SDK parsed into ``ctx.meta``)."""
+    params = ctx.params
+    if (
+        ctx.request_id is None
+        or params is None
+        or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+        or ctx.session.client_params is None
+        or not _PLAIN_KEYS.issuperset(params)
+    ):
+        return None
+    name, args, raw_meta = params.get("name"), params.get("arguments"), params.get("_meta")
+    if not isinstance(name, str) or not (args is None or type(args) is dict):
+        return None
+    return name if raw_meta is None or (type(raw_meta) is dict and ctx.meta is not None) else None
+
+
+_R = TypeVar("_R")
+
+
+async def _maybe_bridged(
+    proxy: Proxy,
+    ctx: Ctx,
+    params: types.InputResponseRequestParams,
+    work: Callable[[], Awaitable[_R]],
+    target: str,
+) -> _R | types.InputRequiredResult:
+    """``work()`` for a handshake-era host; for a 2026-07-28 host, through its bridge: what the upstream asks the old
+    way (sampling, elicitation, roots) comes back as an InputRequiredResult, answered on the host's retry."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return await work()
+    result: _R | types.InputRequiredResult = await proxy.bridges.run(
+        ctx, params.request_state, params.input_responses, work, origin=f"{session_key(ctx)}|{ctx.method}|{target}"
+    )
+    return result
+
+
+def _not_found(kind: str, name: str) -> MCPError:
+    return MCPError(types.INVALID_PARAMS, f"Unknown {kind}: {name}", {"name": name})
+
+
+class HostServer:
+    """The low-level server for one proxy: one method per request the host may send. Only the handlers some upstream
+    supports are registered (``handlers``)."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListToolsResult:
+        self.proxy.seen(ctx)
+        await self.proxy.follow_host(ctx)
+        return types.ListToolsResult(tools=self.proxy.routing.visible_tools)
+
+    async def call_tool(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        async def work() -> types.CallToolResult:
+            return await run_tool_call(self.proxy, ctx, params.name, params.arguments, params.meta)
+
+        return await _maybe_bridged(self.proxy, ctx, params, work, params.name)
+
+    async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
+        self.proxy.seen(ctx)
+        cat = self.proxy.routing.catalog
+        return types.ListResourcesResult(resources=[r for _, r in cat.resources.values()])
+
+    async def list_templates(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourceTemplatesResult:
+        self.proxy.seen(ctx)
+        own = self.proxy.pipeline.proxy_resource_templates()
+        templates = [t for _, t in self.proxy.routing.catalog.templates] + own
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    def _owner(self, uri: str) -> str:
+        upstream = self.proxy.routing.catalog.upstream_for_uri(uri)
+        if upstream is None:
+            if len(self.proxy.upstreams) == 1:
+                return next(iter(self.proxy.upstreams))
+            raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        return upstream
+
+    async def read_resource(
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        self.proxy.seen(ctx)
+        uri = str(params.uri)
+        local = await self.proxy.pipeline.read_proxy_resource(uri, output_owner(ctx.request, session_key(ctx)))
+        if local is not None:
+            return local
+        up = self.proxy.upstreams[self._owner(uri)]
+
+        async def work() -> types.ReadResourceResult:
+            async with self.proxy.in_flight(up.name, ctx):
+                return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
+
+        return await _maybe_bridged(self.proxy, ctx, params, work, uri)
+
+    async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        self.proxy.seen(ctx)
+        uri = str(params.uri)
+        await self.proxy.subscribe(uri, session_key(ctx), self.proxy.upstreams[self._owner(uri)])
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        self.proxy.seen(ctx)
+        uri = str(params.uri)
+        await self.proxy.unsubscribe(uri, session_key(ctx), self.proxy.upstreams[self._owner(uri)])
+        return types.EmptyResult()
+
+    async def list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListPromptsResult:
+        self.proxy.seen(ctx)
+        return types.ListPromptsResult(prompts=self.proxy.routing.catalog.prompt_list())
+
+    async def get_prompt(
+        self, ctx: Ctx, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        self.proxy.seen(ctx)
+        entry = self.proxy.routing.catalog.prompts.get(params.name)
+        if entry is None:
+            raise _not_found("prompt", params.name)
+        up = self.proxy.upstreams[entry.upstream]
+        forwarded = _hop(params).model_copy(update={"name": entry.name})
+
+        async def work() -> types.GetPromptResult:
+            async with self.proxy.in_flight(up.name, ctx):
+                return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
+
+        return await _maybe_bridged(self.proxy, ctx, params, work, params.name)
+
+    async def complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        self.proxy.seen(ctx)
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            entry = self.proxy.routing.catalog.prompts.get(ref.name)
+            if entry is None:
+                raise _not_found("prompt", ref.name)
+            upstream, forwarded = (
+                entry.upstream,
+                params.model_copy(update={"ref": ref.model_copy(update={"name": entry.name})}),
+            )
+        else:
+            upstream, forwarded = self._owner(ref.uri), params
+        up = self.proxy.upstreams[upstream]
+        if not up.supports("completions"):
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        return await up.request(types.CompleteRequest(params=_hop(forwarded)), types.CompleteResult)
+
+    async def set_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        self.proxy.seen(ctx)
+        for up in self.proxy.upstreams.values():
+            try:
+                await up.set_log_level(params.level)
+            except Exception as exc:
+                log.warning("set_level_failed", upstream=up.name, error=str(exc))
+        return types.EmptyResult()
+
+    async def on_initialized(self, ctx: Ctx, params: Any) -> None:
+        self.proxy.seen(ctx)
+        await self.proxy.follow_host(ctx)
+
+    def _any_supports(self, capability: str) -> bool:
+        return any(up.supports(capability) for up in self.proxy.upstreams.values()) or not any(
+            up.state == "ready" for up in self.proxy.upstreams.values()
+        )
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        compiled = self.proxy.routing.chains.get(name)
+        return compiled.entry.tool.input_schema if compiled is not None and compiled.entry.tool else None
+
+    def build(self, *, instructions: str | None = None) -> Server[Any]:
+        """The SDK server with this object's handlers, the tools/call fast path and the initialized hook."""
+        handlers: dict[str, Any] = {"on_list_tools": self.list_tools, "on_call_tool": self.call_tool}
+        if self._any_supports("resources") or self.proxy.pipeline.has_proxy_resources():
+            handlers |= {
+                "on_list_resources": self.list_resources,
+                "on_list_resource_templates": self.list_templates,
+                "on_read_resource": self.read_resource,
+            }
+            if any(_subscribable(up.catalog.capabilities) for up in self.proxy.upstreams.values()):
+                handlers |= {"on_subscribe_resource": self.subscribe, "on_unsubscribe_resource": self.unsubscribe}
+        if self._any_supports("prompts"):
+            handlers |= {"on_list_prompts": self.list_prompts, "on_get_prompt": self.get_prompt}
+        if self._any_supports("completions"):
+            handlers["on_completion"] = self.complete
+        if self._any_supports("logging"):
+            handlers["on_set_logging_level"] = self.set_level
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = Server(
+                "resilient-mcp",
+                version=__version__,
+                title=_title(self.proxy),
+                instructions=instructions,
+                get_tool_input_schema=self._input_schema,
+                on_subscriptions_listen=ListenHandler(self.proxy.bus),
+                **handlers,
+            )
+        server.middleware.append(ToolCallFastPath(self.proxy))
+        server.add_notification_handler("notifications/initialized", types.NotificationParams, self.on_initialized)
+        return server
+
+
+def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any]:
+    """The low-level server for ``proxy`` (``HostServer(proxy).build()``)."""
+    return HostServer(proxy).build(instructions=instructions)
+
+
+def _subscribable(caps: types.ServerCapabilities | None) -> bool:
+    return caps is not None and caps.resources is not None and bool(caps.resources.subscribe)
+
+
+def _title(proxy: Proxy) -> str:
+    names = [
+        (up.catalog.server_info.title or up.catalog.server_info.name) if up.catalog.server_info else name
+        for name, up in proxy.upstreams.items()
+    ]
+    return "resilient-mcp: " + (", ".join(names) if names else "no upstreams")
+
+
+def init_options(server: Server[Any]) -> InitializationOptions:
+    return server.create_initialization_options(
+        NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
+    )

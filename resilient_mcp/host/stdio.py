@@ -1,0 +1,234 @@
+"""The downstream stdio transport: the SDK's ``stdio_server`` contract without a worker thread per line.
+
+The SDK's ``stdio_server`` reads each line of stdin and writes (then flushes) each message to stdout through
+``anyio.wrap_file``, i.e. three worker-thread round trips per request and response; on a 2-core machine that is a
+large part of a proxied call's cost. Here stdin and stdout are asyncio pipe transports on private duplicates of
+fds 0 and 1, read and written on the event loop. As in the SDK, while serving fd 0 points at the null device and fd 1
+at stderr (a child process or a stray ``print`` cannot corrupt the wire), and both are restored on exit.
+
+Same streams as the SDK yields (``SessionMessage`` in and out, one JSON-RPC message a line), with two differences a
+host notices: a line that is not JSON, nests deeper than the parser allows, or is not a JSON-RPC message is answered
+at once with -32700 / -32600 (the SDK hands it to the session, which answers nothing: the host waited for its own
+timeout); and a line longer than ``MAX_LINE_BYTES`` is read through without being kept and refused with -32600 (a
+300 MB line took the proxy to 1.4 GB resident). Lines are split in linear time. When stdin/stdout are not pipes,
+sockets or terminals (a regular file), or the event loop is not asyncio, it falls back to the SDK's ``stdio_server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from ..upstream.stdio import read_lines as split_lines
+
+log = structlog.get_logger(__name__)
+
+_CHUNK = 1 << 16
+_FLUSH_S = 5.0
+_LARGE_LINE = 1 << 20
+"""Lines at least this long are parsed in a worker thread, with ``json.loads``."""
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""The longest message a host may send over stdio; a longer line is read through (not kept) and refused."""
+
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+
+
+def _streamable(fd: int) -> bool:
+    """Whether asyncio can drive ``fd`` as a pipe transport (pipe, socket or character device)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio)
+        return False
+    return True
+
+
+@asynccontextmanager
+async def stdio_transport() -> AsyncIterator[Streams | Any]:
+    """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``."""
+    if sys.platform == "win32" or not (_streamable(0) and _streamable(1) and _on_asyncio()):
+        async with stdio_server() as streams:
+            yield streams
+        return
+    wire_in, wire_out = _claim(0, os.O_RDONLY), _claim(1, os.O_WRONLY)
+    try:
+        async with _serve(wire_in, wire_out) as streams:
+            yield streams
+    finally:
+        _restore(1, wire_out)
+        _restore(0, wire_in)
+
+
+def _claim(fd: int, flags: int) -> int:
+    """A private duplicate of ``fd`` (the wire); ``fd`` itself is pointed at the null device (stdin) or stderr."""
+    import fcntl  # POSIX only; never reached on Windows
+
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    diversion = os.open(os.devnull, flags) if flags == os.O_RDONLY else os.dup(2)
+    try:
+        os.dup2(diversion, fd)
+    finally:
+        os.close(diversion)
+    return private
+
+
+def _restore(fd: int, private: int) -> None:
+    """Point ``fd`` back at the wire and close the private duplicate (the transports never close it)."""
+    with suppress(OSError):
+        os.dup2(private, fd)
+    with suppress(OSError):
+        os.close(private)
+
+
+@asynccontextmanager
+async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
+    )
+    write_transport, write_protocol = await loop.connect_write_pipe(
+        lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(wire_out, "wb", buffering=0, closefd=False)
+    )
+    write_transport.set_write_buffer_limits(high=0)  # drain() returns once a message is wholly in the pipe
+    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    incoming_send, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def answer(error: types.JSONRPCError) -> None:
+        """Answer a line the session never sees (whole lines: no interleaving with the session's writes)."""
+        with suppress(ConnectionError):
+            writer.write(error.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+            await writer.drain()
+
+    async def receive() -> bytes:
+        if chunk := await reader.read(_CHUNK):
+            return chunk
+        raise anyio.EndOfStream
+
+    async def on_line(line: bytes) -> None:
+        if not line.strip():
+            return
+        item = await anyio.to_thread.run_sync(_parse, line) if len(line) >= _LARGE_LINE else _parse(line)
+        if isinstance(item, Exception):
+            log.warning("stdin_message_unreadable", error=_first_line(item), size_bytes=len(line))
+            await answer(_refusal(line, item))
+        else:
+            await incoming_send.send(item)
+
+    async def on_oversized(big: Any) -> None:
+        log.warning("stdin_message_too_large", size_bytes=big.size, max_line_bytes=MAX_LINE_BYTES)
+        message = f"Invalid Request: a message of {big.size} bytes is larger than the {MAX_LINE_BYTES}-byte limit"
+        await answer(_error(big.message_id(), types.INVALID_REQUEST, message))
+
+    async def read_lines() -> None:
+        async with incoming_send:
+            try:
+                await split_lines(receive, MAX_LINE_BYTES, on_line, on_oversized)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+
+    async def write_messages() -> None:
+        async with outgoing_receive:
+            async for message in outgoing_receive:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    writer.write(data.encode() + b"\n")
+                    await writer.drain()
+                except ConnectionError:  # the host closed its end: nothing more can be delivered
+                    log.info("stdout_closed")
+                    return
+
+    written = anyio.Event()
+
+    async def write_all() -> None:
+        try:
+            await write_messages()
+        finally:
+            written.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_lines)
+            tg.start_soon(write_all)
+            try:
+                yield incoming, outgoing
+            finally:
+                # The caller is done: what it sent is written (bounded), and a stdin still open is not waited for.
+                outgoing.close()
+                with anyio.move_on_after(_FLUSH_S, shield=True):
+                    await written.wait()
+                tg.cancel_scope.cancel()
+    finally:
+        read_transport.close()
+        write_transport.close()
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    """One JSON-RPC message, or the error as a value. Bytes that are not UTF-8 are replaced, not refused, as the
+    SDK's text wrapper does. A large line is decoded with ``json.loads`` and validated in Python mode: the same
+    message, several times faster than pydantic's JSON mode for documents with many keys."""
+    try:
+        if len(line) >= _LARGE_LINE:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_python(json.loads(line), by_name=False))
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except Exception as exc:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = line.decode("utf-8", "replace")
+        else:
+            if len(line) < _LARGE_LINE:
+                return exc
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+    except Exception as exc:
+        return exc
+
+
+def _first_line(exc: Exception, limit: int = 200) -> str:
+    text = str(exc).splitlines()
+    detail = text[1].strip() if len(text) > 1 else (text[0] if text else type(exc).__name__)
+    return detail[:limit]
+
+
+def _error(request_id: Any, code: int, message: str) -> types.JSONRPCError:
+    rid = request_id if isinstance(request_id, int | str) and not isinstance(request_id, bool) else None
+    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
+
+
+def _refusal(line: bytes, exc: Exception) -> types.JSONRPCError:
+    """-32700 for what is not JSON (or nests deeper than the parser's limit), -32600 for JSON that is not one
+    JSON-RPC message; the id is echoed when it can be read."""
+    if isinstance(exc, ValidationError) and exc.errors()[0]["type"] == "json_invalid":
+        return _error(None, types.PARSE_ERROR, f"Parse error: {_first_line(exc)}")
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return _error(None, types.PARSE_ERROR, f"Parse error: {_first_line(exc)}")
+    if isinstance(data, list):
+        return _error(None, types.INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported")
+    rid = data.get("id") if isinstance(data, dict) else None
+    return _error(rid, types.INVALID_REQUEST, f"Invalid Request: {_first_line(exc)}")

@@ -1,0 +1,124 @@
+"""HTTP endpoints of operations: ``/metrics``, ``/status`` (HTML), ``/status.json`` and the page's static files.
+
+On the HTTP listener they sit behind the listener's bearer tokens (``/metrics`` not, with ``metrics.public``); in
+stdio mode ``metrics.listen`` serves them on a loopback port of their own. Either way a request whose ``Host`` header
+names something other than the listener (DNS rebinding: a web page reading a local port) gets 421.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from .metrics import CONTENT_TYPE
+
+if TYPE_CHECKING:
+    from .runtime import Ops
+
+log = structlog.get_logger(__name__)
+
+STATIC = {"status.css": "text/css; charset=utf-8", "status.js": "text/javascript; charset=utf-8"}
+LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]")
+
+
+def host_allowed(request: Request, patterns: Sequence[str]) -> bool:
+    host = request.headers.get("host", "")
+    for pattern in patterns:
+        if pattern.endswith(":*"):
+            if host.startswith(pattern[:-1]) and host[len(pattern) - 1 :].isdigit():
+                return True
+        elif host == pattern:
+            return True
+    return False
+
+
+def ops_routes(ops: Ops, allowed_hosts: Sequence[str]) -> list[BaseRoute]:
+    """The routes the configuration asks for (none when metrics and status are both off)."""
+    hosts = tuple(allowed_hosts)
+
+    def guarded(handler: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            if not host_allowed(request, hosts):
+                return PlainTextResponse("Misdirected request: unexpected Host header\n", status_code=421)
+            response: Response = await handler(request)
+            response.headers["Cache-Control"] = "no-store"
+            response.headers["X-Content-Type-Options"] = "nosniff"
+            return response
+
+        return endpoint
+
+    routes: list[BaseRoute] = []
+    metrics, status, proxy = ops.metrics, ops.status, ops.proxy
+    if metrics is not None:
+
+        async def metrics_endpoint(request: Request) -> Response:
+            return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+        routes.append(Route("/metrics", guarded(metrics_endpoint), methods=["GET"]))
+    if status is not None and proxy is not None:
+        from .status import render_live, render_page
+
+        async def page(request: Request) -> Response:
+            snap = status.snapshot(proxy)
+            if request.query_params.get("part") == "live":
+                return HTMLResponse(render_live(snap))
+            response = HTMLResponse(render_page(snap))
+            response.headers["Content-Security-Policy"] = (
+                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'"
+            )
+            return response
+
+        async def snapshot(request: Request) -> Response:
+            return JSONResponse(status.snapshot(proxy))
+
+        async def static(request: Request) -> Response:
+            name = request.path_params["name"]
+            if name not in STATIC:
+                return PlainTextResponse("not found\n", status_code=404)
+            body = files(__package__).joinpath("static", name).read_bytes()
+            return Response(body, media_type=STATIC[name])
+
+        routes += [
+            Route("/status", guarded(page), methods=["GET"]),
+            Route("/status.json", guarded(snapshot), methods=["GET"]),
+            Route("/status/static/{name}", guarded(static), methods=["GET"]),
+        ]
+    return routes
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the CLI owns the signals
+        yield
+
+
+async def serve_loopback(ops: Ops, host: str, port: int) -> None:
+    """``metrics.listen`` in stdio mode: /metrics and /status on a loopback port, until cancelled."""
+    app = Starlette(routes=ops_routes(ops, LOOPBACK_HOSTS))
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
+    server = _Uvicorn(config)
+    log.info("ops_listening", url=f"http://{host}:{port}/metrics")
+
+    async def run() -> None:
+        with anyio.CancelScope(shield=True):  # stopped by should_exit, gracefully
+            await server.serve()
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            server.should_exit = True
+    if not server.started:
+        log.error("ops_listen_failed", host=host, port=port)

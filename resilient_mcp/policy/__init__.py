@@ -1,0 +1,468 @@
+"""Policy: the admin's word on every tool, as strict models, merged defaults < upstream < tool.
+
+A policy file (``policies/*.yaml``, JSON accepted) has this shape::
+
+    version: 1
+    defaults: {effect: write_unsafe, timeouts: {attempt_s: 60}, ...}      # a ToolRule
+    session: {max_tool_calls: 1000, max_failures: 100, loop_threshold: 3}
+    observations: {level: L2, unknown_tool_as_result: false}
+    deny: ["*delete*"]                                                     # host-visible names, globs
+    upstreams:
+      fs:
+        trust_annotations: true
+        allow: ["read_*", "list_*"]
+        defaults: {...}                                                    # a ToolRule for all its tools
+        tools: {"write_*": {effect: write_unsafe, require_approval: true}} # glob -> ToolRule
+    tools: {"fs__move_file": {effect: destructive}}                        # host-visible names, globs
+
+Every layer is a ``ToolRule``; merging takes, field by field, what a later layer *set* (``model_fields_set``), so an
+upstream that sets only ``timeouts.attempt_s`` keeps every other default. ``resolve`` is pure and runs when the chain
+is compiled, never per call.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeVar
+
+import mcp_types as types
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
+
+from ..diagnosis.settings import DiagnosisRule
+from ..faults import EffectClass
+
+B = TypeVar("B", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+# --- one model per chain stage --------------------------------------------------------------------------------------
+
+
+class ValidationRule(Strict):
+    enabled: bool = True
+    """Check arguments against the tool's inputSchema before sending; invalid calls are never forwarded."""
+    max_argument_bytes: int = Field(1_000_000, ge=1)
+    """Largest accepted size of the arguments, as compact JSON in UTF-8."""
+    coerce: bool = False
+    """Apply safe coercions ("5" -> 5 for an integer field, "true" -> true); each one is reported to the model."""
+
+
+class TimeoutRule(Strict):
+    attempt_s: float = Field(60.0, gt=0, le=86_400)
+    """Timeout of one upstream attempt, in seconds; a timed-out attempt is cancelled upstream."""
+    total_s: float = Field(120.0, gt=0, le=86_400)
+    """Deadline of the whole call across attempts and backoff, in seconds."""
+    progress_extends: bool = True
+    """A progress notification from the upstream restarts the attempt timeout (never past total_s)."""
+
+
+class RetryRule(Strict):
+    enabled: bool = True
+    """false: never retry this tool in the proxy."""
+    max_attempts: int = Field(3, ge=1, le=10)
+    """Attempts in all for faults that provably did not execute (not_sent, rejected)."""
+    max_attempts_maybe_executed: int = Field(2, ge=1, le=10)
+    """Attempts in all for maybe-executed faults, on tools where repeating is safe."""
+    backoff_base_ms: int = Field(100, ge=0, le=60_000)
+    """Base of the full-jitter exponential backoff: attempt n waits random(0, min(cap, base * 2^n))."""
+    backoff_cap_ms: int = Field(2_000, ge=0, le=600_000)
+    """Longest backoff between two attempts."""
+    retry_after_cap_ms: int = Field(10_000, ge=0, le=3_600_000)
+    """Longest server-requested wait (Retry-After) the proxy sleeps; a longer one is reported instead."""
+
+
+class BreakerRule(Strict):
+    enabled: bool = True
+    """false: no circuit breaking for this tool (its failures still count for its upstream)."""
+    failure_threshold: int = Field(5, ge=1, le=1000)
+    """Consecutive transport/timeout/5xx-class failures that open the circuit."""
+    open_s: float = Field(30.0, gt=0, le=86_400)
+    """How long the circuit stays open before one half-open probe."""
+
+
+class IdempotencyRule(Strict):
+    enabled: bool | None = None
+    """None: on for write_unsafe and destructive tools, off otherwise."""
+    window_s: float = Field(60.0, gt=0, le=7 * 86_400)
+    """How long a completed write is replayed for an identical call. With a key derived from the arguments only a
+    result the host never received (it cancelled, timed out or disconnected first) is replayed, to the same host
+    session; one it received is not: an identical call runs again. Explicit keys (``_meta`` idempotency-key,
+    ``key_argument``) replay every completed write for any session."""
+    unknown_outcome_s: float = Field(86_400.0, gt=0, le=30 * 86_400)
+    """How long a write whose outcome is unknown (timeout, lost connection, proxy stopped mid-call) blocks an
+    identical call with a key derived from the arguments, unless the session verified first (``verify_with``, or
+    any read-only call of the same upstream). Survives restarts of the proxy."""
+    key_argument: str | None = None
+    """An argument whose value is the idempotency key (e.g. client_ref), instead of a hash of all arguments."""
+    forward_key_as: str | None = None
+    """The upstream honours idempotency keys: forward the key in this ``_meta`` field; maybe-executed writes may then
+    be retried."""
+    on_in_flight: Literal["wait", "conflict"] = "wait"
+    """An identical write while the first is running: wait and share its result, or refuse with a conflict."""
+
+
+class OutputRule(Strict):
+    max_text_bytes: int = Field(100_000, ge=256)
+    """Largest text of a result passed to the host; the rest is stored and readable in pages."""
+    max_items: int = Field(100, ge=1)
+    """Most content items of one result passed to the host."""
+    max_binary_bytes: int = Field(5_000_000, ge=0)
+    """Largest total of base64 image/audio/blob data of one result passed to the host."""
+    validate_output_schema: bool = True
+    """Check structuredContent against the tool's outputSchema; a mismatch becomes an observation."""
+
+
+class CacheRule(Strict):
+    enabled: bool = False
+    """Answer an identical call (same upstream, tool and arguments) of a read_only tool from a cache, marked, within
+    ttl_s; shared by all host sessions. Ignored (with a warning) on a tool that is not read_only."""
+    ttl_s: float = Field(30.0, gt=0, le=86_400)
+    """How long a successful result is served from the cache, in seconds."""
+    max_entries: int = Field(1000, ge=1, le=1_000_000)
+    """Most cached results kept for this tool; the least recently used go first."""
+
+
+JsonType = Literal["string", "number", "integer", "boolean", "array", "object", "null"]
+
+
+def _check_path(path: str) -> str:
+    if not path or any(not part for part in path.split(".")) or path.strip() != path:
+        raise ValueError(
+            f"field path {path!r} must be dot-separated names or array indexes with no empty part (e.g. order.id)"
+        )
+    return path
+
+
+def _check_pattern(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+    return pattern
+
+
+def _check_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        raise ValueError(f"json_schema is not a valid JSON Schema: {exc.message}") from None
+    return schema
+
+
+FieldPath = Annotated[str, AfterValidator(_check_path)]
+"""A field of a tool's result data: dot-separated object keys and array indexes (``orders.0.qty``)."""
+
+
+class FieldCheck(Strict):
+    """Predicates on one field of a tool's result data; each one that is set must hold."""
+
+    required: bool = True
+    """The field must be present; false: the other checks apply only when it is."""
+    non_empty: bool = False
+    """Not null, "", [] or {}."""
+    type: JsonType | None = None
+    """The field's JSON type: string, number, integer, boolean, array, object or null."""
+    min_items: int | None = Field(None, ge=0)
+    """An array, object or string of at least this many items (characters)."""
+    max_items: int | None = Field(None, ge=0)
+    """An array, object or string of at most this many items (characters)."""
+    minimum: float | None = None
+    """A number of at least this value."""
+    maximum: float | None = None
+    """A number of at most this value."""
+    pattern: Annotated[str, AfterValidator(_check_pattern)] | None = None
+    """A string this regular expression matches (anywhere; anchor it with ^...$ for the whole string)."""
+
+
+class ResultInvariants(Strict):
+    """What a successful result of this tool must look like. A result that breaks it is a suspect result (E5): the
+    model gets an observation instead of the data. The data is the result's structuredContent, else its text content
+    parsed as JSON."""
+
+    non_empty: bool = False
+    """The result carries data: content that is not empty, and data that is not null, "", [] or {}."""
+    required: list[FieldPath] = Field(default_factory=list)
+    """Fields that must be present (dotted paths, e.g. order.id or orders.0.qty)."""
+    fields: dict[FieldPath, FieldCheck] = Field(default_factory=dict)
+    """Dotted field path -> predicates (non_empty, type, min_items, max_items, minimum, maximum, pattern)."""
+    json_schema: Annotated[dict[str, Any], AfterValidator(_check_json_schema)] | None = None
+    """A JSON Schema the data must match (its own $schema dialect, default 2020-12); checked when the policy loads."""
+
+    @property
+    def needs_data(self) -> bool:
+        """Whether a check reads fields, so a result with no JSON data breaks it."""
+        return bool(self.required or self.fields or self.json_schema is not None)
+
+
+class VerifyWith(Strict):
+    tool: str
+    """A read-only tool (host-visible name) that tells whether a write took effect."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Arguments; a string "{name}" is replaced by the call's argument of that name."""
+
+
+class ToolRule(Strict):
+    """Everything the chain needs to know about one tool. Also the shape of every layer of a policy file."""
+
+    effect: EffectClass = EffectClass.WRITE_UNSAFE
+    """read_only | write_idempotent | write_unsafe | destructive. Unnamed, unannotated tools are write_unsafe."""
+    require_approval: bool = False
+    """Ask the human (MCP elicitation) before each call; refused with ask_user when the host cannot ask."""
+    verify_with: VerifyWith | None = None
+    """A read-only tool the model is told to call to check whether a write whose outcome is unknown took effect."""
+    fallback: list[str] = Field(default_factory=list)
+    """Alternative tools (host-visible names), named in observations when this one is failing."""
+    fallback_call: bool = False
+    """Call the first available `fallback` tool automatically when this one's circuit is open or its transient faults
+    outlast the retries (same arguments: the fallback must accept them; its own validation applies); off: the
+    fallbacks are only named in the observation."""
+    fallback_writes: bool = False
+    """Allow calling a fallback that is not read_only."""
+    validation: ValidationRule = ValidationRule()
+    """Argument checks before anything is sent (see `validation`)."""
+    timeouts: TimeoutRule = TimeoutRule()
+    """Per-attempt timeout and overall deadline (see `timeouts`)."""
+    retry: RetryRule = RetryRule()
+    """Classified retry of transient faults (see `retry`)."""
+    breaker: BreakerRule = BreakerRule()
+    """Circuit breaking per upstream and per tool (see `breaker`)."""
+    idempotency: IdempotencyRule = IdempotencyRule()
+    """Duplicate suppression and replay for writes (see `idempotency`)."""
+    output: OutputRule = OutputRule()
+    """Output size caps and outputSchema checks (see `output`)."""
+    cache: CacheRule = CacheRule()
+    """Response cache for read_only tools, off by default (see `cache`)."""
+    result_invariants: ResultInvariants | None = None
+    """What a successful result must look like (see `result_invariants`); a result that breaks it is reported as a
+    suspect result (E5) instead of being passed on as data. None: no checks beyond the outputSchema."""
+
+    _trusted_upstream: bool = PrivateAttr(default=False)
+
+    @property
+    def trusted_upstream(self) -> bool:
+        """Resolved, not configured: the tool's upstream has ``trust_annotations: true``, so its typed hints that a
+        write did not run are believed (rule R, ``repeat.decide``)."""
+        return self._trusted_upstream
+
+    @property
+    def idempotency_on(self) -> bool:
+        if self.idempotency.enabled is not None:
+            return self.idempotency.enabled
+        return self.effect in (EffectClass.WRITE_UNSAFE, EffectClass.DESTRUCTIVE)
+
+
+# --- file-level sections --------------------------------------------------------------------------------------------
+
+
+class ObservationLevel(StrEnum):
+    L0 = "L0"  # raw upstream error only
+    L1 = "L1"  # + classification
+    L2 = "L2"  # + repair action, retries, attempts, suggestion
+    L3 = "L3"  # + session context
+
+
+class SessionRule(Strict):
+    max_tool_calls: int | None = Field(None, ge=1)
+    """Tool calls one host session (one host connection) may make; null (the default): no limit. Opt-in, for
+    agents that should stop after a bound; a long-lived host (a desktop app) would fail every call once spent."""
+    max_failures: int | None = Field(None, ge=1)
+    """Failed tool calls one host session may make; null (the default): no limit. Opt-in, like max_tool_calls."""
+    loop_threshold: int = Field(3, ge=2, le=100)
+    """Identical failures after which the repair action becomes abort (the loop guard; always on). Identical
+    successful calls are never refused."""
+
+
+class ObservationRule(Strict):
+    level: ObservationLevel = ObservationLevel.L2
+    """How much an error observation tells the model: L0 raw upstream error, L1 + classification, L2 + repair action,
+    retries, attempts and suggestion, L3 + session context (budgets, recent failures, alternatives)."""
+    unknown_tool_as_result: bool = False
+    """Answer an unknown tool with an isError result instead of the spec's JSON-RPC -32602 (for hosts that hide
+    protocol errors from the model)."""
+    upstream_message_chars: int = Field(500, ge=0, le=100_000)
+    """How much of the upstream's own error text an observation quotes (marked untrusted)."""
+
+
+def _check_glob(pattern: str) -> str:
+    if not pattern or pattern.strip() != pattern:
+        raise ValueError(f"glob pattern {pattern!r} must be non-empty with no surrounding spaces")
+    if pattern.count("[") != pattern.count("]"):
+        raise ValueError(f"glob pattern {pattern!r} has an unbalanced '['")
+    try:
+        re.compile(fnmatch.translate(pattern))
+    except re.error as exc:
+        raise ValueError(f"glob pattern {pattern!r} is invalid: {exc}") from None
+    return pattern
+
+
+Glob = Annotated[str, AfterValidator(_check_glob)]
+"""A tool-name glob, checked where it is written (errors point at the item, not at its list)."""
+
+
+class UpstreamPolicy(Strict):
+    trust_annotations: bool = False
+    """Use the upstream's MCP tool annotations (readOnlyHint, destructiveHint, idempotentHint) as effect classes."""
+    allow: list[Glob] | None = None
+    """Only tools matching one of these globs (upstream names) are offered; None offers all."""
+    deny: list[Glob] = Field(default_factory=list)
+    """Tools matching these globs (upstream names) are hidden and refused."""
+    defaults: ToolRule = ToolRule()
+    """A tool rule for every tool of this upstream."""
+    tools: dict[Glob, ToolRule] = Field(default_factory=dict)
+    """Glob on the upstream's tool name -> rule; later, more specific entries win field by field."""
+
+
+class PolicyFile(Strict):
+    version: Literal[1] = 1
+    """Format version of the policy file."""
+    defaults: ToolRule = ToolRule()
+    """The tool rule every tool starts from."""
+    session: SessionRule = SessionRule()
+    """Per-host-session budgets and the loop guard."""
+    observations: ObservationRule = ObservationRule()
+    """What failed calls tell the model."""
+    diagnosis: DiagnosisRule = DiagnosisRule()
+    """Model diagnosis of failures the rules leave untyped (off by default)."""
+    deny: list[Glob] = Field(default_factory=list)
+    """Host-visible tool names (globs) hidden and refused on every upstream."""
+    upstreams: dict[str, UpstreamPolicy] = Field(default_factory=dict)
+    """Per-upstream policy, by the upstream's configured name."""
+    tools: dict[Glob, ToolRule] = Field(default_factory=dict)
+    """Glob on the host-visible tool name -> rule; applied after upstream rules."""
+
+
+# --- merging and resolution -----------------------------------------------------------------------------------------
+
+
+def merge(base: B, over: B) -> B:
+    """``over`` on top of ``base``: fields ``over`` set win; nested models merge recursively; lists replace."""
+    updates: dict[str, Any] = {}
+    for name in over.model_fields_set:
+        new, old = getattr(over, name), getattr(base, name)
+        if isinstance(new, BaseModel) and isinstance(old, BaseModel) and type(new) is type(old):
+            updates[name] = merge(old, new)
+        else:
+            updates[name] = new
+    if not updates:
+        return base
+    merged = base.model_copy(update=updates)
+    # keep "what was set" accurate so a merged layer can itself be merged again
+    object.__setattr__(merged, "__pydantic_fields_set__", base.model_fields_set | set(updates))
+    return merged
+
+
+def merge_files(files: list[PolicyFile]) -> PolicyFile:
+    """Several policy files, later ones on top: the same field-by-field merge; dicts of rules merge per key."""
+    out = PolicyFile()
+    for f in files:
+        out = _merge_policy(out, f)
+    return out
+
+
+def _merge_policy(base: PolicyFile, over: PolicyFile) -> PolicyFile:
+    merged = merge(base, over)
+    upstreams = dict(base.upstreams)
+    for name, up in over.upstreams.items():
+        upstreams[name] = _merge_upstream(upstreams[name], up) if name in upstreams else up
+    tools = dict(base.tools)
+    for pat, rule in over.tools.items():
+        tools[pat] = merge(tools[pat], rule) if pat in tools else rule
+    return merged.model_copy(update={"upstreams": upstreams, "tools": tools, "deny": [*base.deny, *over.deny]})
+
+
+def _merge_upstream(base: UpstreamPolicy, over: UpstreamPolicy) -> UpstreamPolicy:
+    merged = merge(base, over)
+    tools = dict(base.tools)
+    for pat, rule in over.tools.items():
+        tools[pat] = merge(tools[pat], rule) if pat in tools else rule
+    return merged.model_copy(update={"tools": tools, "deny": [*base.deny, *over.deny]})
+
+
+def effect_from_annotations(annotations: types.ToolAnnotations | None) -> EffectClass | None:
+    """MCP annotations as an effect class, with the spec's pessimistic defaults for missing hints."""
+    if annotations is None:
+        return None
+    if annotations.read_only_hint:
+        return EffectClass.READ_ONLY
+    destructive = annotations.destructive_hint if annotations.destructive_hint is not None else True
+    if destructive:
+        return EffectClass.DESTRUCTIVE
+    if annotations.idempotent_hint:
+        return EffectClass.WRITE_IDEMPOTENT
+    return EffectClass.WRITE_UNSAFE
+
+
+def matches(name: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+class Policy:
+    """The merged policy of all files, with resolution of one tool's rule and visibility."""
+
+    def __init__(self, file: PolicyFile | None = None, sources: list[str] | None = None) -> None:
+        self.file = file or PolicyFile()
+        self.sources = sources or []
+
+    @property
+    def session(self) -> SessionRule:
+        return self.file.session
+
+    @property
+    def observations(self) -> ObservationRule:
+        return self.file.observations
+
+    @property
+    def diagnosis(self) -> DiagnosisRule:
+        return self.file.diagnosis
+
+    def upstream(self, upstream: str) -> UpstreamPolicy:
+        return self.file.upstreams.get(upstream) or UpstreamPolicy()
+
+    def is_visible(self, upstream: str, tool: str, public_name: str) -> bool:
+        """False when the policy hides the tool (denied, or not on an allow list)."""
+        up = self.upstream(upstream)
+        if matches(public_name, self.file.deny) or matches(tool, up.deny):
+            return False
+        return up.allow is None or matches(tool, up.allow)
+
+    def resolve(
+        self, upstream: str, tool: str, public_name: str, annotations: types.ToolAnnotations | None = None
+    ) -> ToolRule:
+        """The rule for one tool: defaults < upstream defaults < upstream tool globs < top-level tool globs.
+
+        Among globs of one section, entries later in the file win. The effect class comes from the annotations
+        only when the upstream is trusted and no layer set ``effect``."""
+        up = self.upstream(upstream)
+        rule = merge(self.file.defaults, up.defaults)
+        for pattern, layer in up.tools.items():
+            if fnmatch.fnmatchcase(tool, pattern):
+                rule = merge(rule, layer)
+        for pattern, layer in self.file.tools.items():
+            if fnmatch.fnmatchcase(public_name, pattern):
+                rule = merge(rule, layer)
+        if "effect" not in rule.model_fields_set and up.trust_annotations:
+            hinted = effect_from_annotations(annotations)
+            if hinted is not None:
+                rule = rule.model_copy(update={"effect": hinted})
+        if up.trust_annotations:
+            rule = rule.model_copy()
+            rule._trusted_upstream = True
+        return rule
+
+    def effect_source(self, upstream: str, rule: ToolRule, annotations: types.ToolAnnotations | None) -> str:
+        """Where ``rule.effect`` came from, in words (``check --connect``, ``explain``)."""
+        if "effect" in rule.model_fields_set:
+            return "policy"
+        if self.upstream(upstream).trust_annotations:
+            if effect_from_annotations(annotations) is not None:
+                return "annotations (trust_annotations: true)"
+            return "default (trust_annotations: true, but the tool has no annotations)"
+        return "default (no policy entry; the upstream's annotations are not trusted)"

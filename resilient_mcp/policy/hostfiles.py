@@ -1,0 +1,263 @@
+"""MCP hosts' config files, read as they are: the servers they list become the proxy's upstreams.
+
+- Claude Desktop, Cursor, Cline, Roo Code, Windsurf, Gemini CLI: ``{"mcpServers": {name: {...}}}``;
+- VS Code: ``{"servers": {name: {...}}, "inputs": [...]}`` (``.vscode/mcp.json``), or the same under ``"mcp"`` in its
+  ``settings.json``;
+- Zed: ``{"context_servers": {name: {...}}}`` (``command`` as a string or as ``{"path", "args", "env"}``).
+
+Each server's keys are read as follows:
+
+- ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``type`` (``stdio``, ``sse``, ``http``,
+  ``streamableHttp``), Cline's ``transportType``, VS Code's and Cursor's ``envFile``, Gemini CLI's ``httpUrl``, Zed's
+  ``enabled``: as the host reads them;
+- ``disabled: true`` (Cline, Cursor, Roo Code): the server is not started (``upstream_disabled`` is logged once);
+- ``timeout`` (Cline, Roo Code: seconds; Gemini CLI: milliseconds; a value above 3600 is read as milliseconds): the
+  per-attempt timeout of this upstream's tool calls (policy ``timeouts.attempt_s`` of the upstream, ``total_s`` at
+  least as long); a policy file's timeouts for this upstream or its tools win;
+- ``disabledTools`` (Roo Code), ``excludeTools`` (Gemini CLI): those tools are hidden and refused (policy ``deny`` of
+  the upstream);
+- every other key (``autoApprove``, ``alwaysAllow``: the host's own list of tools it runs without asking; ``dev``,
+  ``description``, ``source``, ``settings``, ...): ignored, with one info log per server naming them.
+
+VS Code's ``${input:ID}`` (a value the editor prompts for) is read from the environment variable ``MCP_INPUT_<ID>``
+(upper case, other characters as ``_``: ``${input:api-key}`` -> ``MCP_INPUT_API_KEY``); when it is not set, loading
+fails with a message naming that variable. ``${env:NAME}``, ``${userHome}`` and ``${workspaceFolder}`` (the folder
+holding ``.vscode/``, else the file's folder) are supported in every config file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .source import Document, Loc, SourceError
+
+TOPS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("mcpServers",), "mcpServers"),
+    (("servers",), "VS Code"),
+    (("mcp", "servers"), "VS Code"),
+    (("context_servers",), "Zed"),
+)
+"""Where each host keeps its servers, and the host's name in messages."""
+
+NATIVE_KEYS = frozenset(
+    {
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "url",
+        "headers",
+        "type",
+        "transport",
+        "prefix",
+        "enabled",
+        "disabled",
+        "connect_timeout_s",
+        "inherit_env",
+        "env_file",
+    }
+)
+"""Keys an upstream entry of resilient-mcp's own format has (a host file may use them too)."""
+
+RENAMED = {"envFile": "env_file", "transportType": "type", "httpUrl": "url"}
+TYPES = {
+    "streamableHttp": "streamable-http",
+    "streamable_http": "streamable-http",
+    "streamable-http": "streamable-http",
+}
+TIMEOUT_MS_ABOVE = 3600
+"""A ``timeout`` above this is in milliseconds (Gemini CLI's unit); at most this, in seconds (Cline's, Roo Code's)."""
+DEFAULT_TOTAL_S = 120.0
+"""The policy's default ``timeouts.total_s``; a longer host timeout raises it for that upstream."""
+
+WHY_IGNORED = {
+    "autoApprove": "the host's own list of tools it runs without asking the user; the proxy asks only where a "
+    "policy sets require_approval",
+    "alwaysAllow": "the host's own list of tools it runs without asking the user; the proxy asks only where a "
+    "policy sets require_approval",
+}
+
+_VSCODE_VAR = re.compile(r"\$\{(input|env):([^}]+)\}|\$\{(userHome|workspaceFolder)\}")
+
+
+def input_variable(input_id: str) -> str:
+    """The environment variable that answers VS Code's ``${input:ID}``."""
+    return "MCP_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", input_id).upper()
+
+
+@dataclass
+class HostSettings:
+    """What a host's file says beyond each server's command or URL."""
+
+    app: str = ""
+    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Info logs for the start of ``serve`` and for ``check``: (event, fields)."""
+    attempt_s: dict[str, float] = field(default_factory=dict)
+    """upstream -> per-attempt timeout of its tool calls (from ``timeout``)."""
+    deny_tools: dict[str, list[str]] = field(default_factory=dict)
+    """upstream -> tool names hidden and refused (from ``disabledTools``/``excludeTools``)."""
+    inputs: dict[str, str] = field(default_factory=dict)
+    """VS Code input id -> its description."""
+    workspace: str | None = None
+    renamed: dict[str, dict[str, str]] = field(default_factory=dict)
+    """upstream -> native key -> the key as the host's file spells it (for error locations)."""
+
+    def key_of(self, upstream: str, native: str) -> str:
+        return self.renamed.get(upstream, {}).get(native, native)
+
+    def policy(self) -> dict[str, Any] | None:
+        """The policy layer the per-server keys imply, as a ``PolicyFile`` mapping (None when there is none)."""
+        ups: dict[str, Any] = {}
+        for name, seconds in self.attempt_s.items():
+            timeouts = {"attempt_s": seconds, "total_s": max(seconds, DEFAULT_TOTAL_S)}
+            ups.setdefault(name, {})["defaults"] = {"timeouts": timeouts}
+        for name, tools in self.deny_tools.items():
+            ups.setdefault(name, {})["deny"] = list(tools)
+        return {"upstreams": ups} if ups else None
+
+    def expand_variables(self, value: str, environ: dict[str, str], path: str) -> str:
+        """VS Code's ``${input:ID}``, ``${env:NAME}``, ``${userHome}``, ``${workspaceFolder}``; a missing value is
+        a ``KeyError`` whose message says what to set."""
+
+        def sub(m: re.Match[str]) -> str:
+            kind, name, plain = m.group(1), m.group(2), m.group(3)
+            if plain == "userHome":
+                return str(Path.home())
+            if plain == "workspaceFolder":
+                return self.workspace or str(_workspace_of(path))
+            if kind == "env":
+                if name in environ:
+                    return environ[name]
+                raise KeyError(f"environment variable {name} (from ${{env:{name}}}) is not set")
+            var = input_variable(name)
+            if var in environ:
+                return environ[var]
+            what = f' ("{self.inputs[name]}")' if self.inputs.get(name) else ""
+            raise KeyError(
+                f"${{input:{name}}}{what} is a value VS Code prompts for; resilient-mcp cannot prompt: set the "
+                f"environment variable {var} for it"
+            )
+
+        return _VSCODE_VAR.sub(sub, value) if "${" in value else value
+
+
+@dataclass
+class HostFile:
+    servers: dict[str, Any]
+    """Each server's entry in resilient-mcp's own upstream shape (validated by ``config``)."""
+    servers_loc: tuple[str, ...]
+    settings: HostSettings
+
+
+def _at(data: Any, loc: tuple[str, ...]) -> Any:
+    for part in loc:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def _workspace_of(path: str) -> Path:
+    folder = Path(path).resolve().parent
+    return folder.parent if folder.name == ".vscode" else folder
+
+
+def read_host_file(doc: Document, data: dict[str, Any]) -> HostFile | None:
+    """The servers of a host's file, or None for resilient-mcp's own format (``upstreams:``)."""
+    if "upstreams" in data:
+        return None
+    found = next(((loc, app) for loc, app in TOPS if _at(data, loc) is not None), None)
+    if found is None:
+        return None
+    loc, app = found
+    node = _at(data, loc)
+    if not isinstance(node, dict):
+        line = doc.line_of(loc) or "?"
+        raise SourceError(doc.path, [f"{doc.path}:{line}: {'.'.join(loc)}: must map each server's name to its entry"])
+    settings = HostSettings(app=app, workspace=str(_workspace_of(doc.path)))
+    inputs = _at(data, (*loc[:-1], "inputs"))
+    if isinstance(inputs, list):
+        settings.inputs = {
+            str(i["id"]): str(i.get("description") or "") for i in inputs if isinstance(i, dict) and "id" in i
+        }
+    problems: list[str] = []
+    servers: dict[str, Any] = {}
+    for name, raw in node.items():
+        entry = _server(str(name), raw, settings, doc, (*loc, name), problems)
+        if entry is not None:
+            servers[str(name)] = entry
+    if problems:
+        raise SourceError(doc.path, problems)
+    return HostFile(servers, loc, settings)
+
+
+def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc, problems: list[str]) -> Any:
+    """The entry in resilient-mcp's shape (None: nothing to start; a non-mapping is returned for validation)."""
+    if not isinstance(raw, dict):
+        return raw  # validation names what is wrong
+    entry: dict[str, Any] = {}
+    ignored: list[str] = []
+    command = raw.get("command")
+    if isinstance(command, dict):  # Zed's older shape: "command": {"path", "args", "env"}
+        raw = {k: v for k, v in raw.items() if k != "command"} | {
+            ("command" if k == "path" else k): v for k, v in command.items()
+        }
+    for key, value in raw.items():
+        where = f"{doc.path}:{doc.line_of((*loc, key)) or '?'}: {'.'.join(map(str, (*loc, key)))}"
+        if key in RENAMED:
+            entry[RENAMED[key]] = value
+            settings.renamed.setdefault(name, {})[RENAMED[key]] = key
+        elif key in NATIVE_KEYS:
+            entry[key] = value
+        elif key == "timeout":
+            seconds = _timeout_s(value)
+            if seconds is None:
+                problems.append(
+                    f"{where}: a number of seconds (Cline, Roo Code) or milliseconds above "
+                    f"{TIMEOUT_MS_ABOVE} (Gemini CLI) (got {value!r})"
+                )
+                continue
+            settings.attempt_s[name] = seconds
+            unit = "milliseconds" if value > TIMEOUT_MS_ABOVE else "seconds"
+            settings.notes.append(
+                ("host_timeout_applied", {"upstream": name, "timeout": value, "read_as": unit, "attempt_s": seconds})
+            )
+        elif key in ("disabledTools", "excludeTools"):
+            if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+                problems.append(f"{where}: a list of tool names (got {value!r})")
+                continue
+            settings.deny_tools.setdefault(name, []).extend(value)
+        else:
+            ignored.append(str(key))
+    if isinstance(entry.get("type"), str) and entry["type"] in TYPES:
+        entry["type"] = TYPES[entry["type"]]
+    if "command" not in entry and "url" not in entry and settings.app == "Zed":
+        # a server provided by a Zed extension: nothing this proxy can start
+        settings.notes.append(
+            ("host_server_skipped", {"upstream": name, "reason": "no command or url (provided by the host itself)"})
+        )
+        return None
+    if ignored and entry.get("enabled") is not False and entry.get("disabled") is not True:
+        why = sorted({WHY_IGNORED.get(k, "not used by resilient-mcp") for k in ignored})
+        settings.notes.append(("host_keys_ignored", {"upstream": name, "keys": ignored, "why": why}))
+    return entry
+
+
+def _timeout_s(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        return None
+    seconds = value / 1000 if value > TIMEOUT_MS_ABOVE else float(value)
+    return seconds if 0 < seconds <= 86_400 else None
+
+
+def describe(settings: HostSettings) -> list[str]:
+    """The notes as lines for ``check``."""
+    out = []
+    for event, fields in settings.notes:
+        out.append(f"{event}: " + ", ".join(f"{k}={v}" for k, v in fields.items()))
+    return out
+
+
+__all__ = ["HostFile", "HostSettings", "describe", "input_variable", "read_host_file"]

@@ -1,0 +1,609 @@
+"""One supervised client connection per upstream MCP server: the only module that speaks the SDK's client side.
+
+``Upstream.run`` is the owner task: it opens the transport (stdio | streamable HTTP | SSE) and the ``ClientSession``,
+performs the handshake, lists every page of the upstream's catalog, and then waits until the connection dies or a
+restart is asked for; it then closes both *in the same task that opened them* (anyio cancel scopes demand it) and
+starts again with exponential backoff. A stdio process that exits is noticed at once, not on the next call, by
+watching the end of its read stream.
+
+Calls go through ``call_tool`` with ``send_request`` (never ``ClientSession.call_tool``, which validates output and
+lists tools behind our back). Every SDK or transport exception is mapped here, via ``classify``, to a ``Fault``.
+Upstream notifications and server→client requests are handed to ``UpstreamHooks`` (implemented by the server).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+import mcp_types as types
+import structlog
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.session import ClientRequestContext
+from mcp.client.sse import sse_client
+from mcp.client.stdio import get_default_environment, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
+
+from .. import __version__
+from ..faults import AttemptTimeout, ConnectFailure, Fault, OversizedResult, PersistentOutage, RetrySafety
+from ..faults.classify import classify_exception, classify_http_status
+from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
+from .stdio import OVERSIZED_META, stdio_upstream
+
+log = structlog.get_logger(__name__)
+
+R = TypeVar("R", bound=BaseModel)
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+TransportFactory = Callable[[], AbstractAsyncContextManager[Any]]
+"""Opens a connection and yields ``(read, write)``: how tests put an in-process server behind an upstream."""
+State = Literal["starting", "ready", "down", "failed", "stopped"]
+
+CLIENT_INFO = types.Implementation(name="resilient-mcp", version=__version__)
+
+HOST_CAPABILITIES = ("sampling", "elicitation", "roots")
+"""The client capabilities the proxy can only serve by asking a host: declared upstream when the host has them."""
+
+
+def host_capability_names(caps: types.ClientCapabilities | None) -> frozenset[str]:
+    """Which of ``HOST_CAPABILITIES`` a host declared (``None``: nothing known, so nothing declared)."""
+    if caps is None:
+        return frozenset()
+    return frozenset(name for name in HOST_CAPABILITIES if getattr(caps, name, None) is not None)
+
+
+@dataclass(slots=True)
+class UpstreamCatalog:
+    """What one upstream offers, all pages read."""
+
+    tools: list[types.Tool] = field(default_factory=list)
+    resources: list[types.Resource] = field(default_factory=list)
+    resource_templates: list[types.ResourceTemplate] = field(default_factory=list)
+    prompts: list[types.Prompt] = field(default_factory=list)
+    capabilities: types.ServerCapabilities | None = None
+    server_info: types.Implementation | None = None
+    instructions: str | None = None
+    protocol_version: str | None = None
+
+
+class UpstreamHooks(Protocol):
+    """What an upstream hands to the proxy's server side."""
+
+    async def catalog_changed(self, upstream: Upstream) -> None: ...
+
+    async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None: ...
+
+    async def resource_updated(self, upstream: Upstream, uri: str) -> None: ...
+
+    async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
+        """Relay a sampling / elicitation / roots request to the host whose call caused it."""
+        ...
+
+
+class _WatchedRead:
+    """Delegates to a transport's read stream and reports its end: how a dead stdio process is noticed at once."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._on_end()
+            raise
+
+    async def __aenter__(self) -> _WatchedRead:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(*exc)
+        return result
+
+    def __getattr__(self, name: str) -> Any:  # last_context and friends
+        return getattr(self._inner, name)
+
+
+class Upstream:
+    """A supervised connection to one upstream server."""
+
+    def __init__(
+        self,
+        name: str,
+        config: StdioUpstream | RemoteUpstream,
+        hooks: UpstreamHooks,
+        *,
+        backoff_initial_s: float = 0.25,
+        backoff_max_s: float = 30.0,
+        transport: TransportFactory | None = None,
+    ) -> None:
+        self.name = name
+        self._transport_override = transport
+        self.config = config
+        self.hooks = hooks
+        self.catalog = UpstreamCatalog()
+        self.state: State = "starting"
+        self.last_error: str | None = None
+        self.start_failures = 0
+        self.restarts = 0
+        """Times a ready connection ended (the process exited, the session was lost, a restart was asked for)."""
+        self.on_state: Callable[[Upstream], None] | None = None
+        """Told of every state change (the ops recorders: status page, metrics); must not block or raise."""
+        self._session: ClientSession | None = None
+        self._changed = anyio.Event()
+        self._restart = anyio.Event()
+        self._ended = anyio.Event()
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
+        self._log_level: types.LoggingLevel | None = None
+        self._subscriptions: set[str] = set()
+        self._http_statuses = _HttpStatuses()
+        self.declared: frozenset[str] = frozenset(HOST_CAPABILITIES)
+        """The host capabilities declared to this upstream: all of them while several hosts may be served (each
+        request is then checked against the calling host), exactly the host's own with a single stdio host."""
+
+    # --- supervision ------------------------------------------------------------------------------------------------
+
+    def _set_state(self, state: State, error: str | None = None) -> None:
+        self.state = state
+        if error is not None:
+            self.last_error = error
+        self._changed.set()
+        self._changed = anyio.Event()
+        if self.on_state is not None:
+            try:
+                self.on_state(self)
+            except Exception:
+                log.exception("upstream_state_hook_failed", upstream=self.name)
+
+    async def run(self) -> None:
+        """The owner task. Runs until cancelled; never raises for an upstream's failure."""
+        backoff = self._backoff_initial_s
+        log.info("upstream_starting", upstream=self.name, transport=self._describe())
+        try:
+            while True:
+                try:
+                    await self._connect_and_serve()
+                    backoff = self._backoff_initial_s
+                except Exception as exc:
+                    fault = classify_exception(exc, sent=False)
+                    first = self.state == "starting" or self.start_failures == 0
+                    self.start_failures += 1
+                    reason = _reason(exc)
+                    self._set_state("failed" if self.start_failures >= 2 else "down", reason)
+                    log.warning(
+                        "upstream_start_failed" if first else "upstream_connect_failed",
+                        upstream=self.name,
+                        error=reason,
+                        fault=fault.fault_type,
+                        retry_in_s=round(backoff, 2),
+                        failures=self.start_failures,
+                    )
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, self._backoff_max_s)
+        finally:
+            self._session = None
+            self._set_state("stopped")
+
+    async def _connect_and_serve(self) -> None:
+        self._ended = anyio.Event()
+        self._restart = anyio.Event()
+        self._set_state("starting")
+        async with AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(self._transport())
+            watched = _WatchedRead(read, self._ended.set)
+            session = await stack.enter_async_context(
+                ClientSession(
+                    watched,
+                    write,
+                    # A capability is declared by handing the SDK its callback: only those the hosts can serve.
+                    sampling_callback=self._on_sampling if "sampling" in self.declared else None,
+                    elicitation_callback=self._on_elicitation if "elicitation" in self.declared else None,
+                    list_roots_callback=self._on_list_roots if "roots" in self.declared else None,
+                    logging_callback=self._on_log,
+                    message_handler=self._on_message,
+                    client_info=CLIENT_INFO,
+                )
+            )
+            with anyio.fail_after(self.config.connect_timeout_s):
+                init = await session.initialize()
+                self.catalog = await self._list_all(session, init)
+                await self._restore_session_state(session)
+            self._session = session
+            self.start_failures = 0
+            self._set_state("ready")
+            log.info(
+                "upstream_ready",
+                upstream=self.name,
+                tools=len(self.catalog.tools),
+                server=init.server_info.name,
+                protocol=init.protocol_version,
+            )
+            await self.hooks.catalog_changed(self)
+            async with anyio.create_task_group() as tg:
+
+                async def until(ev: anyio.Event) -> None:
+                    await ev.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(until, self._ended)
+                tg.start_soon(until, self._restart)
+            self._session = None
+            self.restarts += 1
+            died = self._ended.is_set()
+            self._set_state("down", "the upstream process exited" if died else "restart requested")
+            log.warning("upstream_died" if died else "upstream_restarting", upstream=self.name)
+
+    @asynccontextmanager
+    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        cfg = self.config
+        if self._transport_override is not None:
+            async with self._transport_override() as streams:
+                yield streams[0], streams[1]
+        elif isinstance(cfg, StdioUpstream):
+            if sys.platform == "win32":  # Job Objects: the SDK's transport
+                params = StdioServerParameters(
+                    command=cfg.command, args=list(cfg.args), env=stdio_environment(cfg), cwd=cfg.cwd
+                )
+                async with stdio_client(params, errlog=sys.stderr) as streams:
+                    yield streams
+            else:  # linear-time reader, size guard, process-group teardown (stdio_upstream)
+                env = get_default_environment() | stdio_environment(cfg)
+                async with stdio_upstream(
+                    cfg.command, list(cfg.args), env, cfg.cwd, max_message_bytes=cfg.max_message_bytes
+                ) as streams:
+                    yield streams
+        elif cfg.transport == "sse":
+            async with sse_client(cfg.url, headers=dict(cfg.headers) or None) as streams:
+                yield streams
+        else:
+            timeout = httpx2.Timeout(cfg.connect_timeout_s, read=None)
+            hooks = {"response": [self._http_statuses.observe]}
+            async with (
+                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=timeout, event_hooks=hooks) as http,
+                streamable_http_client(cfg.url, http_client=http) as streams,
+            ):
+                yield streams[0], streams[1]
+
+    def _describe(self) -> str:
+        cfg = self.config
+        if isinstance(cfg, StdioUpstream):
+            return f"stdio: {cfg.command}"
+        parts = urlsplit(cfg.url)  # no user-info or query in logs: they may hold credentials
+        return f"{cfg.transport}: {parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+    async def _list_all(self, session: ClientSession, init: types.InitializeResult) -> UpstreamCatalog:
+        caps = init.capabilities
+        cat = UpstreamCatalog(
+            capabilities=caps,
+            server_info=init.server_info,
+            instructions=init.instructions,
+            protocol_version=init.protocol_version,
+        )
+        if caps.tools is not None:
+            cat.tools = await _pages(session, types.ListToolsRequest, types.ListToolsResult, "tools")
+        if caps.resources is not None:
+            cat.resources = await _pages(session, types.ListResourcesRequest, types.ListResourcesResult, "resources")
+            cat.resource_templates = await _pages(
+                session,
+                types.ListResourceTemplatesRequest,
+                types.ListResourceTemplatesResult,
+                "resource_templates",
+                optional=True,
+            )
+        if caps.prompts is not None:
+            cat.prompts = await _pages(session, types.ListPromptsRequest, types.ListPromptsResult, "prompts")
+        return cat
+
+    async def _restore_session_state(self, session: ClientSession) -> None:
+        """After a restart, re-apply what hosts asked of the previous process (log level, subscriptions)."""
+        if self._log_level is not None and self.supports("logging"):
+            await _quietly(session.send_request(_set_level(self._log_level), types.EmptyResult))
+        for uri in list(self._subscriptions):
+            req = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+            await _quietly(session.send_request(req, types.EmptyResult))
+
+    async def declare(self, capabilities: frozenset[str], timeout_s: float) -> None:
+        """Connect again declaring exactly ``capabilities`` (the host's), so the upstream lists and offers what
+        that host can serve; waits up to ``timeout_s`` for the new connection. No-op when they are unchanged."""
+        if capabilities == self.declared:
+            return
+        log.info("upstream_capabilities_follow_host", upstream=self.name, declared=sorted(capabilities))
+        self.declared = capabilities
+        if self.state in ("failed", "stopped"):
+            return
+        self.request_restart()
+        with anyio.move_on_after(timeout_s):
+            while self.state != "ready" and self.state not in ("failed", "stopped"):
+                await self._changed.wait()
+
+    def request_restart(self) -> None:
+        """Close the connection and open a new one (the owner task does it). Calls wait for the new one."""
+        self._session = None
+        self._set_state("down", "restart requested")
+        self._restart.set()
+
+    # --- calls ------------------------------------------------------------------------------------------------------
+
+    async def wait_ready(self, timeout_s: float) -> ClientSession:
+        """The live session, waiting up to ``timeout_s`` for a (re)start. Raises a fault when there is none."""
+        if self.state == "ready" and self._session is not None and not self._ended.is_set():
+            return self._session  # the hot path: no cancel scope, no timer
+        with anyio.move_on_after(timeout_s):
+            while True:
+                if self.state == "ready" and self._session is not None and not self._ended.is_set():
+                    return self._session
+                if self.state in ("failed", "stopped"):
+                    break
+                await self._changed.wait()
+        if self.state in ("failed", "stopped"):
+            raise PersistentOutage(
+                f"upstream {self.name!r} is unavailable: {self.last_error or self.state}",
+                details={"upstream": self.name, "state": self.state, "last_error": self.last_error},
+            )
+        raise ConnectFailure(
+            f"upstream {self.name!r} is not connected ({self.state}"
+            + (f": {self.last_error}" if self.last_error else "")
+            + ")",
+            details={"upstream": self.name, "state": self.state, "last_error": self.last_error},
+        )
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: dict[str, Any] | None = None,
+        *,
+        timeout_s: float | None = None,
+        deadline: float = math.inf,
+        on_progress: ProgressFn | None = None,
+        progress_extends: bool = True,
+    ) -> types.CallToolResult:
+        """One attempt of a tool call. Returns the upstream's result (``isError`` ones too); raises ``Fault``.
+
+        ``timeout_s`` bounds the attempt; progress from the upstream restarts it (when ``progress_extends``),
+        never past ``deadline`` (an ``anyio.current_time()`` value). On timeout the SDK sends the upstream a
+        cancellation, because the request is abandoned by cancellation of its scope."""
+        session = await self.wait_ready(min(timeout_s or self.config.connect_timeout_s, self.config.connect_timeout_s))
+        attempt_id: str | None = None
+        if isinstance(self.config, RemoteUpstream) and self.config.transport == "streamable-http":
+            # Tags the POST, so an HTTP error status (which the SDK reduces to -32603) can be read back.
+            attempt_id = uuid.uuid4().hex
+            meta = {**(meta or {}), ATTEMPT_META: attempt_id}
+        params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
+        request = types.CallToolRequest(params=params)
+        now = anyio.current_time()
+        limit = min(now + timeout_s, deadline) if timeout_s else deadline
+
+        with anyio.CancelScope(deadline=limit) as scope:
+
+            async def progress(progress: float, total: float | None, message: str | None) -> None:
+                if progress_extends and timeout_s:
+                    scope.deadline = max(scope.deadline, min(anyio.current_time() + timeout_s, deadline))
+                if on_progress is not None:
+                    await on_progress(progress, total, message)
+
+            try:
+                return await session.send_request(request, types.CallToolResult, progress_callback=progress)
+            except Fault:
+                raise
+            except Exception as exc:
+                if isinstance(exc, MCPError):
+                    if (oversized := _oversized(exc)) is not None:
+                        raise oversized from None
+                    self._restart_if_session_gone(exc)
+                http = self._http_statuses.pop(attempt_id) if attempt_id else None
+                fault = classify_http_status(*http) if http else classify_exception(exc, sent=True)
+                if self._ended.is_set() and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
+                    fault.message = f"upstream {self.name!r} died during the call: {fault.message}"
+                    fault.details.setdefault("upstream_state", "died")
+                raise fault from exc
+        elapsed = anyio.current_time() - now
+        raise AttemptTimeout(
+            f"upstream {self.name!r} did not answer {name} within {elapsed:.1f} s; the request was cancelled",
+            details={"timeout_ms": int(elapsed * 1000), "upstream": self.name},
+        )
+
+    async def request(self, request: Any, result_type: type[R]) -> R:
+        """Forward a non-tool request (resources, prompts, completion). SDK errors pass through as ``MCPError``;
+        an upstream that does not answer within ``connect_timeout_s`` gets -32001 like any timed-out request."""
+        session = await self.wait_ready(self.config.connect_timeout_s)
+        try:
+            return await session.send_request(request, result_type, self.config.connect_timeout_s)
+        except MCPError as exc:
+            self._restart_if_session_gone(exc)
+            raise
+
+    async def set_log_level(self, level: types.LoggingLevel) -> None:
+        self._log_level = level
+        if self.supports("logging") and self._session is not None:
+            await self._session.send_request(_set_level(level), types.EmptyResult, self.config.connect_timeout_s)
+
+    async def subscribe(self, uri: str, on: bool) -> None:
+        (self._subscriptions.add if on else self._subscriptions.discard)(uri)
+        req: types.SubscribeRequest | types.UnsubscribeRequest = (
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+            if on
+            else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+        )
+        await self.request(req, types.EmptyResult)
+
+    def _restart_if_session_gone(self, exc: MCPError) -> None:
+        """A remote upstream that forgot our session (it restarted, or expired it) answers every request with
+        "Session terminated": reconnect, with a new handshake, instead of failing every later call."""
+        if isinstance(self.config, RemoteUpstream) and "session terminated" in exc.error.message.lower():
+            log.warning("upstream_session_lost", upstream=self.name)
+            self.request_restart()
+
+    def supports(self, capability: str) -> bool:
+        caps = self.catalog.capabilities
+        return caps is not None and getattr(caps, capability, None) is not None
+
+    async def refresh(self, what: str = "tools") -> None:
+        session = self._session
+        if session is None:
+            return
+        if what == "tools":
+            self.catalog.tools = await _pages(session, types.ListToolsRequest, types.ListToolsResult, "tools")
+        elif what == "resources":
+            self.catalog.resources = await _pages(
+                session, types.ListResourcesRequest, types.ListResourcesResult, "resources"
+            )
+        elif what == "prompts":
+            self.catalog.prompts = await _pages(session, types.ListPromptsRequest, types.ListPromptsResult, "prompts")
+        await self.hooks.catalog_changed(self)
+
+    # --- from the upstream ------------------------------------------------------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            log.warning("upstream_transport_error", upstream=self.name, error=_reason(message))
+            return
+        kind = {
+            types.ToolListChangedNotification: "tools",
+            types.ResourceListChangedNotification: "resources",
+            types.PromptListChangedNotification: "prompts",
+        }.get(type(message))
+        if kind is not None:
+            log.info("upstream_list_changed", upstream=self.name, what=kind)
+            try:
+                await self.refresh(kind)
+            except Exception as exc:
+                log.warning("upstream_refresh_failed", upstream=self.name, what=kind, error=_reason(exc))
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            await self.hooks.resource_updated(self, str(message.params.uri))
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        await self.hooks.upstream_log(self, params)
+
+    async def _on_sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        result = await self.hooks.server_request(self, types.CreateMessageRequest(params=params))
+        if isinstance(result, types.ErrorData | types.CreateMessageResult | types.CreateMessageResultWithTools):
+            return result
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="unexpected sampling result")
+
+    async def _on_elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        result = await self.hooks.server_request(self, types.ElicitRequest(params=params))
+        if isinstance(result, types.ErrorData | types.ElicitResult):
+            return result
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="unexpected elicitation result")
+
+    async def _on_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        result = await self.hooks.server_request(self, types.ListRootsRequest())
+        if isinstance(result, types.ErrorData | types.ListRootsResult):
+            return result
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="unexpected roots result")
+
+
+ATTEMPT_META = "io.github.resilient-mcp/attempt"
+
+
+class _HttpStatuses:
+    """HTTP error statuses of tools/call POSTs, by attempt id: the facts the SDK's stand-in error drops."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        self._seen: dict[str, tuple[int, dict[str, str]]] = {}
+        self._limit = limit
+
+    async def observe(self, response: httpx2.Response) -> None:
+        if response.status_code < 400 or response.request.method != "POST":
+            return
+        try:
+            body = json.loads(response.request.content or b"{}")
+        except ValueError:
+            return
+        params = body.get("params") if isinstance(body, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        attempt = meta.get(ATTEMPT_META) if isinstance(meta, dict) else None
+        if isinstance(attempt, str):
+            if len(self._seen) >= self._limit:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[attempt] = (response.status_code, dict(response.headers))
+
+    def pop(self, attempt: str) -> tuple[int, dict[str, str]] | None:
+        return self._seen.pop(attempt, None)
+
+
+async def _pages(
+    session: ClientSession, request_type: Any, result_type: Any, attr: str, *, optional: bool = False
+) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(10_000):  # a server that pages forever must not hang the proxy
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        try:
+            page = await session.send_request(request_type(params=params), result_type)
+        except MCPError as exc:
+            if optional and exc.code == types.METHOD_NOT_FOUND:
+                return items
+            raise
+        items.extend(getattr(page, attr))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+def _oversized(exc: MCPError) -> OversizedResult | None:
+    """The E4 fault for the stand-in error ``stdio_upstream`` answers a too-large response with."""
+    data = exc.error.data
+    facts = data.get(OVERSIZED_META) if isinstance(data, dict) else None
+    if not isinstance(facts, dict):
+        return None
+    size, limit = facts.get("original_size_bytes"), facts.get("max_message_bytes")
+    return OversizedResult(
+        f"The upstream's result ({size} bytes) is larger than its max_message_bytes ({limit}); it was not read, "
+        "so it is neither returned nor stored.",
+        details={"original_size_bytes": size, "returned_bytes": 0, "handle": None, "max_message_bytes": limit},
+        suggestion="Narrow the request (filters, limits, a smaller range); repeating the same call returns the "
+        "same oversized result. An administrator can raise max_message_bytes for this upstream.",
+    )
+
+
+def _set_level(level: types.LoggingLevel) -> types.SetLevelRequest:
+    return types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
+
+
+async def _quietly(aw: Awaitable[Any]) -> None:
+    try:
+        await aw
+    except Exception as exc:
+        log.debug("upstream_restore_failed", error=_reason(exc))
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _reason(exc.exceptions[0])
+    if isinstance(exc, TimeoutError):
+        return "timed out during startup/handshake"
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, MCPError | Fault) else f"{type(exc).__name__}: {text}"

@@ -1,0 +1,385 @@
+"""Figures about the package's shape: modules per package, import arrows and cycles, long functions, a call's path.
+
+    python scripts/architecture_report.py                  # this checkout
+    python scripts/architecture_report.py --root DIR       # another checkout (e.g. an older commit, for a before/after)
+    python scripts/architecture_report.py --no-trace       # static figures only
+
+Static figures come from the source with ``ast`` (nothing is imported). An arrow is one ``(importer, imported)`` pair
+of modules of the package; ``from pkg import name`` points at ``pkg.name`` when that is a module, else at ``pkg``.
+Arrows are sorted by when the import runs: at module level (what Python executes on import), deferred (inside a
+function) or typing-only (under ``if TYPE_CHECKING:``). Import cycles are the strongly connected components of the
+module-level graph (a real import-order cycle), and separately of all arrows (modules that know each other).
+Levels: the longest chain of module-level arrows, cycles collapsed.
+
+The call path is measured: one ``tools/call`` through the real client -> proxy -> in-memory upstream path
+(``tests/harness.py`` of the checkout, in a subprocess run with the checkout first on ``sys.path``), recorded with
+``sys.setprofile``. Files entered: the package's files whose code ran during the call. Entries: how many times the
+call moved into that file from another of the package's files (a resumed coroutine counts as moving back in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import os
+import subprocess
+import sys
+import tokenize
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE = "resilient_mcp"
+KINDS = ("module", "deferred", "typing")
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    is_package: bool
+    lines: int
+    arrows: dict[str, set[str]] = field(default_factory=lambda: {k: set() for k in KINDS})
+
+
+def module_name(root: Path, path: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def load_modules(root: Path) -> dict[str, Module]:
+    modules: dict[str, Module] = {}
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        name, is_package = module_name(root, path)
+        modules[name] = Module(name, path, is_package, len(path.read_text().splitlines()))
+    return modules
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.Module) -> list[tuple[str, ast.Import | ast.ImportFrom]]:
+    """Every import statement with its kind (module-level, deferred into a function, typing-only)."""
+    found: list[tuple[str, ast.Import | ast.ImportFrom]] = []
+
+    def walk(nodes: list[ast.stmt], kind: str) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.append((kind, node))
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                walk(node.body, "typing" if kind == "typing" else "deferred")
+            elif isinstance(node, ast.If) and _is_type_checking(node.test):
+                walk(node.body, "typing")
+                walk(node.orelse, kind)
+            else:
+                for child_field in ("body", "orelse", "finalbody", "handlers"):
+                    children = getattr(node, child_field, None)
+                    if isinstance(children, list):
+                        stmts = [c for c in children if isinstance(c, ast.stmt)]
+                        stmts += [s for h in children if isinstance(h, ast.ExceptHandler) for s in h.body]
+                        walk(stmts, kind)
+
+    walk(tree.body, "module")
+    return found
+
+
+def _resolve(modules: dict[str, Module], target: str) -> str | None:
+    """The longest prefix of ``target`` that is a module of the package."""
+    parts = target.split(".")
+    while parts:
+        name = ".".join(parts)
+        if name in modules:
+            return name
+        parts.pop()
+    return None
+
+
+def collect_arrows(modules: dict[str, Module]) -> None:
+    for mod in modules.values():
+        tree = ast.parse(mod.path.read_text(), str(mod.path))
+        for kind, node in _imports(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base = mod.name.split(".") if mod.is_package else mod.name.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                for alias in node.names:
+                    sub = f"{source}.{alias.name}"
+                    targets.append(sub if sub in modules else source)
+            for target in targets:
+                resolved = _resolve(modules, target) if target.startswith(PACKAGE) else None
+                if resolved and resolved != mod.name:
+                    mod.arrows[kind].add(resolved)
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative; components of more than one module only."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return sorted(components, key=lambda c: (-len(c), c))
+
+
+def levels(graph: dict[str, set[str]]) -> int:
+    """The longest chain of arrows, each cycle collapsed to one node."""
+    component_of = {n: n for n in graph}
+    for component in strongly_connected(graph):
+        for member in component:
+            component_of[member] = component[0]
+    dag: dict[str, set[str]] = defaultdict(set)
+    for node, targets in graph.items():
+        for target in targets:
+            if component_of[node] != component_of[target]:
+                dag[component_of[node]].add(component_of[target])
+    depth: dict[str, int] = {}
+
+    def longest(node: str) -> int:
+        if node not in depth:
+            depth[node] = 1 + max((longest(t) for t in dag.get(node, ())), default=0)
+        return depth[node]
+
+    sys.setrecursionlimit(10_000)
+    return max((longest(component_of[n]) for n in graph), default=0)
+
+
+def package_of(name: str) -> str:
+    """The sub-package a module belongs to; ``(root)`` for the modules beside them, ``__init__`` for the package's."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return "__init__"
+    return parts[1] if len(parts) > 2 or _is_dir_package(name) else "(root)"
+
+
+_PACKAGES: set[str] = set()
+
+
+def _is_dir_package(name: str) -> bool:
+    return name in _PACKAGES
+
+
+def longest_functions(modules: dict[str, Module], count: int) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for mod in modules.values():
+        tree = ast.parse(mod.path.read_text())
+
+        def visit(node: ast.AST, prefix: str, mod: Module = mod) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    qual = f"{prefix}{child.name}"
+                    if not isinstance(child, ast.ClassDef):
+                        size = (child.end_lineno or child.lineno) - child.lineno + 1
+                        found.append((size, f"{mod.name}:{qual}"))
+                    visit(child, qual + ".")
+
+        visit(tree, "")
+    return sorted(found, key=lambda f: (-f[0], f[1]))[:count]
+
+
+def fmt_skips(root: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for folder in (PACKAGE, "tests", "benchmarks", "scripts"):
+        total = 0
+        for path in sorted((root / folder).rglob("*.py")):
+            try:
+                tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+                total += sum(1 for t in tokens if t.type == tokenize.COMMENT and "fmt: skip" in t.string)
+            except (tokenize.TokenError, SyntaxError):
+                continue
+        counts[folder] = total
+    return counts
+
+
+PROBE = r"""
+import json, sys, anyio
+import mcp_types as types
+from mcp.server import Server
+from tests.harness import proxied
+
+ROOT = sys.argv[1]
+PKG = ROOT.rstrip("/") + "/resilient_mcp/"
+
+
+def upstream():
+    async def list_tools(ctx, params):
+        schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+        return types.ListToolsResult(tools=[types.Tool(name="echo", input_schema=schema)])
+
+    async def call_tool(ctx, params):
+        return types.CallToolResult(content=[types.TextContent(text=str(params.arguments))])
+
+    return Server("echo", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def main():
+    entries, seen_frames, last = [], {}, [None]
+
+    def profile(frame, event, arg):
+        if event != "call":
+            return
+        filename = frame.f_code.co_filename
+        if not filename.startswith(PKG):
+            return
+        rel = filename[len(PKG):]
+        if rel != last[0]:
+            entries.append(rel)
+            last[0] = rel
+        seen_frames[id(frame)] = frame
+
+    async with proxied({"only": upstream()}) as h:
+        await h.client.call_tool("echo", {"text": "warm"})
+        sys.setprofile(profile)
+        result = await h.client.call_tool("echo", {"text": "hello"})
+        sys.setprofile(None)
+        assert not result.is_error, result
+    print(json.dumps(entries))
+
+
+anyio.run(main)
+"""
+
+
+def trace_call(root: Path) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(root)], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"the traced call failed:\n{out.stderr}")
+    entries: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return entries
+
+
+def report(root: Path, trace: bool, top: int) -> None:
+    modules = load_modules(root)
+    _PACKAGES.update(name for name, m in modules.items() if m.is_package)
+    collect_arrows(modules)
+    by_package: dict[str, list[str]] = defaultdict(list)
+    for name, mod in modules.items():
+        by_package[package_of(name)].append(name.split(".")[-1] + ("/__init__" if mod.is_package else ""))
+    print(f"# {root}\n")
+    total_lines = sum(m.lines for m in modules.values())
+    print(f"## Modules per package ({len(modules)} modules, {total_lines} lines)\n")
+    for package in sorted(by_package, key=lambda p: (p != "(root)", p)):
+        print(f"- {package} ({len(by_package[package])}): {', '.join(sorted(by_package[package]))}")
+
+    module_graph = {n: set(m.arrows["module"]) for n, m in modules.items()}
+    all_graph = {n: set().union(*m.arrows.values()) for n, m in modules.items()}
+    counts = {k: sum(len(m.arrows[k]) for m in modules.values()) for k in KINDS}
+    print(f"\n## Import arrows: {sum(len(v) for v in all_graph.values())} distinct")
+    kinds = f"module-level {counts['module']}, deferred {counts['deferred']}, typing-only {counts['typing']}"
+    print(f"\n- by kind: {kinds}")
+    print(f"- levels (longest module-level chain): {levels(module_graph)}")
+    package_arrows: Counter[tuple[str, str]] = Counter()
+    for src, targets in all_graph.items():
+        for dst in targets:
+            if package_of(src) != package_of(dst):
+                package_arrows[(package_of(src), package_of(dst))] += 1
+    print(f"- between packages: {sum(package_arrows.values())}")
+    for (src, dst), n in sorted(package_arrows.items()):
+        print(f"  - {src} -> {dst}: {n}")
+    package_graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst in package_arrows:
+        package_graph[src].add(dst)
+        package_graph.setdefault(dst, set())
+
+    print("\n## Import cycles\n")
+    for title, graph in (
+        ("module-level (import order)", module_graph),
+        ("all arrows (modules that know each other)", all_graph),
+        ("between packages", dict(package_graph)),
+    ):
+        cycles = strongly_connected(graph)
+        print(f"- {title}: {len(cycles)}")
+        for cycle in cycles:
+            print(f"  - {' <-> '.join(cycle)}")
+
+    print("\n## Who imports the test tools (chaos, demo) from outside them\n")
+    for tool in ("chaos", "demo"):
+        importers = [
+            f"{name} ({kind})"
+            for name, mod in sorted(modules.items())
+            if package_of(name) != tool
+            for kind in KINDS
+            if any(package_of(target) == tool for target in mod.arrows[kind])
+        ]
+        print(f"- {tool}: {', '.join(importers) or 'nobody'}")
+
+    print(f"\n## Longest functions (top {top})\n")
+    for size, name in longest_functions(modules, top):
+        print(f"- {size:4d} {name}")
+
+    skips = fmt_skips(root)
+    print(f"\n## `# fmt: skip`: {sum(skips.values())}\n")
+    print("- " + ", ".join(f"{k} {v}" for k, v in skips.items()))
+
+    if trace:
+        entries = trace_call(root)
+        per_file = Counter(entries)
+        first_seen = list(dict.fromkeys(entries))
+        print(f"\n## One tools/call: {len(per_file)} files entered, {len(entries)} entries\n")
+        print("- in order of first entry (entries): " + ", ".join(f"{f} ({per_file[f]})" for f in first_seen))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent, help="a checkout")
+    parser.add_argument("--no-trace", action="store_true", help="skip the measured tools/call")
+    parser.add_argument("--top", type=int, default=10, help="how many long functions to list")
+    args = parser.parse_args(argv)
+    report(args.root.resolve(), trace=not args.no_trace, top=args.top)
+
+
+if __name__ == "__main__":
+    main()
