@@ -412,8 +412,8 @@ RESULTS: list[tuple[str, types.CallToolResult, type[f.Fault], S, bool, int | Non
     (
         "text-validation",
         result("Input validation error: 'start' is a required property"),
-        f.SemanticArgumentRejection,
-        S.EXECUTED_FAILED,
+        f.MissingRequiredArgument,
+        S.REJECTED,
         False,
         None,
     ),
@@ -423,6 +423,81 @@ RESULTS: list[tuple[str, types.CallToolResult, type[f.Fault], S, bool, int | Non
         f.SemanticArgumentRejection,
         S.EXECUTED_FAILED,
         False,
+        None,
+    ),
+    # Wordings of real servers (benchmarks/errors): the SDKs' validation, unknown tools, sandboxes, paths, SQL, git.
+    (
+        "ts-schema",
+        result(
+            "MCP error -32602: Input validation error: Invalid arguments for tool get-sum: Invalid "
+            "input: expected number, received string at a"
+        ),
+        f.SchemaViolation,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    (
+        "ts-missing",
+        result(
+            "MCP error -32602: Input validation error: Invalid arguments for tool echo: Invalid input: "
+            "expected string, received undefined at message"
+        ),
+        f.MissingRequiredArgument,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    (
+        "pydantic-missing",
+        result(
+            "Error executing tool fetch: 1 validation error for fetchArguments\nurl\n  Field required [type=missing]"
+        ),
+        f.MissingRequiredArgument,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    ("ts-unknown-tool", result("MCP error -32602: Tool delete_file not found"), f.UnknownTool, S.REJECTED, False, None),
+    (
+        "sandbox",
+        result("Access denied - path outside allowed directories: /etc/passwd not in /data"),
+        f.PermissionDenied,
+        S.REJECTED,
+        False,
+        None,
+    ),
+    (
+        "eisdir",
+        result("EISDIR: illegal operation on a directory, read"),
+        f.SemanticArgumentRejection,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
+    (
+        "git-ref",
+        result("Error executing tool git_diff: Ref 'develop' did not resolve to an object"),
+        f.SemanticArgumentRejection,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
+    ("sql-table", result("no such table: customers"), f.SemanticArgumentRejection, S.EXECUTED_FAILED, False, None),
+    (
+        "edit-no-match",
+        result("Could not find exact match for edit: delta"),
+        f.StateConflict,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
+    (
+        "remote-5xx",
+        result("Error executing tool fetch: Failed to fetch http://x/y - status code 502"),
+        f.TransientExecutionError,
+        S.MAYBE_EXECUTED,
+        True,
         None,
     ),
     ("text-permission", result("Permission denied for /etc/shadow"), f.PermissionDenied, S.REJECTED, False, None),
@@ -454,6 +529,18 @@ def test_error_result_classifies_to_the_catalog_fault(
     assert type(fault) is cls
     assert (fault.retry_safety, fault.is_transient, fault.retry_after_ms) == (safety, transient, after)
     assert fault.upstream_result is res
+
+
+def test_a_sandbox_refusal_asks_for_another_argument_and_a_policy_refusal_asks_the_user() -> None:
+    sandbox = classify_result(result("Repository path '/tmp' is outside the allowed repository '/r'"), tool=None)
+    robots = classify_result(
+        result(
+            "The sites robots.txt (http://x/robots.txt), specifies that autonomous fetching of this page is not allowed"
+        ),
+        tool=None,
+    )
+    assert isinstance(sandbox, f.PermissionDenied) and sandbox.repair_action is f.RepairAction.FIX_PARAMETER
+    assert isinstance(robots, f.PermissionDenied) and robots.repair_action is f.RepairAction.ASK_USER
 
 
 def test_a_successful_result_is_not_a_fault() -> None:

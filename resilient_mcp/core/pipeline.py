@@ -29,6 +29,8 @@ import mcp_types as types
 import structlog
 from mcp.shared.exceptions import MCPError
 
+from ..diagnosis.engine import Diagnoser, DiagnosisState
+from ..diagnosis.providers import Provider
 from ..faults import EffectClass, Fault, ProtocolMismatch, UnknownTool
 from ..faults.classify import classify_result
 from ..ops.events import NULL, CallEvents
@@ -85,6 +87,10 @@ class Services:
     """Cached results of read_only tools with ``cache.enabled`` (tests inject one with a fake clock)."""
     events: CallEvents = NULL
     """The ops recorders (traces, metrics, status page; ``resilient_mcp.ops``): NULL when operations are off."""
+    diagnosis: DiagnosisState = field(default_factory=DiagnosisState)
+    """Verdict cache, per-minute budget and recent calls of the diagnose step (survive policy reloads)."""
+    diagnosis_provider: Provider | None = None
+    """Replaces the policy's diagnosis provider (tests and the corpus benchmark inject a scripted model)."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -130,9 +136,16 @@ class Pipeline:
             session_context=self._session_context,
             arguments_hash=self.services.store.arguments_hash if self.services.store is not None else None,
             events=self.services.events,
+            diagnose=self._diagnoser(),
         )
         self._guard = Guard(self.policy.session, self.services.guards)
         self._announce = Announce(self.announce_outputs)
+
+    def _diagnoser(self) -> Diagnoser | None:
+        rule = self.policy.diagnosis
+        if not rule.enabled:
+            return None
+        return Diagnoser(rule, self.services.diagnosis, self.services.diagnosis_provider)
 
     # --- compiled chains --------------------------------------------------------------------------------------------
 

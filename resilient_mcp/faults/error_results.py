@@ -42,6 +42,7 @@ from . import (
     GatewayError,
     IncompleteResult,
     MalformedResponse,
+    MissingRequiredArgument,
     PermanentExecutionError,
     PermissionDenied,
     ProtocolMismatch,
@@ -49,6 +50,7 @@ from . import (
     RateLimited,
     RepairAction,
     RetrySafety,
+    SchemaViolation,
     SemanticArgumentRejection,
     SideEffectStatus,
     StaleToolList,
@@ -151,6 +153,57 @@ _HEURISTICS: tuple[tuple[re.Pattern[str], type[Fault], bool], ...] = tuple(
         (r"not found|does not exist|no such", PermanentExecutionError, _REFUSAL),
     )
 )
+_WORDINGS: tuple[tuple[re.Pattern[str], type[Fault], bool, RepairAction | None], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), cls, kind, repair)
+    for pattern, cls, kind, repair in (
+        # Wordings of real servers, read before the generic heuristics (benchmarks/errors/REPORT.md measures them).
+        # The SDKs' argument validation: TypeScript ("Input validation error ... received undefined") and pydantic
+        # ("1 validation error for xArguments ... Field required"), reported as isError text.
+        (
+            r"input validation error.*received undefined at [\w-]+(\n|$)|is a required property|\bfield required\b",
+            MissingRequiredArgument,
+            _REFUSAL,
+            None,
+        ),
+        (r"input validation error|validation errors? for \w*arguments\b", SchemaViolation, _REFUSAL, None),
+        (r"^\s*(mcp error -32602: )?tool \S+ not found", UnknownTool, _REFUSAL, None),
+        # A sandbox the server was started with: another argument inside it helps, asking the user does not.
+        (
+            r"outside (of )?(the )?allowed (directories|directory|repository|roots?)",
+            PermissionDenied,
+            _REFUSAL,
+            RepairAction.FIX_PARAMETER,
+        ),
+        (
+            r"autonomous fetching of this page is not allowed|not a public address|start the server with --allow",
+            PermissionDenied,
+            _REFUSAL,
+            None,
+        ),
+        (
+            r"\bE(IS|NOT)DIR\b|illegal operation on a directory|not a directory|did not resolve to an object"
+            r"|no such (table|column|function)\b|unknown (table|column)\b|did not match any files?|syntax error"
+            r"|incomplete input",
+            SemanticArgumentRejection,
+            _REFUSAL,
+            None,
+        ),
+        (
+            r"could not find (an )?exact match|changed since|no changes (staged|added)|nothing to commit"
+            r"|must be \w+ before",
+            StateConflict,
+            _REFUSAL,
+            None,
+        ),
+        (
+            r"fetch failed|connection (issue|refused|error)|econnrefused|econnreset|status code 5\d\d\b",
+            TransientExecutionError,
+            _TRANSIENT,
+            None,
+        ),
+    )
+)
+_RULES = (*_WORDINGS, *((pattern, cls, kind, None) for pattern, cls, kind in _HEURISTICS))
 _SCHEMA_LIKE = re.compile(
     r"validation error|-32602|input validation|required propert|unexpected keyword|field required|additional propert",
     re.IGNORECASE,
@@ -165,6 +218,8 @@ _MESSAGES: dict[type[Fault], str] = {
     TransientExecutionError: "The tool reported a temporary failure.",
     StateConflict: "The tool reported a conflict with the current state.",
     SemanticArgumentRejection: "The tool rejected the arguments.",
+    SchemaViolation: "The tool rejected the arguments: they do not match its input schema.",
+    MissingRequiredArgument: "The tool reported a missing required argument.",
 }
 
 
@@ -267,10 +322,12 @@ def _claims_not_run(fault: Fault) -> bool:
 
 def _from_text(text: str, tool: types.Tool | None) -> Fault:
     details: dict[str, Any] = {"classified_by": "text"}
-    for pattern, cls, transient in _HEURISTICS:
+    for n, (pattern, cls, transient, repair) in enumerate(_RULES):
         if not pattern.search(text):
             continue
-        if cls is SemanticArgumentRejection and _SCHEMA_LIKE.search(text):
+        # A known wording of a real server is read with confidence; a keyword is a guess (model diagnosis may help).
+        details["text_match"] = "wording" if n < len(_WORDINGS) else "keyword"
+        if cls in (SemanticArgumentRejection, SchemaViolation, MissingRequiredArgument) and _SCHEMA_LIKE.search(text):
             details["schema_drift_candidate"] = True
             if tool is not None:
                 digest = hashlib.sha256(canonical_json(tool.input_schema).encode()).hexdigest()
@@ -287,7 +344,7 @@ def _from_text(text: str, tool: types.Tool | None) -> Fault:
         # A refusal the upstream made before running (auth, permission, quota) changed nothing.
         refused_before = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
         effect = SideEffectStatus.NONE if refused_before else SideEffectStatus.UNKNOWN
-        return cls(message, details=details, transient=False, side_effect_status=effect)
+        return cls(message, details=details, transient=False, side_effect_status=effect, repair_action=repair)
     return PermanentExecutionError(
         "The tool reported an error; it may have had an effect.",
         details=details,

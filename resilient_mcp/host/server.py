@@ -31,6 +31,7 @@ from .. import __version__
 from ..core.chain import ToolCall
 from ..core.hostcontext import CURRENT_HOST, HostEnvelope
 from ..core.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
+from ..diagnosis.providers import Answer
 from ..state.stored_outputs import output_owner
 from ..upstream import host_capability_names
 
@@ -63,6 +64,25 @@ class _Host:
 
     async def elicit(self, message: str, requested_schema: dict[str, Any]) -> types.ElicitResult:
         return await self._ctx.session.elicit(message, requested_schema, related_request_id=self._ctx.request_id)
+
+    @property
+    def supports_sampling(self) -> bool:
+        caps = self._ctx.session.client_capabilities
+        return caps is not None and caps.sampling is not None and self._ctx.session.can_send_request
+
+    async def create_message(self, system: str, user: str, *, max_tokens: int, model: str | None) -> Answer:
+        """Ask the host's own model (MCP sampling), for the diagnose step."""
+        prefs = types.ModelPreferences(hints=[types.ModelHint(name=model)]) if model else None
+        result = await self._ctx.session.create_message(
+            [types.SamplingMessage(role="user", content=types.TextContent(text=user))],
+            max_tokens=max_tokens,
+            system_prompt=system,
+            temperature=0,
+            model_preferences=prefs,
+            related_request_id=self._ctx.request_id,
+        )
+        content = result.content
+        return Answer(content.text if isinstance(content, types.TextContent) else "")
 
 
 _HOP_FIELDS = frozenset({"input_responses", "request_state"})

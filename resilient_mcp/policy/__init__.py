@@ -33,6 +33,7 @@ from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
+from ..diagnosis.settings import DiagnosisRule
 from ..faults import EffectClass
 
 B = TypeVar("B", bound=BaseModel)
@@ -328,6 +329,8 @@ class PolicyFile(Strict):
     """Per-host-session budgets and the loop guard."""
     observations: ObservationRule = ObservationRule()
     """What failed calls tell the model."""
+    diagnosis: DiagnosisRule = DiagnosisRule()
+    """Model diagnosis of failures the rules leave untyped (off by default)."""
     deny: list[Glob] = Field(default_factory=list)
     """Host-visible tool names (globs) hidden and refused on every upstream."""
     upstreams: dict[str, UpstreamPolicy] = Field(default_factory=dict)
@@ -415,6 +418,10 @@ class Policy:
     @property
     def observations(self) -> ObservationRule:
         return self.file.observations
+
+    @property
+    def diagnosis(self) -> DiagnosisRule:
+        return self.file.diagnosis
 
     def upstream(self, upstream: str) -> UpstreamPolicy:
         return self.file.upstreams.get(upstream) or UpstreamPolicy()

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from ..diagnosis.settings import DiagnosisRule
 from ..ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from . import (
     BreakerRule,
@@ -35,6 +36,7 @@ POLICY_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("policy file (top level)", PolicyFile),
     ("`session`", SessionRule),
     ("`observations`", ObservationRule),
+    ("`diagnosis`", DiagnosisRule),
     ("`upstreams.<name>`", UpstreamPolicy),
     ("tool rule (`defaults`, `upstreams.<name>.defaults`, `…tools.<glob>`, `tools.<glob>`)", ToolRule),
     ("`validation`", ValidationRule),

@@ -32,6 +32,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ..core.chain import CallNext, ToolCall
 from ..core.fingerprint import FailureStats, call_arguments_hash
+from ..diagnosis.engine import Diagnoser
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
 from ..faults.classify import FAULT_META_KEY, classify_result
 from ..faults.observations import Observed, build_observation, unknown_tool_error
@@ -168,6 +169,7 @@ class Observe:
         wall_clock: Callable[[], float] = time.time,
         arguments_hash: Callable[[ToolCall], str] | None = None,
         events: CallEvents = NULL,
+        diagnose: Diagnoser | None = None,
     ) -> None:
         if isinstance(level_for, ObservationRule):
             rule = level_for
@@ -184,6 +186,7 @@ class Observe:
         self._hash = arguments_hash or (lambda call: call_arguments_hash(call, _PROCESS_KEY))
         self._events = events
         """Where the ops recorders hear of the call (traces, metrics, status page); NULL when they are off."""
+        self._diagnose = diagnose
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         tokens = bind_contextvars(session=call.session_id, upstream=call.upstream, tool=call.name, call_id=call.call_id)
@@ -206,7 +209,7 @@ class Observe:
         try:
             result = await call_next(call)
         except Fault as fault:
-            return self._failed(call, fault)
+            return self._failed(call, await self._diagnosed(call, fault))
         except Exception as exc:
             inner = _group_fault(exc)
             if inner is None:
@@ -214,12 +217,18 @@ class Observe:
                 inner = _internal_error()
             return self._failed(call, inner)
         if result.is_error:
-            return self._error_result(call, result)
+            return await self._error_result(call, result)
         self._stats.record_success(call)
         self._finish(call, "ok", None)
         return _annotated(result, call)
 
-    def _error_result(self, call: ToolCall, result: types.CallToolResult) -> types.CallToolResult:
+    async def _diagnosed(self, call: ToolCall, fault: Fault) -> Fault:
+        """The fault, sharpened by a model's diagnosis when the policy enables it and the rules left it untyped."""
+        if self._diagnose is None:
+            return fault
+        return await self._diagnose(call, fault)
+
+    async def _error_result(self, call: ToolCall, result: types.CallToolResult) -> types.CallToolResult:
         """An ``isError`` result that reached the top: already an observation, or an upstream error to classify."""
         described = (result.meta or {}).get(FAULT_META_KEY)
         if isinstance(described, dict):
@@ -228,7 +237,7 @@ class Observe:
             return result
         fault = classify_result(result, tool=call.tool)
         assert fault is not None  # is_error results always classify
-        return self._failed(call, fault)
+        return self._failed(call, await self._diagnosed(call, fault))
 
     def _failed(self, call: ToolCall, fault: Fault) -> types.CallToolResult:
         consecutive = self._stats.record_failure(call, upstream_health=fault.counts_against_upstream)
@@ -257,6 +266,8 @@ class Observe:
 
     def _finish(self, call: ToolCall, outcome: Outcome, fault_type: str | None) -> None:
         call.record.outcome, call.record.fault_type = outcome, fault_type
+        if self._diagnose is not None:
+            self._diagnose.note(call, outcome, fault_type)
         level = logging.DEBUG if outcome == "ok" else logging.INFO
         logged = log.is_enabled_for(level)
         if self._audit is None and not logged:

@@ -1,0 +1,243 @@
+"""Regenerates the error corpus (``corpus.jsonl``) by provoking real MCP servers.
+
+    python -m benchmarks.errors.collect [--out benchmarks/errors/corpus.jsonl] [--only fs,git,...]
+
+Every server is started as the proxy starts an upstream (``resilient_mcp.upstream.Upstream``: stdio subprocess or
+streamable HTTP) and called with arguments that provoke one known situation (``situations.py``). What is recorded
+is the raw outcome *as the proxy saw it*, before its rules read it: the ``isError`` result as received, or the
+JSON-RPC error / HTTP status / transport exception the upstream seam caught (captured at the seam's two classifier
+entry points), or a fault the proxy detected itself (its own attempt timeout). ``replay.py`` turns a record back
+into what the rules see. Each record carries the gold label of its situation (``labels.py``).
+
+Servers: npm ``@modelcontextprotocol/server-filesystem``, ``server-memory``, ``server-everything`` (2026.8.31,
+under ``.tools/npm``), PyPI ``mcp-server-git``, ``mcp-server-time`` (2026.10.19), ``mcp-server-fetch``
+(2026.10.24, against a loopback ``http.server``), ``database-mcp-sqlite`` (0.2.1), the project's chaos server over
+stdio, and the chaos server over HTTP behind the fault shim. Scratch files live in a temporary directory; every
+process started here is stopped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
+
+import resilient_mcp.upstream as seam
+from resilient_mcp.faults import Fault
+from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
+from resilient_mcp.upstream import Upstream
+
+from .situations import SOURCES, Case, Source, Workspace
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+
+# --- capture at the seam --------------------------------------------------------------------------------------------
+
+_captured: list[dict[str, Any]] = []
+_classify_exception = seam.classify_exception
+_classify_http_status = seam.classify_http_status
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def raw_exception(exc: BaseException, *, sent: bool) -> dict[str, Any]:
+    """An exception as data: enough to rebuild it for the classifier (``replay.py``)."""
+    exc = _leaf(exc)
+    if isinstance(exc, MCPError):
+        return {"kind": "mcp_error", "code": exc.code, "message": exc.message, "data": _jsonable(exc.data)}
+    module = type(exc).__module__.split(".")[0]
+    return {"kind": "exception", "type": f"{module}.{type(exc).__name__}", "message": str(exc), "sent": sent}
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _recording_exception(exc: BaseException, *, sent: bool) -> Fault:
+    _captured.append(raw_exception(exc, sent=sent))
+    return _classify_exception(exc, sent=sent)
+
+
+def _recording_status(status: int, headers: Any, **kw: Any) -> Fault:
+    _captured.append({"kind": "http_status", "status": status, "headers": dict(headers), "message": kw.get("message")})
+    return _classify_http_status(status, headers, **kw)
+
+
+seam.classify_exception = _recording_exception  # type: ignore[assignment]
+seam.classify_http_status = _recording_status  # type: ignore[assignment]
+
+
+class _Hooks:
+    async def catalog_changed(self, upstream: Upstream) -> None:
+        return None
+
+    async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None:
+        return None
+
+    async def resource_updated(self, upstream: Upstream, uri: str) -> None:
+        return None
+
+    async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the error corpus collector does not sample")
+
+
+@asynccontextmanager
+async def connected(name: str, config: StdioUpstream | RemoteUpstream) -> AsyncIterator[Upstream]:
+    up = Upstream(name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(up.run)
+        try:
+            await up.wait_ready(60.0)
+            yield up
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def _fault_dict(fault: Fault) -> dict[str, Any]:
+    return {
+        "kind": "proxy_fault",
+        "fault_type": fault.fault_type,
+        "message": fault.message,
+        "transient": fault.is_transient,
+        "retry_safety": fault.retry_safety.value,
+        "side_effect_status": fault.side_effect_status.value,
+        "details": _jsonable(fault.details),
+    }
+
+
+async def call_once(up: Upstream, case: Case) -> dict[str, Any] | None:
+    """The raw outcome of one call; None when the call succeeded (a situation that did not provoke an error)."""
+    _captured.clear()
+    try:
+        result = await up.call_tool(case.tool, case.arguments, timeout_s=case.timeout_s)
+    except Fault as fault:
+        return _captured[-1] if _captured else _fault_dict(fault)
+    if not result.is_error:
+        return None
+    return {"kind": "result", "result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+# --- sources --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    id: str
+    source: str
+    transport: str
+    situation: str
+    tool: dict[str, Any]
+    effect: str
+    arguments: dict[str, Any]
+    raw: dict[str, Any]
+    gold: dict[str, Any]
+
+    def line(self) -> str:
+        return json.dumps(self.__dict__, ensure_ascii=False, sort_keys=True)
+
+
+def _tool_dict(up: Upstream, name: str) -> dict[str, Any]:
+    for tool in up.catalog.tools:
+        if tool.name == name:
+            return {"name": name, "description": tool.description or "", "input_schema": tool.input_schema}
+    return {"name": name, "description": "", "input_schema": {"type": "object"}}
+
+
+async def collect_source(source: Source, ws: Workspace, out: list[Record], problems: list[str]) -> None:
+    async with source.started(ws) as config:
+        cases = source.cases(ws)
+        async with connected(source.name, config) as up:
+            for i, case in enumerate(cases, 1):
+                if case.before is not None:
+                    case.before(ws)
+                raw = await call_once(up, case)
+                if raw is None:
+                    problems.append(f"{source.name}/{case.situation}: no error for {case.arguments}")
+                    continue
+                rid = f"{source.name}-{i:03d}-{case.situation}"
+                out.append(
+                    Record(
+                        rid,
+                        source.package,
+                        config.type if isinstance(config, RemoteUpstream) else "stdio",
+                        case.situation,
+                        _tool_dict(up, case.tool),
+                        source.effect(case.tool),
+                        case.arguments or {},
+                        raw,
+                        case.gold.as_dict(),
+                    )
+                )
+                if case.settle_s:  # a reset HTTP connection is noticed a moment later (REPORT.md, findings)
+                    await anyio.sleep(case.settle_s)
+                if case.restart_after:  # the server died on purpose: wait for the supervisor's restart
+                    await up.wait_ready(60.0)
+
+
+@contextmanager
+def workspace() -> Iterator[Workspace]:
+    # A fixed path, so that paths quoted in error texts are the same on every regeneration.
+    root = Path(tempfile.gettempdir()) / "rmcp-errors-corpus"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    try:
+        yield Workspace.create(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def main_async(out_path: Path, only: set[str] | None) -> int:
+    records: list[Record] = []
+    problems: list[str] = []
+    with workspace() as ws:
+        for source in SOURCES:
+            if only and source.name not in only:
+                continue
+            before = len(records)
+            try:
+                with anyio.fail_after(600):
+                    await collect_source(source, ws, records, problems)
+            except Exception as exc:  # one broken peer must not lose the others' records
+                problems.append(f"{source.name}: {type(exc).__name__}: {exc}")
+            print(f"{source.name:12} {len(records) - before:4d} records", file=sys.stderr)
+    records.sort(key=lambda r: r.id)
+    out_path.write_text(  # noqa: ASYNC240 (once, at the end)
+        "".join(r.line() + "\n" for r in records), encoding="utf-8"
+    )
+    print(f"{len(records)} records -> {out_path}", file=sys.stderr)
+    for p in problems:
+        print(f"  not collected: {p}", file=sys.stderr)
+    return 0 if records else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=HERE / "corpus.jsonl")
+    parser.add_argument("--only", help="comma-separated source names (fs, memory, everything, git, ...)")
+    args = parser.parse_args()
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    only = set(args.only.split(",")) if args.only else None
+    return anyio.run(main_async, args.out, only)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,242 @@
+"""The diagnose step: when to ask a model, and what its verdict may change.
+
+Asked only for failures the rules leave untyped: an ``isError`` text no typed hint described (classified by text
+heuristics, or not at all), an unknown JSON-RPC error code, an unexpected exception. Never for typed hints, HTTP
+statuses, transport faults the proxy detected itself, or a chained resilient-mcp's observation.
+
+Clamps (the verdict may sharpen, never loosen): it may set the fault type, transient, repair action and suggestion
+(marked model-written in ``details.diagnosis``). Retry safety, side-effect status and an upstream's untrusted
+claim stay the rules'; max_retry is at most what rule R (``repeat.decide``) allows for the model's type on the
+rules' safety facts (0 unless repeating helps and is safe), and never above the rules' own max_retry when the rules
+already judged the failure transient; the repair planning then runs as for any fault, so a maybe-executed write
+becomes ``verify_state`` whatever the model said. The retry stage has already run when the diagnosis is made: a
+verdict never causes a proxy retry, it only informs the model.
+
+Cost bounds: verdicts are cached by error signature (tool + normalised error text), bounded in size and age; model
+calls are limited per minute over all sessions; each call has a timeout. Any failure (timeout, budget, provider
+error, an answer that is not one valid JSON object) returns the rules' fault, with the reason in
+``details.diagnosis``, in the audit trail's ``decided_by`` (``diagnosis:fallback:<reason>``) and in the
+``diagnosis`` log event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+
+from ..core.chain import ToolCall
+from ..faults import (
+    BY_TYPE,
+    Fault,
+    GatewayError,
+    PermanentExecutionError,
+)
+from .prompt import build_messages, error_text
+from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
+from .settings import DiagnosisRule
+from .verdict import Verdict, parse_verdict
+
+log = structlog.get_logger(__name__)
+
+CACHE_ENTRIES = 512
+RECENT_CALLS = 5
+RECENT_SESSIONS = 256
+_VOLATILE = re.compile(r"\b[0-9a-f]{8}-[0-9a-f-]{27}\b|\b0x[0-9a-f]+\b|\d{4,}")
+"""UUIDs, hex ids, ports, timestamps, pids: what differs between two occurrences of one error. Short numbers
+(an HTTP status, an exit code) stay: they change the meaning."""
+
+
+def signature(tool: str, text: str) -> str:
+    """The cache key of an error: the tool and its error text with volatile ids and spacing normalised."""
+    norm = _VOLATILE.sub("#", " ".join(text.lower().split()))[:1000]
+    return hashlib.sha256(f"{tool}\0{norm}".encode()).hexdigest()[:32]
+
+
+def untyped(fault: Fault) -> bool:
+    """True when the rules could not read this failure from a typed source or a known wording (what diagnosis is
+    for): a text matched only by a keyword, or by nothing."""
+    details = fault.details
+    if details.get("chained") or not fault.upstream_message:
+        return False
+    if details.get("classified_by") == "text":  # a keyword guess or no match at all; a known wording is read
+        return details.get("text_match") != "wording"
+    if type(fault) is PermanentExecutionError and "upstream_code" in details:  # an unknown JSON-RPC code
+        return True
+    return type(fault) is GatewayError and "exception_type" in details  # an unexpected exception
+
+
+@dataclass
+class DiagnosisState:
+    """What outlives a policy reload: the verdict cache, the per-minute window, recent calls, counters."""
+
+    clock: Callable[[], float] = time.monotonic
+    cache: OrderedDict[str, tuple[float, Verdict]] = field(default_factory=OrderedDict)
+    window: deque[float] = field(default_factory=deque)
+    recent: OrderedDict[str, deque[str]] = field(default_factory=OrderedDict)
+    stats: Counter[str] = field(default_factory=Counter)
+
+    def cached(self, key: str) -> Verdict | None:
+        hit = self.cache.get(key)
+        if hit is None:
+            return None
+        if hit[0] <= self.clock():
+            del self.cache[key]
+            return None
+        self.cache.move_to_end(key)
+        return hit[1]
+
+    def store(self, key: str, verdict: Verdict, ttl_s: float) -> None:
+        if ttl_s <= 0:
+            return
+        self.cache[key] = (self.clock() + ttl_s, verdict)
+        self.cache.move_to_end(key)
+        while len(self.cache) > CACHE_ENTRIES:
+            self.cache.popitem(last=False)
+
+    def spend(self, per_minute: int) -> bool:
+        """Take one model call from the per-minute budget; False when it is used up."""
+        now = self.clock()
+        while self.window and self.window[0] <= now - 60.0:
+            self.window.popleft()
+        if len(self.window) >= per_minute:
+            return False
+        self.window.append(now)
+        return True
+
+    def note_call(self, session: str, line: str) -> None:
+        calls = self.recent.get(session)
+        if calls is None:
+            calls = self.recent[session] = deque(maxlen=RECENT_CALLS)
+            while len(self.recent) > RECENT_SESSIONS:
+                self.recent.popitem(last=False)
+        self.recent.move_to_end(session)
+        calls.append(line)
+
+    def recent_calls(self, session: str) -> list[str]:
+        return list(self.recent.get(session, ()))
+
+
+def provider_for(rule: DiagnosisRule) -> Provider:
+    if rule.provider == "openai":
+        assert rule.url is not None and rule.model is not None  # the settings validator guarantees both
+        return OpenAICompatible(rule.url, rule.model, rule.api_key_env)
+    return Sampling(rule.model)
+
+
+def rule_r_max(fault: Fault, call: ToolCall) -> int:
+    """The identical repeats rule R (``repeat.decide``) allows for ``fault`` on this tool: 0 unless repeating helps
+    and is safe on the rules' safety facts."""
+    from ..faults.repeat import decide  # imported late: repeat imports the policy models
+
+    verdict = decide(fault, call.rule)
+    return verdict.max_repeats if verdict.repeat else 0
+
+
+def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str, Any]) -> Fault:
+    """The rules' fault sharpened by ``verdict`` under the clamps (see the module docstring)."""
+    from ..faults.observations import plan_repair  # imported late: observations imports the stages' world
+
+    cls = BY_TYPE[verdict.fault_type]
+    _, rules_max, _ = plan_repair(rules, call)
+    proposed = verdict.max_retry if verdict.max_retry is not None else cls.default_max_retry
+    details = {
+        **rules.details,
+        "diagnosis": {**meta, "status": "applied", "rules_fault_type": rules.fault_type, "suggestion_by": "model"},
+    }
+    new = cls(
+        f"The tool reported an error that a model diagnosed as {cls.fault_type}.",
+        details=details,
+        upstream_message=rules.upstream_message,
+        upstream_code=rules.upstream_code,
+        transient=verdict.is_transient,
+        retry_safety=rules.retry_safety,
+        side_effect_status=rules.side_effect_status,
+        repair_action=verdict.repair_action,
+        retry_after_ms=rules.retry_after_ms,
+        suggestion=f"{verdict.suggestion} (Diagnosis written by a model from the error text; check it.)",
+    )
+    new.claimed_by_upstream = rules.claimed_by_upstream  # an untrusted upstream's claim stays untrusted
+    new.max_retry = cls.default_max_retry
+    bound = rule_r_max(new, call)
+    if rules.is_transient:  # the rules already bounded the retries of this failure: never above theirs
+        bound = min(bound, rules_max)
+    new.max_retry = min(proposed, bound)
+    new.upstream_result = rules.upstream_result
+    return new
+
+
+def _audit(call: ToolCall, what: str) -> None:
+    """The audit trail's ``decided_by`` of an upstream failure (no stage decided it) names the diagnosis outcome."""
+    if call.record.decided_by is None:
+        call.record.decided_by = what
+
+
+class Diagnoser:
+    """Configured per policy; state (cache, budget) shared across reloads."""
+
+    def __init__(self, rule: DiagnosisRule, state: DiagnosisState, provider: Provider | None = None) -> None:
+        self.rule = rule
+        self.state = state
+        self.provider = provider or provider_for(rule)
+
+    def note(self, call: ToolCall, outcome: str, fault_type: str | None) -> None:
+        """Remember a finished call for the prompts of later diagnoses in the same session."""
+        args = ",".join(sorted((call.arguments or {}).keys()))
+        self.state.note_call(call.session_id, f"{call.name}({args}) -> {fault_type or outcome}")
+
+    def wanted(self, fault: Fault) -> bool:
+        return self.rule.enabled and untyped(fault)
+
+    async def __call__(self, call: ToolCall, fault: Fault) -> Fault:
+        if not self.wanted(fault):
+            return fault
+        st, rule = self.state, self.rule
+        key = signature(call.name, error_text(fault))
+        meta: dict[str, Any] = {"provider": self.provider.name, "signature": key}
+        if (hit := st.cached(key)) is not None:
+            st.stats["cache_hits"] += 1
+            _audit(call, "diagnosis:cached")
+            return apply_verdict(fault, hit, call, meta | {"cached": True})
+        if not st.spend(rule.max_per_minute):
+            return self._fallback(call, fault, meta, "budget")
+        system, user = build_messages(call, fault, st.recent_calls(call.session_id))
+        started = st.clock()
+        st.stats["calls"] += 1
+        try:
+            with anyio.fail_after(rule.timeout_s):
+                answer = await self.provider.ask(system, user, call.host)
+        except TimeoutError:
+            return self._fallback(call, fault, meta, "timeout")
+        except ProviderUnavailable as exc:
+            return self._fallback(call, fault, meta, "unavailable", str(exc))
+        except Exception as exc:  # a provider's failure must never fail the call
+            return self._fallback(call, fault, meta, "error", type(exc).__name__)
+        elapsed_ms = int((st.clock() - started) * 1000)
+        st.stats["latency_ms"] += elapsed_ms
+        st.stats["tokens_in"] += answer.tokens_in or 0
+        st.stats["tokens_out"] += answer.tokens_out or 0
+        verdict = parse_verdict(answer.text)
+        if verdict is None:
+            return self._fallback(call, fault, meta, "invalid_answer")
+        st.store(key, verdict, rule.cache_ttl_s)
+        st.stats["applied"] += 1
+        log.info("diagnosis", outcome="applied", rules=fault.fault_type, model=verdict.fault_type, ms=elapsed_ms)
+        _audit(call, "diagnosis:applied")
+        return apply_verdict(fault, verdict, call, meta | {"cached": False, "latency_ms": elapsed_ms})
+
+    def _fallback(
+        self, call: ToolCall, fault: Fault, meta: dict[str, Any], reason: str, why: str | None = None
+    ) -> Fault:
+        self.state.stats[f"fallback_{reason}"] += 1
+        _audit(call, f"diagnosis:fallback:{reason}")
+        log.info("diagnosis", outcome="fallback", reason=reason, detail=why, rules=fault.fault_type)
+        fault.details["diagnosis"] = {**meta, "status": "fallback", "reason": reason}
+        return fault

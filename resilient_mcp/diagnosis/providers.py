@@ -1,0 +1,87 @@
+"""Where a verdict comes from: the host's own model (MCP sampling) or an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import httpx2
+
+MAX_TOKENS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    text: str
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+class ProviderUnavailable(Exception):
+    """This call cannot be diagnosed by this provider (e.g. the host did not declare sampling)."""
+
+
+@runtime_checkable
+class SamplingHost(Protocol):
+    """A host link that can ask the host's model (``server._Host``)."""
+
+    @property
+    def supports_sampling(self) -> bool: ...
+
+    async def create_message(self, system: str, user: str, *, max_tokens: int, model: str | None) -> Answer: ...
+
+
+class Provider(Protocol):
+    name: str
+
+    async def ask(self, system: str, user: str, host: object | None) -> Answer: ...
+
+
+class Sampling:
+    """MCP ``sampling/createMessage`` to the host whose call failed (only if that host declared sampling)."""
+
+    name = "sampling"
+
+    def __init__(self, model: str | None) -> None:
+        self.model = model
+
+    async def ask(self, system: str, user: str, host: object | None) -> Answer:
+        if not isinstance(host, SamplingHost) or not host.supports_sampling:
+            raise ProviderUnavailable("the host did not declare sampling")
+        return await host.create_message(system, user, max_tokens=MAX_TOKENS, model=self.model)
+
+
+class OpenAICompatible:
+    """``POST {url}/chat/completions`` of any OpenAI-compatible server (llama.cpp, vLLM, Ollama, OpenAI, ...)."""
+
+    name = "openai"
+
+    def __init__(self, url: str, model: str, api_key_env: str | None, *, transport: Any = None) -> None:
+        self.url = url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key_env = api_key_env
+        self._transport = transport
+
+    async def ask(self, system: str, user: str, host: object | None) -> Answer:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ProviderUnavailable(f"environment variable {self.api_key_env} (diagnosis.api_key_env) is unset")
+            headers["Authorization"] = f"Bearer {key}"
+        body = {
+            "model": self.model,
+            "temperature": 0,
+            "max_tokens": MAX_TOKENS,
+            "response_format": {"type": "json_object"},
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        }
+        async with httpx2.AsyncClient(transport=self._transport) as client:
+            response = await client.post(self.url, json=body, headers=headers)
+            response.raise_for_status()
+            data = response.json()
+        usage = data.get("usage") or {}
+        return Answer(
+            str(data["choices"][0]["message"]["content"]), usage.get("prompt_tokens"), usage.get("completion_tokens")
+        )

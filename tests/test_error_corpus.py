@@ -1,0 +1,53 @@
+"""The committed error corpus (benchmarks/errors/corpus.jsonl): well-formed, replayable through the rules, and the
+diagnose step measured on it with a scripted model never loosens retry safety, whatever the model answers."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from benchmarks.errors.accuracy import AXES, overall, right, run
+from benchmarks.errors.measure import ScriptedModel, measure
+from benchmarks.errors.replay import CORPUS, load, rules_verdict
+from resilient_mcp.faults import BY_TYPE, RepairAction, RetrySafety
+
+RECORDS = load(CORPUS)
+
+
+def test_the_corpus_holds_at_least_300_real_errors_from_several_servers_with_catalog_labels() -> None:
+    assert len(RECORDS) >= 300
+    sources = Counter(r["source"] for r in RECORDS)
+    assert len(sources) >= 8 and max(sources.values()) < len(RECORDS) / 3
+    assert len({r["id"] for r in RECORDS}) == len(RECORDS)
+    for r in RECORDS:
+        gold = r["gold"]
+        assert gold["fault_type"] in BY_TYPE, r["id"]
+        assert RepairAction(gold["repair_action"]) and RetrySafety(gold["retry_safety"])
+        assert isinstance(gold["transient"], bool)
+        assert r["raw"]["kind"] in ("result", "mcp_error", "http_status", "exception", "proxy_fault")
+
+
+def test_every_record_replays_through_the_rules_and_the_report_names_where_they_are_wrong() -> None:
+    verdicts = [rules_verdict(r) for r in RECORDS]
+    wrong = [r["situation"] for r, v in zip(RECORDS, verdicts, strict=True) if not right(r, v, "fault_type")]
+    assert wrong, "a corpus the rules get all right measures nothing"
+    report = run(CORPUS)
+    assert "| **all** | " in report and "Where the rules are wrong" in report
+    assert all(s in report for s in set(wrong))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("noise", [0.0, 0.2, 1.0])
+async def test_a_scripted_model_never_loosens_retry_safety_and_a_right_one_improves_accuracy(noise: float) -> None:
+    rules = [rules_verdict(r) for r in RECORDS]
+    measured = await measure(RECORDS, rules, ScriptedModel(noise, seed=7))
+    assert measured.loosened == 0
+    assert measured.asked > 0 and measured.stats["calls"] + measured.stats["cache_hits"] == measured.asked
+    before, after = overall(RECORDS, rules), overall(RECORDS, measured.verdicts)
+    assert set(AXES) == set(before)
+    if noise == 0.0:  # a model that is always right fixes what it is asked about, on every axis it sets
+        assert after["fault_type"] > before["fault_type"] and after["repair_action"] > before["repair_action"]
+        for r, v, ruled in zip(RECORDS, measured.verdicts, rules, strict=True):
+            if v is not ruled:
+                assert right(r, v, "fault_type") and right(r, v, "transient"), r["id"]
