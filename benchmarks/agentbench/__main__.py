@@ -17,12 +17,13 @@ from typing import Any
 import anyio
 
 from .agents import POLICIES
+from .honest import split
 from .metrics import aggregate, rows_of
 from .report import HERE, render, write
 from .runner import Job, run_jobs
 from .scenarios import generate, quick
 
-QUICK_POLICIES = ("oracle", "blind_retry", "give_up", "repair_follower")
+QUICK_POLICIES = ("oracle", "text_reader", "blind_retry", "give_up", "repair_follower")
 NOTES = [
     "Known limits, stated in advance (§7.5) and measured above: E5 (semantic corruption) passes through the proxy "
     "unless a declared outputSchema catches it (E5 negative stock is caught as an E2 violation of `minimum: 0`, "
@@ -50,6 +51,12 @@ NOTES = [
 ]
 
 
+PASS_K = 4
+"""Seeds per scenario with a probabilistic fault (pass^k)."""
+ABLATION = ("text_reader", "repair_follower")
+"""Policies also run without the chaos server's typed hints (modes M1u, M3u)."""
+
+
 def jobs_for(seed: int, *, is_quick: bool, repeats: int) -> list[Job]:
     scenarios = quick() if is_quick else generate()
     policies = QUICK_POLICIES if is_quick else POLICIES
@@ -57,8 +64,9 @@ def jobs_for(seed: int, *, is_quick: bool, repeats: int) -> list[Job]:
     jobs = []
     for s in scenarios:
         for p in policies:
-            for m in modes:
-                for r in range(repeats if p == "noisy_follower" else 1):
+            for m in modes + (("M1u", "M3u") if p in ABLATION and not is_quick else ()):
+                n = PASS_K if s.probabilistic else repeats if p == "noisy_follower" else 1
+                for r in range(n):
                     jobs.append(Job(s.id, p, m, seed + r))
     return jobs
 
@@ -91,7 +99,8 @@ def run(seed: int, *, is_quick: bool, repeats: int = 3, workers: int = 2, latenc
         "latency": lat,
         "episodes": [{k: v for k, v in e.items() if k not in ("events", "wall_s")} for e in episodes],
     }
-    results["paths"] = write(results, rows, render(meta, rows, lat), root)
+    results["honest"] = split(rows)
+    results["paths"] = write(results, rows, render(meta, rows, lat, episodes), root)
     return results
 
 
@@ -108,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     results = run(args.seed, is_quick=args.quick, repeats=args.repeats, workers=args.workers, latency_calls=calls,
                   command=command.strip())  # fmt: skip
     m0, m3 = results["by_mode"]["M0"], results["by_mode"]["M3"]
+    h = results["honest"]
     sys.stdout.write(
         f"{results['meta']['episodes']} episodes in {results['meta']['wall_s']:.0f} s; "
         f"errors: {len(results['errors'])}\n"
+        f"agent-independent gain {100 * h['agent_independent']['diff']:+.1f} pts; text_reader M0 -> M3 "
+        f"{100 * h['reading_gain']['diff']:+.1f} pts\n"
         f"task success M0 {m0['task_success_rate']['rate']} -> M3 {m3['task_success_rate']['rate']}; duplicates "
         f"M0 {m0['duplicates']} -> M3 {m3['duplicates']}; proxy useless attempts M3 {m3['proxy_useless_attempts']}\n"
         f"wrote {', '.join(results['paths'].values())}\n"

@@ -67,9 +67,21 @@ def rows_of(episodes: Iterable[dict[str, Any]], scenarios: dict[str, Any]) -> li
         if "score" not in e:
             continue
         s = scenarios[e["scenario"]]
-        rows.append({**e["score"], "mode": e["mode"], "policy": e["policy"], "scenario": e["scenario"],
-                     "fault": s.fault, "category": s.category, "recoverable": s.oracle.recoverable,
-                     "surfaces": s.oracle.surfaces, "sim_time_s": e["sim_time_s"]})  # fmt: skip
+        rows.append(
+            {
+                **e["score"],
+                "mode": e["mode"],
+                "policy": e["policy"],
+                "scenario": e["scenario"],
+                "fault": s.fault,
+                "category": s.category,
+                "recoverable": s.oracle.recoverable,
+                "surfaces": s.oracle.surfaces,
+                "sim_time_s": e["sim_time_s"],
+                "seed": e["seed"],
+                "variant": f"{s.fault}|{s.target_class}|{s.variant}",
+            }
+        )
     return rows
 
 
