@@ -17,9 +17,10 @@ from typing import Any
 import anyio
 
 from .agents import POLICIES
+from .heldout import every, heldout
 from .honest import split
 from .metrics import aggregate, rows_of
-from .report import HERE, render, write
+from .report import HERE, heldout_section, render, write
 from .runner import Job, run_jobs
 from .scenarios import generate, quick
 
@@ -54,6 +55,7 @@ NOTES = [
 PASS_K = 4
 """Seeds per scenario with a probabilistic fault (pass^k)."""
 ABLATION = ("text_reader", "repair_follower")
+HELDOUT_POLICIES = ("oracle", "text_reader", "blind_retry", "give_up", "repair_follower")
 """Policies also run without the chaos server's typed hints (modes M1u, M3u)."""
 
 
@@ -62,6 +64,8 @@ def jobs_for(seed: int, *, is_quick: bool, repeats: int) -> list[Job]:
     policies = QUICK_POLICIES if is_quick else POLICIES
     modes = ("M0", "M1", "M3") if is_quick else ("M0", "M1", "M2", "M3", "M4")
     jobs = []
+    if not is_quick:  # the held-out set: the reference policies in the three headline modes
+        jobs += [Job(s.id, p, m, seed) for s in heldout() for p in HELDOUT_POLICIES for m in ("M0", "M1", "M3")]
     for s in scenarios:
         for p in policies:
             for m in modes + (("M1u", "M3u") if p in ABLATION and not is_quick else ()):
@@ -77,15 +81,18 @@ def run(seed: int, *, is_quick: bool, repeats: int = 3, workers: int = 2, latenc
     started = time.perf_counter()
     jobs = jobs_for(seed, is_quick=is_quick, repeats=repeats)
     episodes = run_jobs(jobs, workers=workers)
-    scenarios = {s.id: s for s in generate()}
-    rows = rows_of(episodes, scenarios)
+    scenarios = {s.id: s for s in every()}
+    every_row = rows_of(episodes, scenarios)
+    rows = [r for r in every_row if not r["scenario"].startswith("H-")]
+    held = [r for r in every_row if r["scenario"].startswith("H-")]
     lat = None
     if latency_calls:
         from .latency import measure
 
         lat = anyio.run(measure, latency_calls)
     used = {scenarios[j.scenario].fault for j in jobs}
-    meta = {"command": command, "seed": seed, "quick": is_quick, "scenarios": len({j.scenario for j in jobs}),
+    meta: dict[str, Any] = {"command": command, "seed": seed, "quick": is_quick,
+            "scenarios": len({j.scenario for j in jobs if not j.scenario.startswith("H-")}),
             "fault_types": len(used - {"none"}), "episodes": len(episodes), "cpus": os.cpu_count(),
             "wall_s": time.perf_counter() - started, "notes": NOTES}  # fmt: skip
     results = {
@@ -100,6 +107,9 @@ def run(seed: int, *, is_quick: bool, repeats: int = 3, workers: int = 2, latenc
         "episodes": [{k: v for k, v in e.items() if k not in ("events", "wall_s")} for e in episodes],
     }
     results["honest"] = split(rows)
+    if held:
+        results["heldout"] = {"honest": split(held), "by_policy_mode": aggregate(held, ("policy", "mode"))}
+        meta["extra"] = heldout_section(rows, held)
     results["paths"] = write(results, rows, render(meta, rows, lat, episodes), root)
     return results
 

@@ -35,6 +35,7 @@ import httpx2
 import mcp_types as types
 
 from .check import MISSING
+from .heldout import every
 from .metrics import aggregate, rows_of
 from .runner import MAX_CALLS, MAX_STEPS, world_options
 from .scenarios import generate, quick
@@ -329,13 +330,13 @@ async def run_live_episode(
 
 
 def pick(names: str, is_quick: bool, limit: int | None) -> list[Scenario]:
-    every = {s.id: s for s in generate()}
+    known = {s.id: s for s in every()}
     if names == "live":
-        chosen = [every[i] for i in LIVE_SUBSET]
+        chosen = [known[i] for i in LIVE_SUBSET]
     elif names:
-        chosen = [every[i] for i in names.split(",")]
+        chosen = [known[i] for i in names.split(",")]
     else:
-        chosen = quick() if is_quick else list(every.values())
+        chosen = quick() if is_quick else generate()
     return chosen[:limit]
 
 
@@ -376,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     scenarios = pick(args.scenarios, args.quick, args.limit)
     episodes = anyio.run(run_live, tuple(args.modes.split(",")), scenarios, args.samples, args.seed, args.timeout)
-    rows = rows_of(episodes, {s.id: s for s in generate()})
+    rows = rows_of(episodes, {s.id: s for s in every()})
     out = {
         "model": os.environ.get("RESILIENT_MCP_LLM_MODEL"),
         "by_mode": aggregate(rows, ("mode",)),

@@ -264,6 +264,38 @@ def honest_section(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | 
     return md
 
 
+def heldout_section(rows: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[str]:
+    """The held-out set's numbers next to the main set's (same policies and modes, same statistics)."""
+    a, b = split(rows), split(held)
+    policies = sorted({r["policy"] for r in held})
+    md = [
+        f"## Held-out set ({len({r['scenario'] for r in held})} scenarios, {len({r['variant'] for r in held})} "
+        "variants, `benchmarks/agentbench/heldout.py`)",
+        "",
+        "Other templates (four-step tasks, other targets and facts, faults on a later call, two faults in one task, "
+        "other counts and Retry-After values), written once after the readers and never tuned against. Same "
+        "order-shop tools: the chaos server has no other domain. Main set next to it:",
+        "",
+        f"- Agent-independent gain: main {_pts(a['agent_independent'])}; held-out {_pts(b['agent_independent'])}.",
+        f"- Competent reader M0 -> M3: main {fmt_paired(a['reading_gain'])}; held-out {fmt_paired(b['reading_gain'])}.",
+        f"- repair_follower M3 vs competent reader M0: main {fmt_paired(a['follower_over_baseline'])}; held-out "
+        f"{fmt_paired(b['follower_over_baseline'])}.",
+        "",
+    ]
+    table = [[p, *(fmt_rate(src, p, m) for src in (rows, held) for m in ("M0", "M1", "M3"))] for p in policies]
+    md += _table(["policy", "main M0", "main M1", "main M3", "held-out M0", "held-out M1", "held-out M3"], table)
+    hm = aggregate(held, ("mode",))
+    md += [
+        "Held-out safety: duplicates "
+        + ", ".join(f"{m} {v['duplicates']}" for m, v in hm.items())
+        + "; lost intended writes "
+        + ", ".join(f"{m} {v['lost_writes']}" for m, v in hm.items())
+        + ".",
+        "",
+    ]
+    return md
+
+
 def _pts(d: dict[str, Any]) -> str:
     return f"{100 * d['diff']:+.1f} pts [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
 

@@ -41,8 +41,8 @@ from .agents import (
     TextReader,
     Wait,
 )
+from .heldout import every
 from .oracle import OracleAgent
-from .scenarios import generate
 from .scoring import score
 from .spec import Scenario
 from .virtualtime import run_virtual
@@ -167,7 +167,7 @@ def quiet() -> None:
 
 
 async def _run_many(jobs: list[Job], concurrency: int) -> list[dict[str, Any]]:
-    by_id = {s.id: s for s in generate()}
+    by_id = {s.id: s for s in every()}
     out: list[dict[str, Any] | None] = [None] * len(jobs)
     limit = anyio.Semaphore(concurrency)
 
