@@ -34,16 +34,11 @@ NOTES = [
     "cannot be absorbed; the proxy only describes them. A string `arguments` payload (B3) is refused by the MCP "
     "SDK's request validation before the proxy's chain sees it, so the proxy cannot describe it either.",
     "",
-    "Product finding (costs success in C2/C3/C4/D1/E5-noop write scenarios whose write did NOT commit, e.g. "
-    "`C2-write_unsafe-no_commit-first`, `D1-write_unsafe-internal_error-first`, `E5-write_unsafe-noop-first`): after "
-    "an outcome-unknown write the idempotency stage holds the identical call for `window_s` (60 s) and tells the "
-    "agent to re-issue it after `blocked_until`; the agent verifies (get_order: absent) and re-issues, gets the "
-    "outcome-unknown conflict (D5), waits out the window, and the loop guard then short-circuits the identical call "
-    "for good, because that conflict is recorded as a non-transient failure without `retry_after_ms`. So no correct "
-    "re-issue is possible through the proxy (a no-op E5 success is likewise replayed). The proxy never duplicates "
-    "(0 duplicates above) but a compliant agent cannot finish these tasks. Likely fix, in the idempotency stage: "
-    "give that conflict `retry_after_ms` = time to `blocked_until` (the guard then honours it), or drop the hold "
-    "once the verify_with read is seen to report the write absent.",
+    "What a host shows is modelled the same in every mode: the per-call timeout is the host's 10 s everywhere (the "
+    "proxy's own attempt timeouts are policy); text beyond 100,000 characters is cut before the model sees it (as "
+    "Claude Code cuts MCP output); a destructive tool the scenario requires approval for is put to the user by the "
+    "host when there is no proxy (nobody approves in these tasks). The readers see only text content: "
+    "structuredContent of an error result, `_meta` and JSON-RPC `error.data` are not shown to them.",
     "",
     "Loop failures rise with the proxy for blind_retry: its identical repeats are answered by the loop guard or the "
     "idempotency record without upstream traffic (see 'sent' in the retry columns and amplification < 1), so they "
