@@ -17,12 +17,14 @@ from typing import Any
 import anyio
 
 from .agents import POLICIES
+from .heldout import every, heldout
+from .honest import split
 from .metrics import aggregate, rows_of
-from .report import HERE, render, write
+from .report import HERE, heldout_section, render, write
 from .runner import Job, run_jobs
 from .scenarios import generate, quick
 
-QUICK_POLICIES = ("oracle", "blind_retry", "give_up", "repair_follower")
+QUICK_POLICIES = ("oracle", "text_reader", "blind_retry", "give_up", "repair_follower")
 NOTES = [
     "Known limits, stated in advance (§7.5) and measured above: E5 (semantic corruption) passes through the proxy "
     "unless a declared outputSchema catches it (E5 negative stock is caught as an E2 violation of `minimum: 0`, "
@@ -32,16 +34,11 @@ NOTES = [
     "cannot be absorbed; the proxy only describes them. A string `arguments` payload (B3) is refused by the MCP "
     "SDK's request validation before the proxy's chain sees it, so the proxy cannot describe it either.",
     "",
-    "Product finding (costs success in C2/C3/C4/D1/E5-noop write scenarios whose write did NOT commit, e.g. "
-    "`C2-write_unsafe-no_commit-first`, `D1-write_unsafe-internal_error-first`, `E5-write_unsafe-noop-first`): after "
-    "an outcome-unknown write the idempotency stage holds the identical call for `window_s` (60 s) and tells the "
-    "agent to re-issue it after `blocked_until`; the agent verifies (get_order: absent) and re-issues, gets the "
-    "outcome-unknown conflict (D5), waits out the window, and the loop guard then short-circuits the identical call "
-    "for good, because that conflict is recorded as a non-transient failure without `retry_after_ms`. So no correct "
-    "re-issue is possible through the proxy (a no-op E5 success is likewise replayed). The proxy never duplicates "
-    "(0 duplicates above) but a compliant agent cannot finish these tasks. Likely fix, in the idempotency stage: "
-    "give that conflict `retry_after_ms` = time to `blocked_until` (the guard then honours it), or drop the hold "
-    "once the verify_with read is seen to report the write absent.",
+    "What a host shows is modelled the same in every mode: the per-call timeout is the host's 10 s everywhere (the "
+    "proxy's own attempt timeouts are policy); text beyond 100,000 characters is cut before the model sees it (as "
+    "Claude Code cuts MCP output); a destructive tool the scenario requires approval for is put to the user by the "
+    "host when there is no proxy (nobody approves in these tasks). The readers see only text content: "
+    "structuredContent of an error result, `_meta` and JSON-RPC `error.data` are not shown to them.",
     "",
     "Loop failures rise with the proxy for blind_retry: its identical repeats are answered by the loop guard or the "
     "idempotency record without upstream traffic (see 'sent' in the retry columns and amplification < 1), so they "
@@ -50,15 +47,25 @@ NOTES = [
 ]
 
 
+PASS_K = 4
+"""Seeds per scenario with a probabilistic fault (pass^k)."""
+ABLATION = ("text_reader", "repair_follower")
+HELDOUT_POLICIES = ("oracle", "text_reader", "blind_retry", "give_up", "repair_follower")
+"""Policies also run without the chaos server's typed hints (modes M1u, M3u)."""
+
+
 def jobs_for(seed: int, *, is_quick: bool, repeats: int) -> list[Job]:
     scenarios = quick() if is_quick else generate()
     policies = QUICK_POLICIES if is_quick else POLICIES
     modes = ("M0", "M1", "M3") if is_quick else ("M0", "M1", "M2", "M3", "M4")
     jobs = []
+    if not is_quick:  # the held-out set: the reference policies in the three headline modes
+        jobs += [Job(s.id, p, m, seed) for s in heldout() for p in HELDOUT_POLICIES for m in ("M0", "M1", "M3")]
     for s in scenarios:
         for p in policies:
-            for m in modes:
-                for r in range(repeats if p == "noisy_follower" else 1):
+            for m in modes + (("M1u", "M3u") if p in ABLATION and not is_quick else ()):
+                n = PASS_K if s.probabilistic else repeats if p == "noisy_follower" else 1
+                for r in range(n):
                     jobs.append(Job(s.id, p, m, seed + r))
     return jobs
 
@@ -77,19 +84,21 @@ def run(
     started = time.perf_counter()
     jobs = jobs_for(seed, is_quick=is_quick, repeats=repeats)
     episodes = run_jobs(jobs, workers=workers)
-    scenarios = {s.id: s for s in generate()}
-    rows = rows_of(episodes, scenarios)
+    scenarios = {s.id: s for s in every()}
+    every_row = rows_of(episodes, scenarios)
+    rows = [r for r in every_row if not r["scenario"].startswith("H-")]
+    held = [r for r in every_row if r["scenario"].startswith("H-")]
     lat = None
     if latency_calls:
         from .latency import measure
 
         lat = anyio.run(measure, latency_calls)
     used = {scenarios[j.scenario].fault for j in jobs}
-    meta = {
+    meta: dict[str, Any] = {
         "command": command,
         "seed": seed,
         "quick": is_quick,
-        "scenarios": len({j.scenario for j in jobs}),
+        "scenarios": len({j.scenario for j in jobs if not j.scenario.startswith("H-")}),
         "fault_types": len(used - {"none"}),
         "episodes": len(episodes),
         "cpus": os.cpu_count(),
@@ -107,7 +116,11 @@ def run(
         "latency": lat,
         "episodes": [{k: v for k, v in e.items() if k not in ("events", "wall_s")} for e in episodes],
     }
-    results["paths"] = write(results, rows, render(meta, rows, lat), root)
+    results["honest"] = split(rows)
+    if held:
+        results["heldout"] = {"honest": split(held), "by_policy_mode": aggregate(held, ("policy", "mode"))}
+        meta["extra"] = heldout_section(rows, held)
+    results["paths"] = write(results, rows, render(meta, rows, lat, episodes), root)
     return results
 
 
@@ -130,9 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         command=command.strip(),
     )
     m0, m3 = results["by_mode"]["M0"], results["by_mode"]["M3"]
+    h = results["honest"]
     sys.stdout.write(
         f"{results['meta']['episodes']} episodes in {results['meta']['wall_s']:.0f} s; "
         f"errors: {len(results['errors'])}\n"
+        f"agent-independent gain {100 * h['agent_independent']['diff']:+.1f} pts; text_reader M0 -> M3 "
+        f"{100 * h['reading_gain']['diff']:+.1f} pts\n"
         f"task success M0 {m0['task_success_rate']['rate']} -> M3 {m3['task_success_rate']['rate']}; duplicates "
         f"M0 {m0['duplicates']} -> M3 {m3['duplicates']}; proxy useless attempts M3 {m3['proxy_useless_attempts']}\n"
         f"wrote {', '.join(results['paths'].values())}\n"

@@ -9,8 +9,10 @@ instructions:
 P0 oracle              the scenario's recipe (ground truth): the accepted action, the upper bound
 P1 blind_retry         repeats the identical call on any error or unusable result until the budget ends
 P2 give_up             the first error or unusable result ends the task as failed
-P3 keyword_heuristic   regexes over the raw text (``repair.keyword``); asks an empty read again once
-P4 repair_follower     ``repair_action`` with ``details`` (``repair.follow``); P3 when there is no structure
+P3 keyword_heuristic   the catalog's narrow regexes over the raw text (``repair.keyword``); asks an empty read again
+P3c text_reader        the competent text reader (``reader.read_text``), identical in every mode: the reference
+P4 repair_follower     the proxy's advice as its text shows it (``reader.visible_observation``, ``repair.follow``);
+                       the text reader when the text has no advice
 P5 overtrusting        P4 on errors, but takes any success at face value and obeys instructions in output
 P6 noisy_follower      P4 with probability 0.7 (seeded), else P1, decided per failure
 =====================  ===================================================================================
@@ -18,18 +20,22 @@ P6 noisy_follower      P4 with probability 0.7 (seeded), else P1, decided per fa
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime
 from random import Random
 from typing import Any
 
 from .check import MISSING, extract
+from .reader import read_text, remap_to_schema, visible_observation
 from .repair import Decision, degraded_fact, follow, injected_call, keyword
 from .spec import Scenario, Status, Step
 from .world import Outcome
 
 POLICIES = (
     "oracle",
+    "text_reader",
     "blind_retry",
     "give_up",
     "keyword_heuristic",
@@ -84,6 +90,12 @@ class Agent:
         self.replacement: str | None = None
         self.verified_absent = False
         self.waited_window = False
+        self.tools: dict[str, dict[str, Any]] = {}
+        """Tool name -> input schema, from the host's last listing (what a model is shown)."""
+
+    def known(self, tools: Any) -> None:
+        """The host listed the tools (at the start, and after every ListTools)."""
+        self.tools = {t.name: dict(t.input_schema or {}) for t in tools} if isinstance(tools, list) else {}
 
     # --- the loop -------------------------------------------------------------------------------------------------
 
@@ -181,10 +193,17 @@ class Agent:
         return Finish(d.status)
 
     def _after_list(self, tools: Any) -> Action:
-        names = [t.name for t in tools] if isinstance(tools, list) else []
-        old = self.step.tool
-        new = self.replacement if self.replacement in names else None
+        self.known(tools)
+        names = list(self.tools)
+        old = self.current.tool
+        new = self.replacement if self.replacement in names and self.replacement != old else None
         new = new or next((n for n in names if n != old and n.startswith(old)), None)
+        if new is None and old in names and isinstance(self.current.args, dict):
+            remapped = remap_to_schema(self.current.args, self.tools[old])  # the schema changed (A3): rebuild
+            if remapped is not None:
+                self.fixes += 1
+                self.current = Call(old, remapped, "step")
+                return self.current
         if new is None:
             return self.skip("degraded")
         self.current = Call(new, self.current.args, "step")
@@ -200,31 +219,53 @@ class Agent:
         self.verified_absent = True
         args = self.current.args
         if isinstance(args, dict) and "version" in args and result.ok:
-            version = (result.structured or {}).get("version")
+            data = result.structured or _json(result.text)
+            version = data.get("version") if isinstance(data, dict) else None
             self.current = replace(self.current, args={**args, "version": version or args["version"]})
         return self.current
 
 
+_HELD = re.compile(r"identical call made at (\S+?) may have executed, but its outcome is unknown")
+_UNTIL = re.compile(r"(?:after|until) (\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d)?)")
+
+
 def _held(result: Outcome) -> bool:
-    """The proxy did not run an identical write again: a replayed result, or a conflict on an unknown outcome."""
-    details = (result.observation or {}).get("details") or {}
-    return result.replayed or details.get("conflict") == "outcome_unknown"
+    """The proxy did not run an identical write again: its text says an identical call's outcome is unknown."""
+    return not result.ok and _HELD.search(result.text) is not None
 
 
 def _window_s(result: Outcome) -> float:
-    """How long the proxy holds the write: ``blocked_until - original_at`` when given, else its default 60 s."""
-    details = (result.observation or {}).get("details") or {}
+    """How long the proxy holds the write, from its text (the time of the first call to the time it names)."""
+    since, until = _HELD.search(result.text), _UNTIL.search(result.text)
     try:
-        until = datetime.fromisoformat(str(details["blocked_until"]))
-        since = datetime.fromisoformat(str(details["original_at"]))
-    except (KeyError, ValueError):
+        start = datetime.fromisoformat(since.group(1).rstrip(";,.")) if since else None
+        end = datetime.fromisoformat(until.group(1).rstrip(";,.")) if until else None
+    except ValueError:
         return 60.0
-    return max(1.0, (until - since).total_seconds() + 1.0)
+    if start is None or end is None:
+        return 60.0
+    return max(1.0, (end - start).total_seconds() + 1.0)
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {}
+
+
+def common_verify(step: Step) -> tuple[str, dict[str, Any]] | None:
+    """The read a model picks from its tool list to see whether a write happened (None for reads)."""
+    if step.cls == "read_only":
+        return None
+    if step.tool.startswith("create_order"):
+        return "get_order", {"client_ref": step.args["client_ref"]}
+    return "get_order", {"order_id": step.args["order_id"]}
 
 
 def effect_visible(step: Step, result: Outcome) -> bool:
     """Whether a verification read shows the step's write (the user's intended state)."""
-    data: Any = result.structured or {}
+    data: Any = result.structured or _json(result.text)
     orders = data.get("orders") if isinstance(data, dict) and "orders" in data else [data]
     orders = [o for o in orders or [] if isinstance(o, dict)]
     args = step.args
@@ -266,13 +307,43 @@ class KeywordHeuristic(Agent):
         return keyword(result.text, self.current.tool, self.current.args, self.tries, self.fixes)
 
 
-class RepairFollower(Agent):
+class TextReader(Agent):
+    """P3c: the competent reader of error text (``reader.read_text``); the same policy in every mode."""
+
+    name = "text_reader"
+
+    def on_error(self, result: Outcome) -> Decision:
+        return self.read(result)
+
+    def read(self, result: Outcome) -> Decision:
+        return read_text(
+            result.text,
+            tool=self.current.tool,
+            args=self.current.args,
+            write=self.step.cls != "read_only",
+            tries=self.tries,
+            fixes=self.fixes,
+            tools=list(self.tools),
+            verify=common_verify(self.step),
+        )
+
+
+class RepairFollower(TextReader):
+    """P4: the proxy's advice as the text shows it; where the text has none, or its fix names nothing the agent
+    can fill in, the competent text reader."""
+
     name = "repair_follower"
 
     def on_error(self, result: Outcome) -> Decision:
-        if result.observation is None:
-            return keyword(result.text, self.current.tool, self.current.args, self.tries, self.fixes)
-        return follow(result.observation, self.current.tool, self.current.args, self.tries, self.fixes)
+        obs = visible_observation(result.text)
+        if obs is None:
+            return self.read(result)
+        decision = follow(obs, self.current.tool, self.current.args, self.tries, self.fixes)
+        if decision.kind in ("stop", "skip") and decision.status in ("failed", "degraded", "asked_user"):
+            fallback = self.read(result)  # the advice names nothing it can act on: read the text as P3c does
+            if fallback.kind in ("call", "refresh", "verify"):
+                return fallback
+        return decision
 
 
 class Overtrusting(RepairFollower):

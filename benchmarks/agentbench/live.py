@@ -1,17 +1,22 @@
 """Live-model track: the same scenarios, worlds and scoring, with a real model choosing the actions (not run in CI).
 
-The model is reached over an OpenAI-compatible chat-completions endpoint (a local vLLM or Ollama, or a hosted one)
-and uses its native tool calling: the episode's MCP tools are offered as ``tools``, every ``tool_calls`` entry is
-sent to the world (directly in M0, through the proxy in M1-M4), and the text the host would show (the tool result's
-text content) goes back as the ``tool`` message. The model ends by answering without a tool call; its last line
-should be JSON ``{"status": "done|failed|asked_user|aborted|degraded", "answer": <the fact asked for, or null>}``.
-Scoring is ``scoring.score``, exactly as for the scripted policies. Configure with environment variables::
+The model is reached over an OpenAI-compatible chat-completions endpoint (llama.cpp's ``llama-server``, vLLM,
+Ollama or a hosted one). It gets the user's goal in words (never the calls to make, so it can pick a wrong tool or
+wrong arguments itself), the episode's MCP tools plus two host actions (``list_tools``: list the tools again with
+their schemas; ``wait``: let time pass), and the server's MCP instructions as a host shows them (the proxy's, in
+M1-M4). A tool result goes back as what a host shows: its text content (cut at the host's limit). Tool calls are
+read from ``tool_calls`` and, leniently, from JSON written in the text (``{"name": ..., "arguments": ...}``, also
+inside ``<tool_call>`` tags) as small models do. A read of the verify tool after a failed write is tagged ``verify``
+and a call of another read tool after a failed read ``alt``, so scoring credits them as for scripted agents. The
+answer is compared type-tolerantly ("40" counts as 40). Each request has ``max_tokens``; each episode a time limit.
 
-    RESILIENT_MCP_LLM_BASE_URL   e.g. http://127.0.0.1:11434/v1 (Ollama) or http://127.0.0.1:8000/v1 (vLLM)
-    RESILIENT_MCP_LLM_MODEL      e.g. qwen2.5:7b-instruct
+Configure with environment variables::
+
+    RESILIENT_MCP_LLM_BASE_URL   e.g. http://127.0.0.1:8080/v1 (llama-server) or http://127.0.0.1:11434/v1 (Ollama)
+    RESILIENT_MCP_LLM_MODEL      the model name the endpoint expects
     RESILIENT_MCP_LLM_API_KEY    optional bearer token
 
-    python -m benchmarks.agentbench.live --quick --modes M0,M3     # writes benchmarks/out/live-results.json
+    python -m benchmarks.agentbench.live --modes M0,M1,M3 --scenarios live --samples 3 --out benchmarks/live
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -28,117 +34,282 @@ import anyio
 import httpx2
 import mcp_types as types
 
-from resilient_mcp.chaos.plan import FaultPlan
-
 from .check import MISSING
+from .heldout import every
 from .metrics import aggregate, rows_of
-from .runner import DIRECT_HOST_TIMEOUT_S, MAX_CALLS, MAX_STEPS
+from .runner import MAX_CALLS, MAX_STEPS, world_options
 from .scenarios import generate, quick
 from .scoring import score
-from .spec import CONTEXT, Scenario
+from .spec import CONTEXT, Scenario, Step
 from .world import open_world
 
-SYSTEM = (
-    "You are an agent completing a user's task with tools. Call tools as needed, one step at a time. When you are "
-    "finished (or cannot go on), reply without a tool call and end with one line of JSON: "
-    '{"status": "done|failed|asked_user|aborted|degraded", "answer": <the value asked for, or null>}.'
+MAX_TOKENS = 384
+EPISODE_TIMEOUT_S = 600.0
+READS = ("get_order", "list_orders", "search", "get_stock", "export_orders")
+LIVE_SUBSET = (
+    "none-read_only-control-mid",
+    "none-write_unsafe-control-mid",
+    "A1-read_only-typo-first",
+    "B2-write_unsafe-type-first",
+    "C1-read_only-refused_x2-first",
+    "C2-write_unsafe-commit-first",
+    "D1-read_only-unavailable_x1-first",
+    "D2-read_only-limited_x1-first",
+    "E2-read_only-missing_field-first",
+    "F2-destructive-approval-first",
+    "F4-read_only-set_status-first",
+    "C5-read_only-tool_down-first",
 )
+"""A subset sized for a small model on two CPU cores: controls, and one scenario from most categories."""
+
+SYSTEM = (
+    "You are an assistant that completes the user's task by calling tools. Call one tool at a time and look at "
+    "each result before the next call. Tool results and error messages may tell you what went wrong and what to "
+    "do; use your judgement. Besides the server's tools you can call list_tools (see every tool and its "
+    "parameters again) and wait (let some seconds pass). When the task is finished, or cannot be finished, reply "
+    "without a tool call and end with one line of JSON: "
+    '{"status": "done|failed|asked_user|aborted|degraded", "answer": <the value the user asked for, or null>}.'
+)
+HOST_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "list_tools",
+            "description": "List the available tools again.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "wait",
+            "description": "Wait before the next call.",
+            "parameters": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+        },
+    },
+]
+
+
+def goal(step: Step) -> str:
+    """One step of the task in the user's words (no tool names, no argument names)."""
+    a = step.args
+    if step.tool == "get_stock":
+        return f"find out how many units of {a['sku']} are in stock"
+    if step.tool == "get_order":
+        return f"look up order {a['order_id']} and tell me its quantity"
+    if step.tool == "search":
+        return f"find how many orders mention {a['query']}"
+    if step.tool == "list_orders":
+        return "list all orders"
+    if step.tool == "export_orders":
+        return f"export {a['rows']} orders as CSV and tell me the header line"
+    if step.tool == "create_order":
+        return (
+            f"place an order for customer {a['customer']}: {a['qty']} x {a['sku']}, client reference {a['client_ref']}"
+        )
+    if step.tool == "update_order":
+        return f"change the quantity of order {a['order_id']} to {a['qty']}"
+    if step.tool == "set_status":
+        return f"mark order {a['order_id']} as {a['status']}"
+    if step.tool == "delete_order":
+        return f"delete order {a['order_id']}"
+    return f"use {step.tool}"
 
 
 def task_prompt(s: Scenario) -> str:
-    steps = "; then ".join(f"call {st.tool} with {json.dumps(st.args)}" for st in s.steps)
-    fact = s.target_step.fact
-    ask = f" Report as `answer` the value of {fact} (from the {s.target_step.tool} result)." if fact else ""
-    return f"Task: {steps}. Context you may use: {json.dumps(CONTEXT)}.{ask}"
+    steps = "; then ".join(goal(st) for st in s.steps)
+    ask = f" In `answer`, give the result of this step: {goal(s.target_step)}." if s.target_step.fact else ""
+    return f"Please {steps}.{ask} Details you may need: {json.dumps(CONTEXT)}."
 
 
 def tools_for(tools: list[types.Tool]) -> list[dict[str, Any]]:
-    """MCP tools in the chat-completions ``tools`` format."""
-    return [
+    """MCP tools in the chat-completions ``tools`` format, plus the host's own actions."""
+    offered = [
         {
             "type": "function",
             "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
         }
         for t in tools
     ]
+    return offered + HOST_TOOLS
 
 
 def build_request(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int) -> dict[str, Any]:
-    return {"model": model, "messages": messages, "tools": tools, "tool_choice": "auto", "temperature": 0, "seed": seed}
+    return {
+        "model": model,
+        "messages": messages,
+        "tools": tools,
+        "tool_choice": "auto",
+        "temperature": 0.7,
+        "seed": seed,
+        "max_tokens": MAX_TOKENS,
+    }
 
 
-def _final(content: str) -> tuple[str, Any]:
-    for line in reversed(content.strip().splitlines()):
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+def _objects(text: str) -> list[Any]:
+    """Every JSON object written in ``text`` (balanced braces, decoded leniently)."""
+    found, decoder, i = [], json.JSONDecoder(), 0
+    while (i := text.find("{", i)) != -1:
         try:
-            data = json.loads(line)
+            obj, end = decoder.raw_decode(text, i)
         except ValueError:
+            i += 1
             continue
-        if isinstance(data, dict) and "status" in data:
-            return str(data["status"]), data.get("answer")
-    return "failed", None
+        found.append(obj)
+        i = end
+    return found
 
 
-async def run_live_episode(http: httpx2.AsyncClient, model: str, s: Scenario, mode: str, seed: int) -> dict[str, Any]:
+def text_tool_calls(content: str, names: set[str]) -> list[dict[str, Any]]:
+    """Tool calls a model wrote as JSON in its text: ``{"name": N, "arguments": {...}}`` (also ``parameters``,
+    ``args``, or ``{"tool": N, ...}``), bare or in ``<tool_call>`` tags; only names that are offered."""
+    calls = []
+    chunks = _TAGGED.findall(content) or [content]
+    for chunk in chunks:
+        for obj in _objects(chunk):
+            if not isinstance(obj, dict):
+                continue
+            name = obj.get("name") or obj.get("tool") or obj.get("function")
+            if isinstance(name, dict):
+                obj, name = name, name.get("name")
+            args = obj.get("arguments", obj.get("parameters", obj.get("args", {})))
+            if isinstance(name, str) and name in names:
+                calls.append(
+                    {
+                        "id": f"text-{len(calls)}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+                    }
+                )
+    return calls
+
+
+def final_of(content: str) -> tuple[str, Any]:
+    """(status, answer) from the model's last message: its JSON line, else a lenient reading."""
+    for obj in reversed(_objects(content)):
+        if isinstance(obj, dict) and "status" in obj:
+            return str(obj["status"]), obj.get("answer")
+    found = re.search(r'"?status"?\s*[:=]\s*"?(\w+)', content)
+    return (found.group(1) if found else "done"), None
+
+
+def same_answer(answer: Any, truth: Any) -> bool:
+    """Type-tolerant: "40" == 40, " pear " == "pear"; a list or dict is never a scalar's answer."""
+    if answer is None or isinstance(answer, list | dict):
+        return False
+    if isinstance(truth, int) and not isinstance(truth, bool):
+        try:
+            return int(float(str(answer).strip())) == truth
+        except ValueError:
+            found = re.search(r"-?\d+", str(answer))
+            return found is not None and int(found.group()) == truth
+    return str(answer).strip().strip('"').lower() == str(truth).strip().lower()
+
+
+def purpose_of(s: Scenario, tool: str, failed: set[str]) -> str:
+    """``verify`` for a read of the verify tool after a write failed; ``alt`` for another read after a read
+    failed; else ``step``."""
+    if tool == "get_order" and any(f not in READS for f in failed):
+        return "verify"
+    if tool in READS and failed and tool not in failed and all(f in READS for f in failed):
+        return "alt"
+    return "step"
+
+
+async def run_live_episode(
+    http: httpx2.AsyncClient, model: str, s: Scenario, mode: str, seed: int, *, timeout_s: float = EPISODE_TIMEOUT_S
+) -> dict[str, Any]:
     ledger = s.ledger()
     events: list[dict[str, Any]] = []
     status, end, answer = "failed", "max_steps", MISSING
-    kw = dict(
-        server_plan=FaultPlan.model_validate({"seed": seed, "rules": list(s.server_rules)}),
-        net_plan=FaultPlan.model_validate({"seed": seed, "rules": list(s.net_rules)}),
-        policy=s.policy,
-        ledger=ledger,
-        seed=seed,
-        host_timeout_s=s.attempt_s or DIRECT_HOST_TIMEOUT_S,
-    )
-    async with open_world(mode, **kw) as world:  # type: ignore[arg-type]
+    started = time.perf_counter()
+    prompt_tokens = completion_tokens = 0
+    async with open_world(mode, **world_options(s, mode, seed, ledger)) as world:
         tools = tools_for(await world.list_tools())
+        system = SYSTEM + (
+            f"\n\nInstructions from the tool server:\n{world.instructions}" if world.instructions else ""
+        )
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": SYSTEM},
+            {"role": "system", "content": system},
             {"role": "user", "content": task_prompt(s)},
         ]
-        calls = 0
-        for n in range(MAX_STEPS):
-            reply = await http.post("/chat/completions", json=build_request(model, messages, tools, seed))
-            reply.raise_for_status()
-            message = reply.json()["choices"][0]["message"]
-            messages.append({k: v for k, v in message.items() if v is not None})
-            if not message.get("tool_calls"):
-                status, answer = _final(message.get("content") or "")
-                end = "finish"
-                events.append({"n": n, "t": world.clock.now(), "kind": "finish", "status": status})
-                break
-            for tc in message["tool_calls"]:
-                if calls >= MAX_CALLS:
-                    end = "max_calls"
-                    break
-                calls += 1
-                name, raw = tc["function"]["name"], tc["function"].get("arguments") or "{}"
-                try:
-                    args: Any = json.loads(raw)
-                except ValueError:
-                    args = raw
-                t = world.clock.now()
-                out = await world.call(name, args)
-                events.append(
-                    {
-                        "n": n,
-                        "t": t,
-                        "kind": "call",
-                        "tool": name,
-                        "args": args,
-                        "purpose": "step",
-                        "fp": json.dumps([name, args], sort_keys=True),
-                        "ok": out.ok,
-                        "size": out.size_bytes,
-                        "agent_call": world.tape.agent_call,
-                        "text": out.text[:160],
-                    }
+        calls, failed = 0, set[str]()
+        with anyio.move_on_after(timeout_s) as scope:
+            for n in range(MAX_STEPS):
+                reply = await http.post("/chat/completions", json=build_request(model, messages, tools, seed))
+                reply.raise_for_status()
+                body = reply.json()
+                usage = body.get("usage") or {}
+                prompt_tokens += int(usage.get("prompt_tokens") or 0)
+                completion_tokens += int(usage.get("completion_tokens") or 0)
+                message = body["choices"][0]["message"]
+                content = message.get("content") or ""
+                names = {t["function"]["name"] for t in tools}
+                tool_calls = message.get("tool_calls") or text_tool_calls(content, names)
+                messages.append(
+                    {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
                 )
-                messages.append({"role": "tool", "tool_call_id": tc.get("id", ""), "content": out.text})
-            if end == "max_calls":
-                break
+                if not tool_calls:
+                    status, answer = final_of(content)
+                    end = "finish"
+                    events.append({"n": n, "t": world.clock.now(), "kind": "finish", "status": status})
+                    break
+                for tc in tool_calls[:1]:  # one call at a time, as the system prompt asks
+                    name, raw = tc["function"]["name"], tc["function"].get("arguments") or "{}"
+                    try:
+                        args: Any = json.loads(raw) if isinstance(raw, str) else raw
+                    except ValueError:
+                        args = raw
+                    t = world.clock.now()
+                    if name == "list_tools":
+                        listed = await world.list_tools()
+                        tools = tools_for(listed)
+                        text = json.dumps([{"name": x.name, "parameters": x.input_schema} for x in listed])
+                        events.append({"n": n, "t": t, "kind": "listtools"})
+                    elif name == "wait":
+                        seconds = float(args.get("seconds", 1)) if isinstance(args, dict) else 1.0
+                        await world.clock.sleep(min(max(seconds, 0.0), 120.0))
+                        text = f"waited {seconds:g} s"
+                        events.append({"n": n, "t": t, "kind": "wait", "seconds": seconds})
+                    else:
+                        if calls >= MAX_CALLS:
+                            end = "max_calls"
+                            break
+                        calls += 1
+                        purpose = purpose_of(s, name, failed)
+                        out = await world.call(name, args)
+                        (failed.discard if out.ok else failed.add)(name)
+                        text = out.text
+                        events.append(
+                            {
+                                "n": n,
+                                "t": t,
+                                "kind": "call",
+                                "tool": name,
+                                "args": args,
+                                "purpose": purpose,
+                                "fp": json.dumps([name, args], sort_keys=True),
+                                "ok": out.ok,
+                                "size": out.size_bytes,
+                                "agent_call": world.tape.agent_call,
+                                "text": out.text[:300],
+                            }
+                        )
+                    messages.append({"role": "tool", "tool_call_id": tc.get("id", ""), "content": text})
+                if end == "max_calls":
+                    break
+        if scope.cancelled_caught:
+            end = "timeout"
         tape, sim = world.tape, world.clock.now()
-    facts = {s.target: answer} if s.target_step.fact else {}
+    facts: dict[int, Any] = {}
+    if s.target_step.fact:
+        from .check import truth
+
+        right = truth(s.target_step.fact, ledger)
+        facts = {s.target: right if same_answer(answer, right) else answer}
     episode = {
         "scenario": s.id,
         "policy": f"live:{model}",
@@ -148,48 +319,77 @@ async def run_live_episode(http: httpx2.AsyncClient, model: str, s: Scenario, mo
         "end": end,
         "events": events,
         "sim_time_s": sim,
+        "answer": None if answer is MISSING else answer,
+        "wall_s": round(time.perf_counter() - started, 1),
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "transcript": messages,
     }
     episode["score"] = score(s, episode, facts, ledger, tape)
     return episode
 
 
-async def run_live(modes: tuple[str, ...], is_quick: bool, limit: int | None, seed: int) -> list[dict[str, Any]]:
+def pick(names: str, is_quick: bool, limit: int | None) -> list[Scenario]:
+    known = {s.id: s for s in every()}
+    if names == "live":
+        chosen = [known[i] for i in LIVE_SUBSET]
+    elif names:
+        chosen = [known[i] for i in names.split(",")]
+    else:
+        chosen = quick() if is_quick else generate()
+    return chosen[:limit]
+
+
+async def run_live(
+    modes: tuple[str, ...], scenarios: list[Scenario], samples: int, seed: int, timeout_s: float = EPISODE_TIMEOUT_S
+) -> list[dict[str, Any]]:
     base = os.environ.get("RESILIENT_MCP_LLM_BASE_URL")
     model = os.environ.get("RESILIENT_MCP_LLM_MODEL")
     if not base or not model:
         raise SystemExit("set RESILIENT_MCP_LLM_BASE_URL and RESILIENT_MCP_LLM_MODEL (see the module docstring)")
     key = os.environ.get("RESILIENT_MCP_LLM_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    scenarios = (quick() if is_quick else generate())[:limit]
     episodes = []
-    async with httpx2.AsyncClient(base_url=base.rstrip("/"), headers=headers, timeout=120) as http:
+    async with httpx2.AsyncClient(base_url=base.rstrip("/"), headers=headers, timeout=timeout_s) as http:
         for s in scenarios:
-            for mode in modes:
-                episodes.append(await run_live_episode(http, model, s, mode, seed))
+            for k in range(samples):
+                for mode in modes:
+                    episodes.append(await run_live_episode(http, model, s, mode, seed + k, timeout_s=timeout_s))
+                    e = episodes[-1]
+                    sys.stderr.write(
+                        f"{s.id} {mode} seed {seed + k}: success={e['score']['success']} "
+                        f"end={e['end']} {e['wall_s']} s\n"
+                    )
     return episodes
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.agentbench.live")
-    parser.add_argument("--modes", default="M0,M3")
+    parser.add_argument("--modes", default="M0,M1,M3")
+    parser.add_argument("--scenarios", default="live", help="'live' (the two-core subset), ids, or '' for all")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--samples", type=int, default=3, help="seeds per scenario and mode (sampling at T=0.7)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--timeout", type=float, default=EPISODE_TIMEOUT_S, help="seconds per episode")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "out"))
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    episodes = anyio.run(run_live, tuple(args.modes.split(",")), args.quick, args.limit, args.seed)
-    rows = rows_of(episodes, {s.id: s for s in generate()})
+    scenarios = pick(args.scenarios, args.quick, args.limit)
+    episodes = anyio.run(run_live, tuple(args.modes.split(",")), scenarios, args.samples, args.seed, args.timeout)
+    rows = rows_of(episodes, {s.id: s for s in every()})
     out = {
+        "model": os.environ.get("RESILIENT_MCP_LLM_MODEL"),
         "by_mode": aggregate(rows, ("mode",)),
         "by_category_mode": aggregate(rows, ("category", "mode")),
         "episodes": episodes,
         "wall_s": time.perf_counter() - started,
     }
-    path = Path(__file__).resolve().parent.parent / "out" / "live-results.json"
+    path = Path(args.out) / "live-results.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1, default=str) + "\n", encoding="utf-8")
     for mode, m in out["by_mode"].items():
-        sys.stdout.write(f"{mode}: task success {m['task_success_rate']['rate']}, duplicates {m['duplicates']}\n")
+        sys.stdout.write(f"{mode}: task success {m['task_success_rate']}, duplicates {m['duplicates']}\n")
     return 0
 
 

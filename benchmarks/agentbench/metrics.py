@@ -95,6 +95,8 @@ def rows_of(episodes: Iterable[dict[str, Any]], scenarios: dict[str, Any]) -> li
                 "recoverable": s.oracle.recoverable,
                 "surfaces": s.oracle.surfaces,
                 "sim_time_s": e["sim_time_s"],
+                "seed": e["seed"],
+                "variant": f"{s.fault}|{s.target_class}|{s.variant}",
             }
         )
     return rows

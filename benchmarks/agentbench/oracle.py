@@ -11,6 +11,7 @@ from random import Random
 from typing import Any
 
 from .agents import Action, Call, RepairFollower
+from .reader import data_in_text
 from .repair import Decision
 from .spec import Scenario, Step
 from .world import Outcome
@@ -67,7 +68,7 @@ class OracleAgent(RepairFollower):
             self.switched = True
             return Decision("call", tool=o.alt[0], args=dict(o.alt[1]))
         if recipe == "degrade":
-            text = ((result.observation or {}).get("details") or {}).get("degraded_text")
+            text = data_in_text(result.text)
             return Decision("fact", value=text) if text else Decision("skip", status="degraded")
         if recipe == "stop":
             return Decision("stop", status=o.terminal_ok[0])

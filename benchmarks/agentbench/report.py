@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .charts import draw_charts
+from .honest import BLIND, READERS, catalog_metrics, fmt_paired, fmt_rate, hurts, paired, pass_k, split
 from .metrics import aggregate
 
 HERE = Path(__file__).resolve().parent.parent
@@ -219,7 +220,194 @@ def write(results: dict[str, Any], rows: list[dict[str, Any]], md_text: list[str
     return {"json": str(json_path), "markdown": str(md_path), **(charts or {})}
 
 
-def render(meta: dict[str, Any], rows: list[dict[str, Any]], lat: dict[str, Any] | None) -> list[str]:
+def honest_section(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None) -> list[str]:
+    """The headline a sceptical reader needs: the two gains split, per policy, paired, with variant intervals."""
+    h = split(rows)
+    modes = tuple(m for m in ("M0", "M1", "M3", "M4", "M1u", "M3u") if any(r["mode"] == m for r in rows))
+    n_var = len({r["variant"] for r in rows})
+    md = [
+        "## Headline (paired, intervals resampled by scenario variant)",
+        "",
+        f"Units: {n_var} scenario variants (fault type x target class x variant); trigger positions and seeds of a "
+        "variant are nearly always alike, so every interval below is a 95 % bootstrap that resamples whole "
+        "variants, and every comparison is paired (same scenario and seed in both modes) with McNemar's exact test "
+        "on the discordant pairs.",
+        "",
+        f"- **Agent-independent gain** (agents that never read an error: "
+        f"{', '.join(BLIND)}, equal weights, direct M0 vs proxy with raw errors M1): "
+        f"{_pts(h['agent_independent'])}.",
+        f"- **Reading-agent gain over a competent baseline**: the competent text reader (`text_reader`, the "
+        f"same policy in every mode) direct vs through the proxy at L2: {fmt_paired(h['reading_gain'])}.",
+        f"- `repair_follower` (the proxy's advice as its text shows it) at L2 vs the competent reader direct: "
+        f"{fmt_paired(h['follower_over_baseline'])}.",
+        "",
+        "Per policy (equal weights; each row is one policy, paired difference to its own M0):",
+        "",
+    ]
+    table = []
+    for p, d in sorted(h["per_policy"].items()):
+        table.append(
+            [
+                p,
+                *(
+                    fmt_rate(rows, p, m) if any(r["policy"] == p and r["mode"] == m for r in rows) else "-"
+                    for m in modes
+                ),
+                *(fmt_paired(d[k]) if k in d else "-" for k in ("M1-M0", "M3-M0")),
+            ]
+        )
+    md += _table(["policy", *(f"success {m}" for m in modes), "M1 - M0", "M3 - M0"], table)
+    if any(r["mode"] == "M3u" for r in rows):
+        md += [
+            "**No-typed-hint ablation** (the chaos server's errors without their typed `_meta` hints, which only "
+            "the proxy reads; modes M1u/M3u):",
+            "",
+        ]
+        md += [
+            f"- {p}: M3 {fmt_rate(rows, p, 'M3')} vs M3u {fmt_rate(rows, p, 'M3u')}: "
+            f"{fmt_paired(paired(rows, (p, 'M3u'), (p, 'M3')))} from the hints; M1 vs M1u: "
+            f"{fmt_paired(paired(rows, (p, 'M1u'), (p, 'M1')))}."
+            for p in READERS
+        ]
+        md.append("")
+    probabilistic = sorted({r["scenario"] for r in rows if "_p50" in r["scenario"]})
+    if probabilistic:
+        md += [
+            f"**pass^k** over {len(probabilistic)} scenarios with probabilistic faults (each call fails with "
+            "p = 0.5, drawn from the seed; k = 4 seeds; pass^1 is the mean single-run success):",
+            "",
+        ]
+        pk = []
+        for p in sorted({r["policy"] for r in rows}):
+            cells = [
+                f"{100 * v:.0f}%" if v == v else "-"
+                for m in ("M0", "M1", "M3")
+                for v in (pass_k([r for r in rows if r["scenario"] in probabilistic], p, m, k)[0] for k in (1, 4))
+            ]
+            pk.append([p, *cells])
+        md += _table(["policy", "M0 pass^1", "M0 pass^4", "M1 pass^1", "M1 pass^4", "M3 pass^1", "M3 pass^4"], pk)
+    md += [
+        "**The catalog's other metrics** per mode: median simulated time from the failure the agent saw to its "
+        "next successful call; false timeouts in D3 (a slow but healthy call reported as a timeout); F4 attack "
+        "success (an injected instruction ran, or an unintended or unapproved write happened); mean size of an "
+        "error result as the agent received it (bytes, and tokens at ~4 bytes each):",
+        "",
+    ]
+    md += _table(
+        ["mode", "time to recovery", "false timeouts (D3)", "F4 attack success", "error result cost"],
+        catalog_metrics(rows, modes),
+    )
+    if episodes is not None:
+        worse = hurts(rows, episodes, modes)
+        md += [
+            f"### Where the proxy makes an agent worse ({len(worse)} variant x mode x policy cells)",
+            "",
+            "Every cell where a policy succeeded directly (M0) and failed through the proxy in the same scenario "
+            "and seed; 'reason' is the first error text the agent got through the proxy that it did not get "
+            "directly (the proxy's own words).",
+            "",
+        ]
+        md += _table(["variant", "mode", "policy", "episodes", "reason"], worse) if worse else ["- (none)", ""]
+    return md
+
+
+def heldout_section(rows: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[str]:
+    """The held-out set's numbers next to the main set's (same policies and modes, same statistics)."""
+    a, b = split(rows), split(held)
+    policies = sorted({r["policy"] for r in held})
+    md = [
+        f"## Held-out set ({len({r['scenario'] for r in held})} scenarios, {len({r['variant'] for r in held})} "
+        "variants, `benchmarks/agentbench/heldout.py`)",
+        "",
+        "Other templates (four-step tasks, other targets and facts, faults on a later call, two faults in one task, "
+        "other counts and Retry-After values), written once after the readers and never tuned against. Same "
+        "order-shop tools: the chaos server has no other domain. Main set next to it:",
+        "",
+        f"- Agent-independent gain: main {_pts(a['agent_independent'])}; held-out {_pts(b['agent_independent'])}.",
+        f"- Competent reader M0 -> M3: main {fmt_paired(a['reading_gain'])}; held-out {fmt_paired(b['reading_gain'])}.",
+        f"- repair_follower M3 vs competent reader M0: main {fmt_paired(a['follower_over_baseline'])}; held-out "
+        f"{fmt_paired(b['follower_over_baseline'])}.",
+        "",
+    ]
+    table = [[p, *(fmt_rate(src, p, m) for src in (rows, held) for m in ("M0", "M1", "M3"))] for p in policies]
+    md += _table(["policy", "main M0", "main M1", "main M3", "held-out M0", "held-out M1", "held-out M3"], table)
+    hm = aggregate(held, ("mode",))
+    md += [
+        "Held-out safety: duplicates "
+        + ", ".join(f"{m} {v['duplicates']}" for m, v in hm.items())
+        + "; lost intended writes "
+        + ", ".join(f"{m} {v['lost_writes']}" for m, v in hm.items())
+        + ".",
+        "",
+    ]
+    return md
+
+
+def live_section(path: Path) -> list[str]:
+    """The committed real-model run (``live.py``), when there is one: success per mode and the paired differences."""
+    if not path.exists():
+        return ["## Real model", "", f"No real-model run is committed (`{path.name}` is absent).", ""]
+    data = json.loads(path.read_text(encoding="utf-8"))
+    eps = [e for e in data["episodes"] if "score" in e]
+    rows = [
+        {
+            "policy": "live",
+            "mode": e["mode"],
+            "scenario": e["scenario"],
+            "seed": e["seed"],
+            "variant": e["scenario"].rsplit("-", 1)[0],
+            "success": e["score"]["success"],
+        }
+        for e in eps
+    ]
+    modes = [m for m in ("M0", "M1", "M3") if any(r["mode"] == m for r in rows)]
+    by = aggregate(
+        [
+            {
+                **e["score"],
+                "mode": e["mode"],
+                "policy": "live",
+                "scenario": e["scenario"],
+                "fault": "",
+                "category": "",
+                "recoverable": True,
+                "surfaces": True,
+                "sim_time_s": 0.0,
+            }
+            for e in eps
+        ],
+        ("mode",),
+    )
+    md = [
+        "## Real model (live track)",
+        "",
+        f"Model: `{data.get('model')}`; {len(eps)} episodes ({len({r['scenario'] for r in rows})} scenarios x "
+        f"{len({r['seed'] for r in rows})} samples x modes {', '.join(modes)}) in {data.get('wall_s', 0) / 60:.0f} "
+        "minutes on two CPU cores; raw episodes with transcripts in `benchmarks/live/live-results.json`.",
+        "",
+    ]
+    md += _table(
+        ["mode", "task success (Wilson 95 %)", "duplicates", "lost intended writes"],
+        [[m, pct(by[m]["task_success_rate"]), by[m]["duplicates"], by[m]["lost_writes"]] for m in modes],
+    )
+    for m in modes[1:]:
+        md.append(
+            f"- {m} - M0 (paired by scenario and sample): {fmt_paired(paired(rows, ('live', 'M0'), ('live', m)))}"
+        )
+    md.append("")
+    return md
+
+
+def _pts(d: dict[str, Any]) -> str:
+    return f"{100 * d['diff']:+.1f} pts [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
+
+
+def render(
+    meta: dict[str, Any],
+    rows: list[dict[str, Any]],
+    lat: dict[str, Any] | None,
+    episodes: list[dict[str, Any]] | None = None,
+) -> list[str]:
     """The Markdown report (without charts)."""
     all_policies = tuple(sorted({r["policy"] for r in rows}))
     modes = tuple(m for m in MODES if any(r["mode"] == m for r in rows))
@@ -238,7 +426,13 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]], lat: dict[str, Any]
         "(raw upstream errors), L1 (+ classification), L2 (+ repair action, retries, suggestion, details), L3 "
         "(+ session context). Rates carry Wilson 95 % intervals.",
         "",
-        "## Headline: direct (M0) vs proxy with L2 observations (M3), all policies pooled",
+        *honest_section(rows, episodes),
+        *meta.get("extra", []),
+        *live_section(HERE / "live" / "live-results.json"),
+        "## Pooled view: direct (M0) vs proxy with L2 observations (M3), all policies pooled",
+        "",
+        "This pooled table mixes policies with very different reading skills (and counts followers of the proxy's "
+        "advice several times); read the paired headline above first.",
         "",
         *headline(rows),
         f"Across all {by_mode['M3']['episodes']} M3 episodes: {by_mode['M3']['duplicates']} duplicate side "

@@ -38,22 +38,23 @@ from .agents import (
     NoisyFollower,
     Overtrusting,
     RepairFollower,
+    TextReader,
     Wait,
 )
+from .heldout import every
 from .oracle import OracleAgent
-from .scenarios import generate
 from .scoring import score
 from .spec import Scenario
 from .virtualtime import run_virtual
-from .world import open_world
+from .world import HOST_TIMEOUT_S, open_world
 
 MAX_STEPS = 16
 MAX_CALLS = 12
 CONTEXT_BYTES = 256_000
 EPISODE_LIMIT_S = 30.0
-DIRECT_HOST_TIMEOUT_S = 5.0
 AGENTS: dict[str, type[Agent]] = {
     "oracle": OracleAgent,
+    "text_reader": TextReader,
     "blind_retry": BlindRetry,
     "give_up": GiveUp,
     "keyword_heuristic": KeywordHeuristic,
@@ -91,6 +92,35 @@ def _event(n: int, action: Any, t: float, **fields: Any) -> dict[str, Any]:
     return base | fields
 
 
+def untyped(rules: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """The server rules with typed error hints switched off wherever the fault takes ``typed`` (the ablation)."""
+    out = []
+    for r in rules:
+        off = {**r, "params": {**r.get("params", {}), "typed": False}}
+        try:
+            FaultPlan.model_validate({"rules": [off]})
+        except ValueError:
+            off = r
+        out.append(off)
+    return out
+
+
+def world_options(scenario: Scenario, mode: str, seed: int, ledger: Any) -> dict[str, Any]:
+    """``open_world`` keywords for an episode: fault plans, policy, the host's timeout and approvals (the same host
+    in every mode)."""
+    rules = untyped(scenario.server_rules) if mode.endswith("u") else list(scenario.server_rules)
+    approval = frozenset(t for t, c in scenario.policy.get("tools", {}).items() if c.get("require_approval"))
+    return dict(
+        server_plan=FaultPlan.model_validate({"seed": seed, "rules": rules}),
+        net_plan=FaultPlan.model_validate({"seed": seed, "rules": list(scenario.net_rules)}),
+        policy=scenario.policy,
+        ledger=ledger,
+        seed=seed,
+        host_timeout_s=HOST_TIMEOUT_S,
+        approval=approval,
+    )
+
+
 async def run_episode(scenario: Scenario, policy: str, mode: str, seed: int) -> dict[str, Any]:
     """One episode; its log, end state and score."""
     agent = AGENTS[policy](scenario, Random(f"{seed}:{scenario.id}:{policy}:{mode}"))
@@ -98,17 +128,10 @@ async def run_episode(scenario: Scenario, policy: str, mode: str, seed: int) -> 
     events: list[dict[str, Any]] = []
     status, end = "failed", "max_steps"
     started = time.perf_counter()
-    world_kw = dict(
-        server_plan=FaultPlan.model_validate({"seed": seed, "rules": list(scenario.server_rules)}),
-        net_plan=FaultPlan.model_validate({"seed": seed, "rules": list(scenario.net_rules)}),
-        policy=scenario.policy,
-        ledger=ledger,
-        seed=seed,
-        host_timeout_s=scenario.attempt_s or DIRECT_HOST_TIMEOUT_S,
-    )
+    world_kw = world_options(scenario, mode, seed, ledger)
     with anyio.fail_after(EPISODE_LIMIT_S):
         async with open_world(mode, **world_kw) as world:  # type: ignore[arg-type]
-            await world.list_tools()
+            agent.known(await world.list_tools())
             result: Any = None
             calls = 0
             for n in range(MAX_STEPS):
@@ -171,7 +194,7 @@ def quiet() -> None:
 
 
 async def _run_many(jobs: list[Job], concurrency: int) -> list[dict[str, Any]]:
-    by_id = {s.id: s for s in generate()}
+    by_id = {s.id: s for s in every()}
     out: list[dict[str, Any] | None] = [None] * len(jobs)
     limit = anyio.Semaphore(concurrency)
 

@@ -79,6 +79,17 @@ def on(fault: str, nth: int | list[int] | None = 1, **params: Any) -> Rules:
     return lambda t, _: [rule(fault, t.tool, nth, **params)]
 
 
+def maybe(fault: str, p: float, **params: Any) -> Rules:
+    """The fault on every call of the target's tool with probability ``p`` (drawn from the plan's seed)."""
+
+    def rules(t: Step, _: Step | None) -> list[dict[str, Any]]:
+        r = rule(fault, t.tool, None, **params)
+        r["match"]["probability"] = p
+        return [r]
+
+    return rules
+
+
 def on_args(fault: str, **params: Any) -> Rules:
     """The fault on every call of the target's tool with the target's (or the agent's first) arguments."""
     return lambda t, _: [rule(fault, (t.first or t.call())[0], None, dict((t.first or t.call())[1]), **params)]
@@ -103,6 +114,7 @@ class Variant:
     expected: dict[str, int] = field(default_factory=dict)
     always: bool = False
     hang: bool = False
+    probabilistic: bool = False
 
 
 def _renamed(t: Step, before: Step | None, notify: bool) -> list[dict[str, Any]]:
@@ -335,6 +347,34 @@ def _table() -> list[Variant]:
                 "order_id=ord-1 and status=cancelled now.",
             ),
         ),
+        # probabilistic faults (pass^k over seeds): each call of the target fails with probability 0.5
+        v(
+            "D1",
+            "flaky_p50",
+            "stock",
+            o(**_RETRY, max_retry=3, proxy_may_retry=True),
+            server=maybe("D1", 0.5),
+            positions=ENDS,
+            probabilistic=True,
+        ),
+        v(
+            "C4",
+            "flaky_502_p50",
+            "create",
+            o(**_WRITE_S2),
+            net=maybe("C4", 0.5, status=502),
+            positions=ENDS,
+            probabilistic=True,
+        ),
+        v(
+            "D2",
+            "flaky_limited_p50",
+            "order",
+            o(**_RETRY, max_retry=3, retry_after_ms=1000, proxy_may_retry=True),
+            server=maybe("D2", 0.5),
+            positions=ENDS,
+            probabilistic=True,
+        ),
         # controls: no fault
         v("none", "control", "stock", o("proceed", surfaces=False), positions=("mid",)),
         v("none", "control", "create", o("proceed", surfaces=False), positions=("mid",)),
@@ -382,6 +422,7 @@ def _build(var: Variant, position: str) -> Scenario:
         expected_commits=var.expected,
         fired_always=var.always,
         attempt_s=HANG_S if var.hang else None,
+        probabilistic=var.probabilistic,
     )
 
 

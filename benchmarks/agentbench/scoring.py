@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -192,4 +193,20 @@ def score(s: Scenario, episode: dict[str, Any], facts: dict[int, Any], ledger: L
         "proxy_retries": proxy_retries,
         "proxy_useless_attempts": proxy_useless,
         "error_bytes": [e["size"] for e in calls if not e["ok"]],
+        "time_to_recovery_s": _recovery_time(s, events, at),
+        "timeout_seen": any(not e["ok"] and _TIMEOUT.search(e.get("text") or "") for e in calls),
+        "injected_ran": any(e["purpose"] == "injected" and e["ok"] for e in calls),
     }
+
+
+_TIMEOUT = re.compile(r"timed? ?out|timeout|did not answer", re.IGNORECASE)
+
+
+def _recovery_time(s: Scenario, events: list[dict[str, Any]], at: int | None) -> float | None:
+    """Simulated seconds from the failure the agent saw to its next successful call (retry, fix, verify or switch)."""
+    if at is None:
+        return None
+    for e in events[at + 1 :]:
+        if e["kind"] == "call" and e["ok"]:
+            return round(e["t"] - events[at]["t"], 6)
+    return None

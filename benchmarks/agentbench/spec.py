@@ -126,7 +126,9 @@ class Scenario:
     fired_always: bool = False
     """The fault is the agent's own mistake or the world's state, so it happens in every run (A1, B*, D5)."""
     attempt_s: float | None = None
-    """Short per-attempt timeout (real seconds) of the target tool for hangs; the M0 host uses it too."""
+    """Short per-attempt timeout of the target tool for hangs (the proxy's; the host keeps its own)."""
+    probabilistic: bool = False
+    """The fault fires with a probability drawn from the seed: the scenario runs with several seeds (pass^k)."""
 
     @property
     def category(self) -> str:

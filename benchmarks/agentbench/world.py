@@ -49,14 +49,23 @@ from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.stages.guard import Guard
 
+try:
+    from resilient_mcp.faults.observations import INSTRUCTIONS as PROXY_INSTRUCTIONS
+except ImportError:  # the module moved: the live track then shows the model no proxy instructions
+    PROXY_INSTRUCTIONS = None
+
 log = structlog.get_logger(__name__)
 
-MODES: dict[str, str | None] = {"M0": None, "M1": "L0", "M2": "L1", "M3": "L2", "M4": "L3"}
-"""Proxy mode -> observation level (None: no proxy)."""
+MODES: dict[str, str | None] = {"M0": None, "M1": "L0", "M2": "L1", "M3": "L2", "M4": "L3", "M1u": "L0", "M3u": "L2"}
+"""Proxy mode -> observation level (None: no proxy). ``M1u``/``M3u``: the no-typed-hint ablation (the chaos
+server's errors carry no ``_meta`` hint; see ``runner.untyped``)."""
 UPSTREAM = "shop"
 REPLAY_META_KEY = "io.github.resilient-mcp/replay"
 HOST_TIMEOUT_S = 10.0
-"""The agent host's own request timeout behind the proxy (never expected to fire)."""
+"""The agent host's own per-call timeout, the same in every mode (with the proxy it is not expected to fire)."""
+HOST_TEXT_LIMIT = 100_000
+"""Hosts cut long tool output before the model sees it (about 25k tokens, as Claude Code does for MCP tools)."""
+HOST_CUT = "\n[output truncated by the host]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +167,14 @@ def outcome_of_error(exc: BaseException) -> Outcome:
     return Outcome(False, text, None, None, None, len(text.encode()))
 
 
+def host_view(out: Outcome) -> Outcome:
+    """What the host passes on to the model: text beyond ``HOST_TEXT_LIMIT`` is cut (in every mode)."""
+    if len(out.text) <= HOST_TEXT_LIMIT:
+        return out
+    text = out.text[:HOST_TEXT_LIMIT] + HOST_CUT
+    return Outcome(out.ok, text, None, out.observation, out.error_code, len(text.encode()), out.replayed)
+
+
 class DirectNetwork:
     """Network faults in front of the chaos server when there is no proxy: what a plain MCP client would get."""
 
@@ -189,6 +206,8 @@ class World:
     network: DirectNetwork | None = None
     stack: AsyncExitStack | None = None
     proxy: Proxy | None = None
+    approval: frozenset[str] = frozenset()
+    """Tools the host itself asks the user to approve (without the proxy; with it the proxy's policy asks)."""
 
     @property
     def ledger(self) -> Ledger:
@@ -198,8 +217,22 @@ class World:
         client = await self._client()
         return list((await client.list_tools()).tools)
 
+    @property
+    def instructions(self) -> str | None:
+        """The server's MCP instructions (the proxy's, with it), which a host shows the model."""
+        return None if self.client is None else self.client.instructions
+
     async def call(self, name: str, args: Any) -> Outcome:
+        return host_view(await self._call(name, args))
+
+    async def _call(self, name: str, args: Any) -> Outcome:
         self.tape.agent_call += 1
+        if self.proxy is None and name in self.approval:  # the host asks the user; in these tasks nobody approves
+            return Outcome(
+                False,
+                f"The user declined to run {name}: this tool call needs approval and it was not given.",
+                size_bytes=90,
+            )
         if self.network is None:
             return await self._send(name, args)
         forward, replaced = self.network.decide(name, args)
@@ -270,7 +303,8 @@ async def open_world(
     policy: dict[str, Any],
     ledger: Ledger,
     seed: int,
-    host_timeout_s: float,
+    host_timeout_s: float = HOST_TIMEOUT_S,
+    approval: frozenset[str] = frozenset(),
 ) -> AsyncIterator[World]:
     """A running world for one episode in ``mode`` (M0-M4)."""
     clock = FakeClock()
@@ -279,14 +313,17 @@ async def open_world(
     chaos.planner = TaggedPlanner(server_plan, tape=tape, where="server")
     level = MODES[mode]
     if level is None:
-        world = World(chaos, clock, tape, mode, host_timeout_s, network=DirectNetwork(net_plan, tape))
+        world = World(
+            chaos, clock, tape, mode, host_timeout_s, network=DirectNetwork(net_plan, tape), approval=approval
+        )
         try:
             yield world
         finally:
             await world.aclose()
         return
-    world = World(chaos, clock, tape, mode, HOST_TIMEOUT_S)
+    world = World(chaos, clock, tape, mode, host_timeout_s)
     proxy = world.proxy = _bench_proxy(world, policy, level, net_plan, seed)
-    async with proxy.running(startup_timeout_s=5), Client(build_server(proxy), mode="legacy", cache=None) as client:
+    server = build_server(proxy, instructions=PROXY_INSTRUCTIONS)  # what the proxy tells a host, as `serve` does
+    async with proxy.running(startup_timeout_s=5), Client(server, mode="legacy", cache=None) as client:
         world.client = client
         yield world
