@@ -237,6 +237,12 @@ async def test_redis_stopped_mid_run_refuses_writes_serves_reads_then_recovers_w
     ping = next(r for r in rows if r["tool"] == "ping")
     assert ping["state"] == "unavailable" and ping["outcome"] == "ok"
     assert "state_unavailable" in log and "state_reconnected" in log
+    with anyio.fail_after(60):
+        printed = await anyio.run_process(
+            proxy_argv("audit", "--config", str(tmp_path / "replica1.yaml"), "--limit", "20"), check=False
+        )
+    rows_printed = [json.loads(line) for line in printed.stdout.decode().splitlines()]
+    assert any(r["tool"] == "ping" for r in rows_printed), printed.stderr.decode()
 
 
 async def test_stateful_sessions_need_a_sticky_balancer_and_stateless_mode_does_not(
