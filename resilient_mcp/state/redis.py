@@ -228,8 +228,8 @@ class RedisStateStore:
             except _DOWN as exc:
                 self._down(exc)
                 await asyncio.sleep(1.0)
-            except RedisError:
-                log.exception("audit_write_failed")
+            except Exception:  # a refusal (OOM, ACL) or a bug: logged, the entries stay queued, the task lives on
+                log.exception("audit_write_failed", queued=len(self._audit))
                 await asyncio.sleep(1.0)
 
     # --- IdempotencyStore ------------------------------------------------------------------------------------------
