@@ -17,6 +17,7 @@ from resilient_mcp.policy.config import StateConfig, load_config
 from resilient_mcp.policy.source import SourceError
 from resilient_mcp.stages.idempotency import REPLAY_META, Idempotency, InFlight
 from resilient_mcp.stages.observe import AuditEntry
+from resilient_mcp.stages.retry import RetryBudgets
 from resilient_mcp.state import StateError, StateLimits, StateUnavailable
 from resilient_mcp.state.redis import RedisStateStore, read_audit
 from tests.helpers import write_yaml
@@ -225,3 +226,20 @@ def test_the_state_section_is_strict_and_expands_variables(tmp_path: Path) -> No
         write_yaml(path, {"state": bad})
         with pytest.raises(SourceError, match=message):
             load_config(path)
+
+
+async def test_retry_budgets_spent_on_one_replica_are_spent_for_the_other(
+    replicas: tuple[RedisStateStore, RedisStateStore],
+) -> None:
+    one, two = RetryBudgets(), RetryBudgets()
+    one.shared, two.shared = replicas
+    for _ in range(5):  # replica 1 sees the upstream fail: 10 -> 5 tokens, at the threshold
+        one.on_failure("shop")
+        await one.share("shop", -1.0)
+    assert not one.allow_retry("shop")
+    two.on_failure("shop")  # alone, replica 2 would still have 9 tokens and retry
+    await two.share("shop", -1.0)
+    assert two.tokens("shop") == 4.0 and not two.allow_retry("shop")
+    two.on_success("shop")
+    await two.share("shop", two.token_ratio)
+    assert one.tokens("shop") == 5.0 and two.tokens("shop") == pytest.approx(4.1)

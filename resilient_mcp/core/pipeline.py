@@ -114,7 +114,7 @@ class Pipeline:
             from ..state.redis import RedisStateStore  # redis-py is an optional extra
 
             self.services.store = await RedisStateStore.open(state)
-            self.services.board.shared = self.services.store
+            self.services.board.shared = self.services.budgets.shared = self.services.store
         else:
             self.services.store = await StateStore.open(state_dir)
         self._outputs = StoredOutputs(self.services.store)

@@ -87,7 +87,7 @@ class BreakerRule(Strict):
     """How long the circuit stays open before one half-open probe."""
     shared: bool = False
     """With the redis state backend: a circuit opened on one replica fails fast on every replica until it would
-    half-open (each replica then probes for itself)."""
+    half-open (each replica then probes for itself), and the upstream's retry budget is one bucket for all."""
 
 
 class IdempotencyRule(Strict):

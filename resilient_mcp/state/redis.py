@@ -14,6 +14,7 @@ Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
                                 and its manifest; both expire after ``output_ttl_s``; the key binds handle and owner
 ``audit``                       a Redis Stream capped with ``XADD MAXLEN ~ audit_max_entries``
 ``breaker:<upstream>[/<tool>]`` an open circuit (``breaker.shared``), expiring when it would half-open
+``retry:<upstream>``            the upstream's retry budget (token bucket) shared by replicas (``breaker.shared``)
 ==============================  ======================================================================================
 
 Every command has a timeout (``command_timeout_s``, ``connect_timeout_s``); connections are pooled. When Redis cannot
@@ -74,6 +75,14 @@ redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[4]) * 1000))
 return {}
 """
 
+# KEYS[1] bucket · ARGV: delta, max. The shared retry budget of one upstream, clamped to [0, max]; starts full.
+_BUCKET = """
+local t = tonumber(redis.call('GET', KEYS[1]) or ARGV[2]) + tonumber(ARGV[1])
+t = math.max(0, math.min(tonumber(ARGV[2]), t))
+redis.call('SET', KEYS[1], tostring(t), 'EX', 3600)
+return tostring(t)
+"""
+
 # KEYS[1] record · ARGV: status, expires_at, result ('' = none). Only an existing record changes status.
 _SETTLE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -122,6 +131,7 @@ class RedisStateStore:
         self.redis: aioredis.Redis = aioredis.Redis.from_url(config.url, **kwargs)
         self._claim = self.redis.register_script(_CLAIM)
         self._settle = self.redis.register_script(_SETTLE)
+        self._bucket = self.redis.register_script(_BUCKET)
 
     @classmethod
     async def open(
@@ -399,6 +409,11 @@ class RedisStateStore:
     async def publish_circuit(self, upstream: str, tool: str | None, open_s: float, failures: int) -> None:
         """Say that a circuit opened here: other replicas fail fast until it would half-open."""
         await self._do(lambda: self.redis.set(self._breaker(upstream, tool), failures, px=max(1, int(open_s * 1000))))
+
+    async def retry_tokens(self, upstream: str, delta: float, max_tokens: float) -> float:
+        """Add ``delta`` to the upstream's shared retry bucket; its new level (``retry.RetryBudgets.share``)."""
+        key = f"{self.prefix}retry:{upstream}"
+        return float(await self._do(lambda: self._bucket(keys=[key], args=[repr(delta), repr(max_tokens)])))
 
     async def close_circuit(self, upstream: str, tool: str | None) -> None:
         await self._do(lambda: self.redis.delete(self._breaker(upstream, tool)))
