@@ -6,7 +6,7 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY resilient_mcp ./resilient_mcp
-RUN pip install --no-cache-dir --prefix=/install .
+RUN pip install --no-cache-dir --prefix=/install ".[redis]"
 
 FROM python:3.11-slim
 COPY --from=build /install /usr/local

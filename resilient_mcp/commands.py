@@ -127,7 +127,13 @@ def audit(args: argparse.Namespace) -> int:
 
     config = load_config(args.config) if args.config else ProxyConfig()
     state_dir = args.state_dir or str(config.state_path())
-    rows = recent_audit(state_dir, limit=args.limit, session=args.session)
+    if config.state.backend == "redis" and not args.state_dir:
+        from .state.redis import read_audit
+
+        state_dir = f"Redis ({config.state.key_prefix}audit)"
+        rows = read_audit(config.state, limit=args.limit, session=args.session)
+    else:
+        rows = recent_audit(state_dir, limit=args.limit, session=args.session)
     for row in rows:
         _out(json.dumps(row, ensure_ascii=False))
     if not rows:

@@ -61,6 +61,8 @@ from .fingerprint import FailureStats
 from .routing import CompiledTool
 
 if TYPE_CHECKING:
+    from ..policy.config import StateConfig
+    from ..state.redis import RedisStateStore
     from .catalog import Entry
     from .routing import Router, Routing
 
@@ -81,8 +83,8 @@ class Services:
     """How the retry stage waits between attempts (tests inject a recorder)."""
     random: Random | None = None
     """Jitter source of the retry stage (tests inject a seeded one)."""
-    store: StateStore | None = None
-    """The embedded state (idempotency records, stored outputs, audit); opened by ``Pipeline.open``."""
+    store: StateStore | RedisStateStore | None = None
+    """The state (idempotency records, stored outputs, audit); opened by ``Pipeline.open``."""
     cache: ResponseCache = field(default_factory=ResponseCache)
     """Cached results of read_only tools with ``cache.enabled`` (tests inject one with a fake clock)."""
     events: CallEvents = NULL
@@ -116,9 +118,15 @@ class Pipeline:
         self.policy = policy
         self._compile_shared()
 
-    async def open(self, state_dir: str) -> None:
+    async def open(self, state_dir: str, state: StateConfig | None = None) -> None:
         """Open the state store (before the first chain is compiled: stages hold it)."""
-        self.services.store = await StateStore.open(state_dir)
+        if state is not None and state.backend == "redis":
+            from ..state.redis import RedisStateStore  # redis-py is an optional extra
+
+            self.services.store = await RedisStateStore.open(state)
+            self.services.board.shared = self.services.budgets.shared = self.services.store
+        else:
+            self.services.store = await StateStore.open(state_dir)
         self._outputs = StoredOutputs(self.services.store)
         self._compile_shared()
 

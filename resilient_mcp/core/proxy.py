@@ -148,7 +148,7 @@ class Proxy:
     @asynccontextmanager
     async def running(self, *, startup_timeout_s: float | None = None) -> AsyncIterator[Proxy]:
         """Start every upstream, wait until each is ready or has failed, build the routing; stop all on exit."""
-        await self.pipeline.open(self.state_dir())
+        await self.pipeline.open(self.state_dir(), self.config.state)
         conflict: CatalogConflict | None = None
         try:
             async with anyio.create_task_group() as tg:

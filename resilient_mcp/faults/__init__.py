@@ -409,6 +409,16 @@ class LoopDetected(GuardFault):
     fault_type = "loop_detected"
 
 
+class StateUnavailableFault(GuardFault):
+    """The shared state (Redis) could not be reached, so a write that needs an idempotency claim was not sent."""
+
+    code = "STATE_UNAVAILABLE"
+    fault_type = "state_unavailable"
+    default_transient = True
+    default_repair = RepairAction.BACKOFF_RETRY
+    default_max_retry = 3
+
+
 #: Every catalog fault type, in catalog order (27). Used by tests, reports and the benchmark.
 CATALOG: tuple[type[Fault], ...] = (
     UnknownTool,
@@ -440,5 +450,5 @@ CATALOG: tuple[type[Fault], ...] = (
     PromptInjection,
 )
 
-_NAMED: tuple[type[Fault], ...] = (*CATALOG, BudgetExhausted, LoopDetected)
+_NAMED: tuple[type[Fault], ...] = (*CATALOG, BudgetExhausted, LoopDetected, StateUnavailableFault)
 BY_TYPE: dict[str, type[Fault]] = {c.fault_type: c for c in _NAMED}

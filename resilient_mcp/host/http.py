@@ -422,9 +422,11 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
         # Unauthenticated and outside DNS-rebinding protection: says only how many upstreams are ready, no names.
         ready = sum(1 for up in proxy.upstreams.values() if up.state == "ready")
         ok = ready == len(proxy.upstreams)
-        return JSONResponse(
-            {"ok": ok, "ready": ready, "upstreams": len(proxy.upstreams)}, status_code=200 if ok else 503
-        )
+        body: dict[str, Any] = {"ok": ok, "ready": ready, "upstreams": len(proxy.upstreams)}
+        store = proxy.pipeline.services.store
+        if store is not None and store.journal_mode == "redis":  # reads still work without it: not a 503
+            body["state"] = "ok" if getattr(store, "available", True) else "unavailable"
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -218,8 +218,9 @@ class ProxyCollector(Collector):
         errors = CounterMetricFamily("resilient_mcp_state_backend_errors", "Failed state backend operations.")
         store = proxy.pipeline.services.store
         counts = store.idempotency_counts() if store is not None else {}
-        for status in ("in_flight", "unknown", "completed"):
-            records.add_metric([status], float(counts.get(status, 0)))
-        yield records
+        if counts is not None:  # None: a shared backend, whose records no single replica can count
+            for status in ("in_flight", "unknown", "completed"):
+                records.add_metric([status], float(counts.get(status, 0)))
+            yield records
         errors.add_metric([], float(store.backend_errors if store is not None else 0))
         yield errors

@@ -86,6 +86,9 @@ class BreakerRule(Strict):
     """Consecutive transport/timeout/5xx-class failures that open the circuit."""
     open_s: float = Field(30.0, gt=0, le=86_400)
     """How long the circuit stays open before one half-open probe."""
+    shared: bool = False
+    """With the redis state backend: a circuit opened on one replica fails fast on every replica until it would
+    half-open (each replica then probes for itself), and the upstream's retry budget is one bucket for all."""
 
 
 class IdempotencyRule(Strict):
@@ -107,6 +110,9 @@ class IdempotencyRule(Strict):
     be retried."""
     on_in_flight: Literal["wait", "conflict"] = "wait"
     """An identical write while the first is running: wait and share its result, or refuse with a conflict."""
+    on_state_unavailable: Literal["refuse", "proceed"] = "refuse"
+    """The shared state (redis backend) cannot be reached: refuse the write with a STATE_UNAVAILABLE observation
+    (not sent, backoff_retry), or send it without duplicate protection."""
 
 
 class OutputRule(Strict):

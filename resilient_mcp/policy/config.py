@@ -208,6 +208,42 @@ class FaultsConfig(_Strict):
         return self
 
 
+class StateConfig(_Strict):
+    """Where the state lives: ``sqlite`` (embedded, one machine; ``state_dir``) or ``redis`` (shared by replicas)."""
+
+    backend: Literal["sqlite", "redis"] = "sqlite"
+    url: str | None = None
+    """redis only: ``redis://[user:password@]host:port/db``, ``rediss://`` (TLS) or ``unix:///path``. ``${VAR}``
+    allowed."""
+    key_prefix: str = Field("resilient-mcp:", min_length=1, max_length=64)
+    """Prefix of every key, so several deployments can share one Redis."""
+    username: str | None = None
+    """ACL user (instead of in the url). ``${VAR}`` allowed."""
+    password: str | None = None
+    """Password (instead of in the url). ``${VAR}`` allowed."""
+    secret: str | None = None
+    """The HMAC key of fingerprints and audit hashes (at least 32 characters, ``${VAR}`` allowed); default: one
+    created in Redis by the first replica (``SET NX``) and shared by all."""
+    connect_timeout_s: float = Field(2.0, gt=0, le=60)
+    command_timeout_s: float = Field(2.0, gt=0, le=60)
+    """Every Redis command fails after this long (the store then counts as unavailable)."""
+    max_connections: int = Field(64, ge=2, le=10_000)
+    """Connections in the pool of one replica."""
+    audit_max_entries: int = Field(100_000, ge=100)
+    """The audit stream is capped near this many entries (``XADD MAXLEN ~``)."""
+
+    @model_validator(mode="after")
+    def _url(self) -> StateConfig:
+        if self.backend == "redis":
+            if not self.url:
+                raise ValueError("state.backend redis needs state.url (for example redis://127.0.0.1:6379/0)")
+            if not self.url.startswith(("redis://", "rediss://", "unix://", "${")):
+                raise ValueError(f"state.url {self.url!r}: use redis://, rediss:// (TLS) or unix://")
+        elif self.url is not None:
+            raise ValueError("state.url is for backend: redis (the sqlite backend uses state_dir)")
+        return self
+
+
 class ProxyConfig(_Strict):
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict, alias="mcpServers")
     """The servers to wrap, by name (`mcpServers` is accepted too, as in Claude Desktop's file)."""
@@ -215,6 +251,8 @@ class ProxyConfig(_Strict):
     """Policy files or directories (every *.yaml, *.yml, *.json inside), relative to this file."""
     state_dir: str | None = None
     """SQLite state (idempotency records, stored outputs, audit). Default: $XDG_STATE_HOME/resilient-mcp."""
+    state: StateConfig = StateConfig()
+    """The state backend: sqlite (default, in ``state_dir``) or redis (shared by several replicas)."""
     prefix_separator: str = "__"
     """Between an upstream's prefix and its tool names when several upstreams are served."""
     listen: ListenConfig = ListenConfig()
@@ -370,9 +408,21 @@ def _expand(
                 f"{doc.path}:{doc.line_of(loc) or '?'}: listen.auth_tokens[{i}]: a token must have at least 8 "
                 "characters (is its environment variable set?)"
             )
+    state = cfg.state
+    if state.backend == "redis":
+        expanded = {
+            f: ex(v, ("state", f))
+            for f in ("url", "username", "password", "secret")
+            if isinstance(v := getattr(state, f), str)
+        }
+        state = state.model_copy(update=expanded)
+        if state.secret is not None and len(state.secret) < 32:
+            line = doc.line_of(("state", "secret")) or "?"
+            problems.append(f"{doc.path}:{line}: state.secret: use 32 characters or more")
     if problems:
         raise SourceError(doc.path, problems)
-    return cfg.model_copy(update={"upstreams": ups, "listen": cfg.listen.model_copy(update={"auth_tokens": tokens})})
+    listen = cfg.listen.model_copy(update={"auth_tokens": tokens})
+    return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state})
 
 
 class _OneUpstream(RootModel[UpstreamConfig]):

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
@@ -41,6 +41,15 @@ from ..policy import BreakerRule, ToolRule
 log = structlog.get_logger(__name__)
 
 Probe = Callable[[str], Awaitable[None]]
+
+
+class SharedCircuits(Protocol):
+    """Open circuits shared by replicas (``breaker.shared``; ``state.redis.RedisStateStore``)."""
+
+    async def circuit_open(self, upstream: str, tool: str) -> tuple[str | None, float, int] | None: ...
+    async def publish_circuit(self, upstream: str, tool: str | None, open_s: float, failures: int) -> None: ...
+
+
 Clock = Callable[[], float]
 
 _UPSTREAM_LEVEL = (ConnectFailure, ConnectionLost, GatewayError)
@@ -63,6 +72,7 @@ class _Circuit:
     probing: bool = False
     tools: set[str] = field(default_factory=set)  # upstream circuit: tools in the current failure streak
     upstream_level: bool = False  # upstream circuit: the streak holds a connection-level fault
+    published: bool = False  # breaker.shared: this opening was published to the other replicas
 
     @property
     def kind(self) -> str:
@@ -99,6 +109,8 @@ class BreakerBoard:
         self._clock = clock
         self._probe_timeout_s = probe_timeout_s
         self._circuits: dict[tuple[str, str | None], _Circuit] = {}
+        self.shared: SharedCircuits | None = None
+        """Where circuits opened here are published and others' are read (rules with ``breaker.shared``)."""
 
     def set_probe(self, probe: Probe) -> None:
         """Install the half-open probe when the board was made before whoever can probe (the pipeline)."""
@@ -193,6 +205,15 @@ class BreakerBoard:
             elif circuit.state is CircuitState.CLOSED and self._tripped(circuit, rule):
                 self._open(circuit, rule, reason=fault.fault_type)
 
+    def opened_now(self, upstream: str, tool: str) -> list[_Circuit]:
+        """The circuits of this call that are open with their full ``open_s`` ahead (just opened)."""
+        out = []
+        for circuit in (self._circuit(upstream, None), self._circuit(upstream, tool)):
+            if circuit.state is CircuitState.OPEN and not circuit.published:
+                circuit.published = True
+                out.append(circuit)
+        return out
+
     def release(self, ticket: Ticket) -> None:
         """The call ended without evidence either way (cancelled, or a non-counting fault): free its probe slot."""
         for circuit in ticket.probing:
@@ -225,6 +246,7 @@ class BreakerBoard:
 
     def _open(self, circuit: _Circuit, rule: BreakerRule, *, reason: str) -> None:
         circuit.state = CircuitState.OPEN
+        circuit.published = False
         circuit.open_until = self._clock() + rule.open_s
         circuit.opened_at = datetime.now(UTC).isoformat(timespec="seconds")
         log.warning(
@@ -264,6 +286,9 @@ class Breaker:
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         if not self._rule.enabled:
             return await call_next(call)
+        shared = self._board.shared if self._rule.shared else None
+        if shared is not None:
+            await self._shared_refusal(call, shared)
         admitted = await self._board.admit(call.upstream, call.upstream_tool, self._rule, read_only=self._read_only)
         if isinstance(admitted, Refusal):
             call.record.decided_by = "breaker"
@@ -272,12 +297,35 @@ class Breaker:
             result = await call_next(call)
         except Fault as fault:
             self._board.on_failure(admitted, fault, self._rule)
+            if shared is not None:
+                await self._publish(call, shared)
             raise
         except BaseException:  # cancellation (or a bug): no evidence about the upstream
             self._board.release(admitted)
             raise
         self._board.on_success(admitted)
         return result
+
+    async def _shared_refusal(self, call: ToolCall, shared: SharedCircuits) -> None:
+        """Fail fast when another replica published an open circuit (an unreachable state is no evidence)."""
+        try:
+            found = await shared.circuit_open(call.upstream, call.upstream_tool)
+        except Exception as exc:
+            log.debug("breaker_shared_unreadable", error=str(exc))
+            return
+        if found is not None:
+            tool, left_s, failures = found
+            call.record.decided_by = "breaker"
+            circuit = "tool" if tool else "upstream"
+            refusal = Refusal(circuit, call.upstream, call.upstream_tool, None, round(left_s * 1000), failures, None)
+            raise self._outage(call, refusal)
+
+    async def _publish(self, call: ToolCall, shared: SharedCircuits) -> None:
+        for circuit in self._board.opened_now(call.upstream, call.upstream_tool):
+            try:
+                await shared.publish_circuit(circuit.upstream, circuit.tool, self._rule.open_s, circuit.failures)
+            except Exception as exc:
+                log.warning("breaker_not_shared", upstream=circuit.upstream, error=str(exc))
 
     def _outage(self, call: ToolCall, refusal: Refusal) -> PersistentOutage:
         what = f"upstream {refusal.upstream!r}" if refusal.circuit == "upstream" else f"tool {call.name!r}"

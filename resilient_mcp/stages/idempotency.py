@@ -82,11 +82,12 @@ from ..faults import (
     SemanticArgumentRejection,
     SideEffectStatus,
     StateConflict,
+    StateUnavailableFault,
 )
 from ..faults.error_results import FAULT_META_KEY
 from ..faults.repeat import decide, decide_outcome_unknown
 from ..policy import ToolRule
-from ..state import IdempotencyRecord, IdempotencyStore
+from ..state import IdempotencyRecord, IdempotencyStore, StateUnavailable
 from .guard import SessionGuards
 
 log = structlog.get_logger(__name__)
@@ -225,6 +226,13 @@ class Idempotency:
                     raise
         except Fault:
             raise
+        except StateUnavailable as exc:
+            if self._rule.on_state_unavailable == "refuse":
+                call.record.decided_by = "idempotency"
+                raise _state_unavailable(exc) from exc
+            call.record.notes.append("the shared state was unavailable: sent without duplicate protection")
+            log.warning("idempotency_state_unavailable_proceeding", tool=call.name)
+            return await call_next(self._forward(call, key))
         except Exception:
             log.exception("idempotency_store_failed", tool=call.name)
             return await call_next(self._forward(call, key))
@@ -593,6 +601,16 @@ def _mismatch(key: _Key) -> SemanticArgumentRejection:
         side_effect_status=SideEffectStatus.NONE,
         max_retry=0,
         suggestion="Use a new idempotency key for a different request, or repeat the original arguments exactly.",
+    )
+
+
+def _state_unavailable(exc: StateUnavailable) -> StateUnavailableFault:
+    return StateUnavailableFault(
+        "The shared state store could not be reached, so this write could not be claimed against duplicates on "
+        "other replicas; it was not sent.",
+        details={"state_error": str(exc)},
+        suggestion="Retry after a short wait: the proxy reconnects on its own. (An operator can set "
+        "idempotency.on_state_unavailable: proceed to send writes unprotected while the state is down.)",
     )
 
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Protocol
 
 import anyio
 import mcp_types as types
@@ -47,6 +48,10 @@ Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
 
+class SharedBudgets(Protocol):
+    async def retry_tokens(self, upstream: str, delta: float, max_tokens: float) -> float: ...
+
+
 class RetryBudgets:
     """Per-upstream retry token buckets (gRPC retry throttling): a failing upstream is not hammered with retries.
 
@@ -58,6 +63,8 @@ class RetryBudgets:
         self.token_ratio = token_ratio
         self.threshold = max_tokens / 2 if threshold is None else threshold
         self._tokens: dict[str, float] = {}
+        self.shared: SharedBudgets | None = None
+        """One bucket per upstream for every replica (rules with ``breaker.shared``; ``state.redis``)."""
 
     def tokens(self, upstream: str) -> float:
         return self._tokens.get(upstream, self.max_tokens)
@@ -71,6 +78,16 @@ class RetryBudgets:
     def on_success(self, upstream: str) -> None:
         if upstream in self._tokens:
             self._tokens[upstream] = min(self.max_tokens, self._tokens[upstream] + self.token_ratio)
+
+    async def share(self, upstream: str, delta: float) -> None:
+        """Apply ``delta`` to the shared bucket too and adopt its level (a success with a full local bucket, the
+        common case, costs nothing). An unreachable state leaves the local bucket as it is."""
+        if self.shared is None or (delta > 0 and upstream not in self._tokens):
+            return
+        try:
+            self._tokens[upstream] = await self.shared.retry_tokens(upstream, delta, self.max_tokens)
+        except Exception as exc:
+            log.debug("retry_budget_not_shared", upstream=upstream, error=str(exc))
 
 
 @dataclass(slots=True)
@@ -212,6 +229,8 @@ class Retry:
         except Fault as fault:
             self._record(run, n, started, fault.fault_type)
             self._classify(run, fault)
+            if self._tool_rule.breaker.shared and fault.counts_against_upstream and not fault.tool_level:
+                await self._budgets.share(run.call.upstream, -1.0)
             raise
         except anyio.get_cancelled_exc_class():
             run.cut_in_attempt = run.scope.cancel_called  # our own overall deadline, not the host's cancellation
@@ -225,6 +244,8 @@ class Retry:
             raise
         self._record(run, n, started, None, "ok")
         self._budgets.on_success(run.call.upstream)
+        if self._tool_rule.breaker.shared:
+            await self._budgets.share(run.call.upstream, self._budgets.token_ratio)
         return result
 
     def _record(self, run: _Run, n: int, started: float, fault_type: str | None, outcome: str | None = None) -> None:

@@ -55,6 +55,11 @@ from . import sqlite as sql
 from .index import Held, IdempotencyIndex, SoleUser
 from .sqlite import StateError, StateLimits
 
+
+class StateUnavailable(StateError):
+    """A shared state backend (Redis) cannot be reached, or did not answer within its timeout."""
+
+
 if TYPE_CHECKING:
     from ..core.chain import ToolCall
 
@@ -67,6 +72,7 @@ __all__ = [
     "StateError",
     "StateLimits",
     "StateStore",
+    "StateUnavailable",
     "default_state_dir",
     "iter_utf8",
     "recent_audit",

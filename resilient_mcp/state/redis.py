@@ -1,0 +1,504 @@
+"""The shared state store: the same narrow protocols as ``StateStore`` (SQLite), kept in Redis (or Valkey), so that
+several proxy replicas behind a load balancer share idempotency records, stored outputs, the audit trail and (with
+``breaker.shared``) open circuits.
+
+Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
+
+==============================  ======================================================================================
+``secret``                      the installation's HMAC key (64 hex digits), created once with ``SET NX`` by the first
+                                replica (or given as ``state.secret``): every replica derives the same fingerprints
+``idem:<key>``                  a hash per idempotency record (status, args_hash, tool, times, result); every status
+                                change is one Lua script (claim, complete, mark unknown), so a claim is atomic across
+                                replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry
+``out:<key>`` / ``out:<key>:m``  a stored output's UTF-8 text (appended chunk by chunk, read by ``GETRANGE`` pages)
+                                and its manifest; both expire after ``output_ttl_s``; the key binds handle and owner
+``audit``                       a Redis Stream capped with ``XADD MAXLEN ~ audit_max_entries``
+``breaker:<upstream>[/<tool>]`` an open circuit (``breaker.shared``), expiring when it would half-open
+``retry:<upstream>``            the upstream's retry budget (token bucket) shared by replicas (``breaker.shared``)
+==============================  ======================================================================================
+
+Every command has a timeout (``command_timeout_s``, ``connect_timeout_s``); connections are pooled. When Redis cannot
+be reached the store raises ``StateUnavailable`` (the idempotency stage turns it into a ``STATE_UNAVAILABLE``
+observation, or proceeds with ``idempotency.on_state_unavailable: proceed``); audit entries stay queued in memory
+(bounded) and are written when Redis is back; a background task pings every second while it is down, logs
+``state_unavailable`` / ``state_reconnected`` and ``available`` feeds ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import inspect
+import json
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import mcp_types as types
+import redis
+import redis.asyncio as aioredis
+import structlog
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..core.fingerprint import call_arguments_hash, keyed_fingerprint
+from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, iter_utf8, output_key, utf8_len
+from .sqlite import AUDIT_FIELDS
+
+if TYPE_CHECKING:
+    from ..core.chain import ToolCall
+    from ..policy.config import StateConfig
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+Clock = Callable[[], float]
+
+_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
+
+# KEYS[1] record · ARGV: now, args_hash, tool, expires_at. Returns {} when claimed, else the record that holds it.
+_CLAIM = """
+local r = redis.call('HGETALL', KEYS[1])
+if #r > 0 then
+  local exp = nil
+  for i = 1, #r, 2 do if r[i] == 'expires_at' then exp = tonumber(r[i + 1]) end end
+  if exp ~= nil and exp > tonumber(ARGV[1]) then return r end
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], 'args_hash', ARGV[2], 'tool', ARGV[3], 'status', 'in_flight',
+  'created_at', ARGV[1], 'expires_at', ARGV[4])
+redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[4]) * 1000))
+return {}
+"""
+
+# KEYS[1] bucket · ARGV: delta, max. The shared retry budget of one upstream, clamped to [0, max]; starts full.
+_BUCKET = """
+local t = tonumber(redis.call('GET', KEYS[1]) or ARGV[2]) + tonumber(ARGV[1])
+t = math.max(0, math.min(tonumber(ARGV[2]), t))
+redis.call('SET', KEYS[1], tostring(t), 'EX', 3600)
+return tostring(t)
+"""
+
+# KEYS[1] record · ARGV: status, expires_at, result ('' = none). Only an existing record changes status.
+_SETTLE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'expires_at', ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[3]) else redis.call('HDEL', KEYS[1], 'result') end
+redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+return 1
+"""
+
+
+class RedisStateStore:
+    """The Redis implementation of ``IdempotencyStore``, ``OutputStore`` and ``AuditStore`` (and ``AuditSink``).
+
+    Open with ``await RedisStateStore.open(config)``, close with ``aclose()``. Needs an asyncio event loop."""
+
+    path = None
+    journal_mode = "redis"
+
+    def __init__(self, config: StateConfig, *, clock: Clock, limits: StateLimits) -> None:
+        assert config.url is not None
+        self.config = config
+        self.limits = limits
+        self.prefix = config.key_prefix
+        self.audit_dropped = 0
+        self.backend_errors = 0
+        """Redis operations that failed (connection lost, timeout): the metric ``state_backend_errors``."""
+        self.available = True
+        """False from a failed command until Redis answers again (``/healthz`` reports it)."""
+        self._clock = clock
+        self._audit: collections.deque[dict[str, str]] = collections.deque()
+        self._wake = asyncio.Event()
+        self._back = asyncio.Event()
+        self._back.set()
+        self._writing = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._hash_key = b""
+        kwargs: dict[str, Any] = {
+            "socket_timeout": config.command_timeout_s,
+            "socket_connect_timeout": config.connect_timeout_s,
+            "max_connections": config.max_connections,
+            "health_check_interval": 30,
+        }
+        if config.username is not None:
+            kwargs["username"] = config.username
+        if config.password is not None:
+            kwargs["password"] = config.password
+        self._kwargs = kwargs
+        self.redis: aioredis.Redis = aioredis.Redis.from_url(config.url, **kwargs)
+        self._claim = self.redis.register_script(_CLAIM)
+        self._settle = self.redis.register_script(_SETTLE)
+        self._bucket = self.redis.register_script(_BUCKET)
+
+    @classmethod
+    async def open(
+        cls, config: StateConfig, *, clock: Clock = time.time, limits: StateLimits | None = None
+    ) -> RedisStateStore:
+        """Connect and load (or create) the shared secret; a Redis that cannot be reached is a ``StateError``."""
+        store = cls(config, clock=clock, limits=limits or StateLimits())
+        try:
+            store._hash_key = await store._secret()
+        except _DOWN as exc:
+            await store.redis.aclose()
+            raise StateError(
+                f"cannot reach Redis at {_redact(config.url or '')}: {exc}; check state.url and that Redis is running"
+            ) from exc
+        except RedisError as exc:
+            await store.redis.aclose()
+            where = _redact(config.url or "")
+            raise StateError(f"Redis at {where} refused: {exc}; check state.username/password") from exc
+        store._task = asyncio.get_running_loop().create_task(store._background())
+        log.info("state_opened", backend="redis", url=_redact(config.url or ""), prefix=store.prefix)
+        return store
+
+    async def _secret(self) -> bytes:
+        if self.config.secret:
+            return self.config.secret.encode()
+        key = self.prefix + "secret"
+        await self.redis.set(key, secrets.token_hex(32), nx=True)
+        value = await self.redis.get(key)
+        try:
+            secret = bytes.fromhex(value.decode() if isinstance(value, bytes) else str(value))
+        except ValueError:
+            secret = b""
+        if len(secret) < 32:
+            raise StateError(f"Redis key {key!r} is not a resilient-mcp secret (64 hex digits expected): delete it")
+        return secret
+
+    async def aclose(self) -> None:
+        """Write queued audit entries (bounded by the command timeout), stop the background task, close the pool."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        try:
+            await self._write_audit()
+        except (StateError, RedisError):
+            log.warning("audit_not_written_at_close", queued=len(self._audit))
+        await self.redis.aclose()
+
+    async def __aenter__(self) -> RedisStateStore:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # --- availability ----------------------------------------------------------------------------------------------
+
+    async def _do(self, fn: Callable[[], Any]) -> Any:
+        """Run one Redis operation; connection loss or a timeout marks the store unavailable and raises."""
+        if self._task is None:
+            raise StateError("the state store is closed")
+        try:
+            value = fn()
+            if inspect.isawaitable(value):
+                value = await value
+        except _DOWN as exc:
+            self.backend_errors += 1
+            self._down(exc)
+            raise StateUnavailable(f"the shared state (Redis) is unavailable: {exc}") from exc
+        self._up()
+        return value
+
+    def idempotency_counts(self) -> None:
+        """Not counted here: the records live in Redis, shared by every replica (count them there, by key prefix);
+        a replica's own view would be wrong, so the metric leaves this gauge out."""
+        return None
+
+    def _down(self, exc: BaseException) -> None:
+        if self.available:
+            self.available = False
+            self._back.clear()
+            log.error("state_unavailable", backend="redis", error=str(exc), hint="reconnecting on its own")
+            self._wake.set()
+
+    def _up(self) -> None:
+        if not self.available:
+            self.available = True
+            self._back.set()
+            log.warning("state_reconnected", backend="redis", audit_queued=len(self._audit))
+            self._wake.set()
+
+    async def wait_available(self) -> None:
+        """Until Redis answers again (returns at once while it does)."""
+        await self._back.wait()
+
+    async def _background(self) -> None:
+        """Write the audit in batches; while Redis is down, ping every second until it answers."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.limits.flush_interval_s)
+            self._wake.clear()
+            try:
+                if not self.available:
+                    await self.redis.ping()
+                    self._up()
+                await self._write_audit()
+            except _DOWN as exc:
+                self._down(exc)
+                await asyncio.sleep(1.0)
+            except Exception:  # a refusal (OOM, ACL) or a bug: logged, the entries stay queued, the task lives on
+                log.exception("audit_write_failed", queued=len(self._audit))
+                await asyncio.sleep(1.0)
+
+    # --- IdempotencyStore ------------------------------------------------------------------------------------------
+
+    def _idem(self, key: str) -> str:
+        return f"{self.prefix}idem:{key}"
+
+    async def begin(
+        self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
+    ) -> IdempotencyRecord | None:
+        args = [repr(now), args_hash, tool, repr(expires_at)]
+        held = await self._do(lambda: self._claim(keys=[self._idem(key)], args=args))
+        if not held:
+            return None
+        flat = [v.decode() if isinstance(v, bytes) else str(v) for v in held]
+        return _record(key, dict(zip(flat[::2], flat[1::2], strict=True)))
+
+    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+        text = result.model_dump_json(by_alias=True, exclude_none=True)
+        if len(text) > self.limits.idempotency_max_result_bytes:
+            log.info("idempotency_result_not_kept", key=key, bytes=len(text))
+            text = ""
+        await self._do(lambda: self._settle(keys=[self._idem(key)], args=["completed", repr(expires_at), text]))
+
+    async def mark_unknown(self, key: str, *, expires_at: float) -> None:
+        await self._do(lambda: self._settle(keys=[self._idem(key)], args=["unknown", repr(expires_at), ""]))
+
+    async def release(self, key: str) -> None:
+        await self._do(lambda: self.redis.delete(self._idem(key)))
+
+    async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
+        raw: dict[bytes, bytes] = await self._do(lambda: self.redis.hgetall(self._idem(key)))
+        if not raw:
+            return None
+        record = _record(key, {k.decode(): v.decode() for k, v in raw.items()})
+        return record if record.expires_at > now else None
+
+    def call_fingerprint(self, call: ToolCall) -> str:
+        """``keyed_fingerprint`` with the shared secret: every replica derives the same key for the same call."""
+        return keyed_fingerprint(call, self._hash_key)
+
+    def arguments_hash(self, call: ToolCall) -> str:
+        return call_arguments_hash(call, self._hash_key)
+
+    # --- OutputStore -----------------------------------------------------------------------------------------------
+
+    def _out(self, handle: str, owner: str) -> str:
+        return f"{self.prefix}out:{output_key(handle, owner)}"
+
+    async def put_output(self, tool: str, parts: Sequence[str], manifest: str, owner: str = "") -> str | None:
+        size = sum(utf8_len(p) for p in parts)
+        if size + len(manifest) > self.limits.outputs_max_bytes:
+            log.warning("output_not_stored", tool=tool, bytes=size, limit=self.limits.outputs_max_bytes)
+            return None
+        handle = secrets.token_hex(16)
+        key = self._out(handle, owner)
+        ttl_ms = int(self.limits.output_ttl_s * 1000)
+
+        async def write() -> None:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.set(key, b"", px=ttl_ms)
+                for i, chunk in enumerate(iter_utf8(parts)):  # a few MB per round trip, never one whole copy
+                    pipe.append(key, chunk)
+                    if i % 32 == 31:
+                        await pipe.execute()
+                meta = json.dumps({"tool": tool, "size": size, "manifest": manifest})
+                pipe.set(key + ":m", meta, px=ttl_ms)
+                pipe.pexpire(key, ttl_ms)
+                await pipe.execute()
+
+        try:
+            await self._do(write)
+        except StateUnavailable:
+            log.warning("output_not_stored", tool=tool, bytes=size, reason="state unavailable")
+            return None
+        return handle
+
+    async def read_output(self, handle: str, offset: int, length: int, owner: str = "") -> tuple[bytes, int] | None:
+        key = self._out(handle, owner)
+
+        async def read() -> tuple[bytes | None, int]:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.exists(key + ":m")
+                pipe.strlen(key)
+                pipe.getrange(key, offset, max(offset, offset + length - 1))
+                exists, total, data = await pipe.execute()
+            return (bytes(data) if exists and length > 0 else (b"" if exists else None)), int(total)
+
+        data, total = await self._do(read)
+        if data is None:
+            return None
+        return data, total
+
+    async def output_manifest(self, handle: str, owner: str = "") -> str | None:
+        raw = await self._do(lambda: self.redis.get(self._out(handle, owner) + ":m"))
+        if raw is None:
+            return None
+        manifest: str = json.loads(raw)["manifest"]
+        return manifest
+
+    # --- AuditStore ------------------------------------------------------------------------------------------------
+
+    def record(self, entry: AuditFields) -> None:
+        if len(self._audit) >= self.limits.audit_queue:
+            self.audit_dropped += 1
+            if self.audit_dropped & (self.audit_dropped - 1) == 0:
+                log.warning("audit_queue_full", dropped=self.audit_dropped, queue=self.limits.audit_queue)
+            return
+        fields = {f: _field(getattr(entry, f)) for f in AUDIT_FIELDS}
+        if not self.available:
+            fields["state"] = "unavailable"  # this call ran while the shared state could not be reached
+        self._audit.append(fields)
+        if len(self._audit) >= self.limits.audit_batch:
+            self._wake.set()
+
+    async def _write_audit(self) -> None:
+        """Write queued entries; on failure they stay queued, in order, for the next attempt. One writer at a time."""
+        async with self._writing:
+            await self._write_queued()
+
+    async def _write_queued(self) -> None:
+        while self._audit:
+            batch = [self._audit[i] for i in range(min(len(self._audit), self.limits.audit_batch))]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for fields in batch:
+                    pipe.xadd(
+                        self.prefix + "audit",
+                        fields,  # type: ignore[arg-type]
+                        maxlen=self.config.audit_max_entries,
+                        approximate=True,
+                    )
+                await pipe.execute()
+            for _ in batch:
+                self._audit.popleft()
+
+    async def flush(self) -> None:
+        """Write every queued audit entry now (``StateUnavailable`` if Redis is down: they stay queued)."""
+        await self._do(self._write_audit)
+
+    def recent_audit(self, limit: int = 50, session: str | None = None) -> list[dict[str, Any]]:
+        """Newest audit entries first (what is still queued is not seen: ``await flush()`` first)."""
+        return read_audit(self.config, limit, session)
+
+    # --- shared circuits (``breaker.shared``) ------------------------------------------------------------------------
+
+    def _breaker(self, upstream: str, tool: str | None) -> str:
+        return f"{self.prefix}breaker:{upstream}" + (f"/{tool}" if tool else "")
+
+    async def circuit_open(self, upstream: str, tool: str) -> tuple[str | None, float, int] | None:
+        """An open circuit another replica published: (tool or None for the upstream, seconds left, failures)."""
+        keys = [self._breaker(upstream, None), self._breaker(upstream, tool)]
+
+        async def read() -> list[Any]:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.get(key)
+                    pipe.pttl(key)
+                return list(await pipe.execute())
+
+        got = await self._do(read)
+        for i, which in enumerate((None, tool)):
+            raw, ttl = got[2 * i], got[2 * i + 1]
+            if raw is not None and ttl > 0:
+                return which, ttl / 1000, int(raw)
+        return None
+
+    async def publish_circuit(self, upstream: str, tool: str | None, open_s: float, failures: int) -> None:
+        """Say that a circuit opened here: other replicas fail fast until it would half-open."""
+        await self._do(lambda: self.redis.set(self._breaker(upstream, tool), failures, px=max(1, int(open_s * 1000))))
+
+    async def retry_tokens(self, upstream: str, delta: float, max_tokens: float) -> float:
+        """Add ``delta`` to the upstream's shared retry bucket; its new level (``retry.RetryBudgets.share``)."""
+        key = f"{self.prefix}retry:{upstream}"
+        return float(await self._do(lambda: self._bucket(keys=[key], args=[repr(delta), repr(max_tokens)])))
+
+    async def close_circuit(self, upstream: str, tool: str | None) -> None:
+        await self._do(lambda: self.redis.delete(self._breaker(upstream, tool)))
+
+
+def read_audit(config: StateConfig, limit: int = 50, session: str | None = None) -> list[dict[str, Any]]:
+    """The newest audit entries of a Redis state (for ``resilient-mcp audit`` and ``recent_audit``), newest first."""
+    assert config.url is not None
+    kwargs: dict[str, Any] = {
+        "socket_timeout": config.command_timeout_s,
+        "socket_connect_timeout": config.connect_timeout_s,
+    }
+    if config.username is not None:
+        kwargs["username"] = config.username
+    if config.password is not None:
+        kwargs["password"] = config.password
+    client = redis.Redis.from_url(config.url, **kwargs)
+    out: list[dict[str, Any]] = []
+    try:
+        last = "+"
+        while len(out) < limit:
+            rows: list[tuple[bytes, dict[bytes, bytes]]] = client.xrevrange(  # type: ignore[assignment]
+                config.key_prefix + "audit", max=last, count=max(limit, 100)
+            )
+            for _id, raw in rows:
+                row = _row({k.decode(): v.decode() for k, v in raw.items()})
+                if session is None or row["session"] == session:
+                    out.append(row)
+                if len(out) >= limit:
+                    break
+            if len(rows) < max(limit, 100):
+                break
+            last = "(" + rows[-1][0].decode()
+    except (RedisError, OSError) as exc:
+        raise StateError(f"cannot read the audit from Redis at {_redact(config.url)}: {exc}") from exc
+    finally:
+        client.close()
+    return out
+
+
+def _field(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return json.dumps(list(value))
+    return str(value)
+
+
+def _row(raw: dict[str, str]) -> dict[str, Any]:
+    row: dict[str, Any] = dict(raw)
+    row["ts"] = float(raw.get("ts", 0))
+    row["argument_keys"] = json.loads(raw.get("argument_keys") or "[]")
+    for name in ("attempts", "latency_ms"):
+        row[name] = int(raw.get(name) or 0)
+    for name in ("fault_type", "decided_by"):
+        row[name] = raw.get(name) or None
+    return row
+
+
+def _record(key: str, raw: dict[str, str]) -> IdempotencyRecord:
+    text = raw.get("result")
+    return IdempotencyRecord(
+        key=key,
+        args_hash=raw.get("args_hash", ""),
+        tool=raw.get("tool", ""),
+        status=raw.get("status", "in_flight"),  # type: ignore[arg-type]
+        created_at=float(raw.get("created_at", 0)),
+        expires_at=float(raw.get("expires_at", 0)),
+        result=types.CallToolResult.model_validate_json(text) if text else None,
+    )
+
+
+def _redact(url: str) -> str:
+    """The url without its password."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = creds.partition(":")[0]
+    return f"{scheme}{sep}{user}:***@{host}" if user else f"{scheme}{sep}***@{host}"
