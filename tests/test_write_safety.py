@@ -15,7 +15,14 @@ import pytest
 
 from resilient_mcp.commands import explain
 from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.faults import AttemptTimeout, EffectClass, Fault, RepairAction, StateConflict
+from resilient_mcp.faults import (
+    AttemptTimeout,
+    EffectClass,
+    Fault,
+    PermanentExecutionError,
+    RepairAction,
+    StateConflict,
+)
 from resilient_mcp.host.server import delivered
 from resilient_mcp.policy import Policy, PolicyFile, SessionRule, ToolRule, VerifyWith
 from resilient_mcp.policy.config import ProxyConfig
@@ -158,6 +165,35 @@ async def test_an_unknown_outcome_blocks_every_session_until_that_session_verifi
     assert any("was called since" in note for note in call.record.notes)
     again = await host(stage, write_call("s1"), upstream)
     assert upstream.calls == 4 and not again.is_error, "the re-issue succeeded: the block is gone for all"
+
+
+async def test_a_verifying_read_that_answers_not_found_lifts_the_block_and_the_write_runs_once_more(
+    store: StateStore, clock: FakeClock
+) -> None:
+    """The write timed out before it ran: the verifying read says "not found" (an error result of the tool's own).
+    That is the server's word on its state, so it verifies as a success would; a read that failed on the way (a
+    timeout) does not."""
+    guards = SessionGuards()
+    guard = Guard(SessionRule(), guards, wall=clock)
+    writes, reads = Upstream(), Upstream()
+    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
+    await timed_out(stage, write_call("s1"), writes)
+    read_rule = ToolRule(effect=EffectClass.READ_ONLY)
+
+    clock.now += 1
+    reads.fail = AttemptTimeout("the read timed out too")
+    with pytest.raises(AttemptTimeout):
+        await guard(read_call("s1", rule=read_rule), reads)
+    with pytest.raises(StateConflict):
+        await stage(write_call("s1"), writes)  # a read that never answered verifies nothing
+
+    not_found = PermanentExecutionError("order not found")
+    not_found.upstream_result = types.CallToolResult(content=[types.TextContent(text="order not found")], is_error=True)
+    reads.fail = not_found
+    with pytest.raises(PermanentExecutionError):
+        await guard(read_call("s1", rule=read_rule, name="get_order"), reads)
+    result = await host(stage, write_call("s1"), writes)
+    assert not result.is_error and writes.calls == 2, "the write that never ran is sent once more"
 
 
 async def test_blind_reissues_that_reach_abort_advice_still_run_once_the_session_verified(

@@ -223,6 +223,15 @@ _MESSAGES: dict[type[Fault], str] = {
 }
 
 
+def answered_by_tool(fault: Fault) -> bool:
+    """Whether the tool itself ran and answered with this failure (an ``isError`` result of its own, e.g. "not
+    found"), rather than the call failing on the way (a timeout, a lost connection) or a chained proxy reporting
+    its own observation. Such an answer is what the server says about its state: for a read, it verifies as well
+    as a success does; for a write, its outcome is known, not unknown."""
+    answered = fault.upstream_result
+    return isinstance(answered, types.CallToolResult) and FAULT_META_KEY not in (answered.meta or {})
+
+
 def result_text(result: types.CallToolResult) -> str:
     """The text blocks of ``result`` joined by newlines."""
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))

@@ -17,7 +17,8 @@ from the ``SessionRule`` and that shared state, and per call:
    time, an approval the user declined or cancelled (asking again is the user's decision), and a write blocked
    until its outcome is verified (the idempotency stage lifts that block itself once the session has verified);
 3. counts the outcome: a success forgets the fingerprint, a failure is recorded. Cancellation is not a failure.
-   A success also records that the session verified: by tool name, and by upstream when the call was read-only
+   A success, or an error the tool itself answered ("not found": the server's word on its state), also records
+   that the session verified: by tool name, and by upstream when the call was read-only
    (class read_only by policy or trusted annotations, or an upstream's own ``readOnlyHint``: a hint may lift a
    block, it never makes the proxy retry anything).
 
@@ -48,6 +49,7 @@ from ..faults import (
     RetrySafety,
     SideEffectStatus,
 )
+from ..faults.error_results import answered_by_tool
 from ..faults.observations import capped_content
 from ..faults.repeat import decide
 from ..policy import SessionRule
@@ -155,6 +157,8 @@ class Guard:
         except Fault as fault:
             state.calls_failed += 1
             self._record_failure(call, state, key, fault)
+            if answered_by_tool(fault):  # a read the server answered, "not found" included, shows the state
+                self._record_verification(call, state)
             raise
         except Exception:
             state.calls_failed += 1

@@ -84,7 +84,7 @@ from ..faults import (
     StateConflict,
     StateUnavailableFault,
 )
-from ..faults.error_results import FAULT_META_KEY
+from ..faults.error_results import answered_by_tool
 from ..faults.repeat import decide, decide_outcome_unknown
 from ..policy import ToolRule
 from ..state import IdempotencyRecord, IdempotencyStore, StateUnavailable
@@ -544,10 +544,7 @@ def _reissuable(fault: Fault, rule: ToolRule, *, derived: bool = False) -> bool:
         return True
     if not derived or verdict.reason == "untrusted_claim":
         return False
-    answered = fault.upstream_result
-    if isinstance(answered, types.CallToolResult) and FAULT_META_KEY not in (answered.meta or {}):
-        return True
-    return fault.retry_safety is RetrySafety.EXECUTED_FAILED
+    return answered_by_tool(fault) or fault.retry_safety is RetrySafety.EXECUTED_FAILED
 
 
 def _meta_key(meta: dict[str, Any] | None) -> str | None:
