@@ -1,4 +1,5 @@
-"""Agent-outcome benchmark (fault catalog §7): scripted agents driving the chaos server directly or through the proxy.
+"""Agent-outcome benchmark (docs/fault-catalog.md §6): scripted agents driving the chaos server, directly or through
+the proxy.
 
 - ``scenarios``: the scenarios, generated from one compact table per fault type (all 27 types);
 - ``agents``: the scripted policies P0-P6 (oracle ... noisy_follower), with ``repair`` (how P4 reads observations);
