@@ -121,14 +121,21 @@ class BenchPipeline(Pipeline):
 
     def __init__(self, router: Router, policy: Policy, services: Services, clock: FakeClock) -> None:
         self._bench_clock = clock
+        self._ticks = 0
         super().__init__(router, policy, services)
 
     def _wall(self) -> float:
-        return self.WALL0 + self._bench_clock.now()
+        # A real wall clock never stands still between two events; the episode's fake clock does while no one
+        # sleeps. One microsecond per reading keeps the order of events (a write's unknown outcome, then the read
+        # that verifies it) as a real clock shows it, deterministically.
+        self._ticks += 1
+        return self.WALL0 + self._bench_clock.now() + self._ticks * 1e-6
 
     def _compile_shared(self) -> None:
         super()._compile_shared()
-        self._guard = Guard(self.policy.session, self.services.guards, clock=self._bench_clock.now)
+        # Both of the guard's clocks: ``wall`` dates the session's verifying calls, which the idempotency stage
+        # compares with its own (wall) record times; left on the real clock, no verification ever counted here.
+        self._guard = Guard(self.policy.session, self.services.guards, clock=self._bench_clock.now, wall=self._wall)
 
     def compile(self, entry: Any) -> Any:
         original = pipeline_module.Idempotency  # swapped for this synchronous call only: no other task runs meanwhile
