@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
+    from resilient_mcp.state import StateStore
     from tests.fixtures.fault_links import Shop
 
 
@@ -30,3 +32,27 @@ def shop() -> Shop:
     from tests.fixtures.fault_links import Shop
 
     return Shop()
+
+
+class FakeClock:
+    """A wall clock that moves only when a test sets ``now``."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(clock: FakeClock) -> AsyncIterator[StateStore]:
+    """An in-memory state store on the test's ``clock``."""
+    from resilient_mcp.state import StateStore
+
+    async with await StateStore.open(":memory:", clock=clock) as s:
+        yield s

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +24,9 @@ from resilient_mcp.faults import (
 from resilient_mcp.policy import IdempotencyRule, ToolRule, VerifyWith
 from resilient_mcp.stages.idempotency import REPLAY_META, Idempotency, InFlight
 from resilient_mcp.state import StateStore
+from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def store(clock: FakeClock) -> AsyncIterator[StateStore]:
-    async with await StateStore.open(":memory:", clock=clock) as s:
-        yield s
 
 
 class Upstream:

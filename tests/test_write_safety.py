@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,32 +28,9 @@ from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import REPLAY_META, Idempotency, InFlight, identical_call, upstream_identity
 from resilient_mcp.state import StateStore
+from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def store(clock: FakeClock) -> AsyncIterator[StateStore]:
-    async with await StateStore.open(":memory:", clock=clock) as s:
-        yield s
 
 
 WRITE = ToolRule(effect=EffectClass.WRITE_UNSAFE)
