@@ -18,21 +18,31 @@ from anyio.abc import Process
 
 
 class OtlpSink:
-    """A local OTLP/HTTP endpoint that accepts and discards export requests (counts the bytes)."""
+    """A local OTLP/HTTP endpoint that accepts export requests: counts their bytes, and keeps their bodies when
+    asked to (``keep``: the tests read the spans back; a benchmark only counts)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = False) -> None:
         self.url = ""
         self.received = 0
+        self.keep = keep
+        self.bodies: list[bytes] = []
+        self.lock = threading.Lock()
 
 
 @contextmanager
-def otlp_sink() -> Iterator[OtlpSink]:
-    sink = OtlpSink()
+def otlp_sink(sink: OtlpSink | None = None) -> Iterator[OtlpSink]:
+    """Serve ``sink`` (a new counting one by default) on 127.0.0.1 until the block ends."""
+    sink = sink if sink is not None else OtlpSink()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            sink.received += len(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with sink.lock:
+                sink.received += len(body)
+                if sink.keep:
+                    sink.bodies.append(body)
             self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", "0")
             self.end_headers()
 
