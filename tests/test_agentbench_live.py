@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,7 +18,16 @@ import httpx2
 import pytest
 from anyio.abc import SocketStream
 
-from benchmarks.agentbench.live import final_of, run_live_episode, same_answer, text_tool_calls
+from benchmarks.agentbench.live import (
+    final_of,
+    load_episodes,
+    plan,
+    run_live,
+    run_live_episode,
+    same_answer,
+    text_tool_calls,
+)
+from benchmarks.agentbench.livereport import section
 from benchmarks.agentbench.scenarios import generate
 from benchmarks.agentbench.world import PROXY_INSTRUCTIONS
 
@@ -139,3 +149,33 @@ def test_answers_are_compared_type_tolerantly_and_the_final_status_is_read_from_
     assert same_answer("order_id,customer", "order_id,customer") and not same_answer(None, 0)
     assert final_of('ok\n{"status": "asked_user", "answer": null}') == ("asked_user", None)
     assert final_of("status: aborted")[0] == "aborted"
+
+
+async def test_a_run_is_journaled_resumed_without_rerunning_and_reported(
+    fake_model: tuple[FakeModel, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, url = fake_model
+    monkeypatch.setenv("RESILIENT_MCP_LLM_BASE_URL", url)
+    monkeypatch.setenv("RESILIENT_MCP_LLM_MODEL", "fake")
+    scenario = {s.id: s for s in generate()}[SCENARIO]
+    journal = tmp_path / "live-episodes.jsonl"
+    assert [(s.id, m, k) for s, m, k in plan(("M0", "M3"), [scenario], 2, 7)] == [
+        (SCENARIO, "M0", 7),
+        (SCENARIO, "M0", 8),
+        (SCENARIO, "M3", 7),
+        (SCENARIO, "M3", 8),
+    ]  # mode-major: one mode's episodes share a prompt prefix
+    with anyio.fail_after(120):
+        first = await run_live(("M0",), [scenario], 2, 7, 45, journal)
+        journal.write_text(journal.read_text() + '{"torn', encoding="utf-8")  # a run killed mid-write
+        asked = len(model.requests)
+        both = await run_live(("M0", "M3"), [scenario], 2, 7, 45, journal)
+    assert len(first) == 2 and len(both) == 4
+    assert {(e["mode"], e["seed"]) for e in load_episodes(journal)} == {("M0", 7), ("M0", 8), ("M3", 7), ("M3", 8)}
+    per_episode = asked // 2
+    assert len(model.requests) - asked == 2 * per_episode  # only the two M3 episodes were run again
+    text = section(tmp_path)
+    assert "| M0 direct | 100.0%" in text and "| M3 proxy, L2 | 100.0%" in text
+    assert f"| {SCENARIO} | ✓✓ | ✓✓ |" in text
+    assert "M3 - M0 (paired by scenario and sample): +0.0 pts" in text
+    assert "(0 cells: direct success, proxy failure)" in text

@@ -340,27 +340,74 @@ def pick(names: str, is_quick: bool, limit: int | None) -> list[Scenario]:
     return chosen[:limit]
 
 
+def episode_key(e: dict[str, Any]) -> tuple[str, str, int]:
+    return (e["scenario"], e["mode"], int(e["seed"]))
+
+
+def load_episodes(path: Path) -> list[dict[str, Any]]:
+    """The episodes already written to a JSON-lines file (a torn last line, from a killed run, is skipped)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def plan(modes: tuple[str, ...], scenarios: list[Scenario], samples: int, seed: int) -> list[tuple[Scenario, str, int]]:
+    """Mode-major order: every episode of one mode shares the system prompt and tool list, so an endpoint that
+    caches the prompt's prefix (llama-server does) evaluates it once per mode, not once per episode."""
+    return [(s, mode, seed + k) for mode in modes for s in scenarios for k in range(samples)]
+
+
 async def run_live(
-    modes: tuple[str, ...], scenarios: list[Scenario], samples: int, seed: int, timeout_s: float = EPISODE_TIMEOUT_S
+    modes: tuple[str, ...],
+    scenarios: list[Scenario],
+    samples: int,
+    seed: int,
+    timeout_s: float = EPISODE_TIMEOUT_S,
+    journal: Path | None = None,
 ) -> list[dict[str, Any]]:
+    """Run the plan; with a ``journal`` each episode is appended as it ends, and episodes already there are
+    kept and not run again (a long run on a small machine can be stopped and resumed)."""
     base = os.environ.get("RESILIENT_MCP_LLM_BASE_URL")
     model = os.environ.get("RESILIENT_MCP_LLM_MODEL")
     if not base or not model:
         raise SystemExit("set RESILIENT_MCP_LLM_BASE_URL and RESILIENT_MCP_LLM_MODEL (see the module docstring)")
     key = os.environ.get("RESILIENT_MCP_LLM_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    episodes = []
+    episodes = load_episodes(journal) if journal else []
+    if journal and journal.exists() and not journal.read_bytes().endswith(b"\n"):
+        with journal.open("a", encoding="utf-8") as f:
+            f.write("\n")  # a torn last line from a killed run stays on its own line
+    done = {episode_key(e) for e in episodes}
+    todo = [job for job in plan(modes, scenarios, samples, seed) if (job[0].id, job[1], job[2]) not in done]
     async with httpx2.AsyncClient(base_url=base.rstrip("/"), headers=headers, timeout=timeout_s) as http:
-        for s in scenarios:
-            for k in range(samples):
-                for mode in modes:
-                    episodes.append(await run_live_episode(http, model, s, mode, seed + k, timeout_s=timeout_s))
-                    e = episodes[-1]
-                    sys.stderr.write(
-                        f"{s.id} {mode} seed {seed + k}: success={e['score']['success']} "
-                        f"end={e['end']} {e['wall_s']} s\n"
-                    )
+        for i, (s, mode, k) in enumerate(todo, 1):
+            e = await run_live_episode(http, model, s, mode, k, timeout_s=timeout_s)
+            episodes.append(e)
+            if journal:
+                with journal.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(e, default=str) + "\n")
+            sys.stderr.write(
+                f"[{i}/{len(todo)}] {s.id} {mode} seed {k}: success={e['score']['success']} "
+                f"end={e['end']} {e['wall_s']} s\n"
+            )
     return episodes
+
+
+def summary(episodes: list[dict[str, Any]], model: str | None, wall_s: float | None) -> dict[str, Any]:
+    rows = rows_of(episodes, {s.id: s for s in every()})
+    return {
+        "model": model,
+        "by_mode": aggregate(rows, ("mode",)),
+        "by_category_mode": aggregate(rows, ("category", "mode")),
+        "episodes": episodes,
+        "wall_s": wall_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -373,20 +420,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=EPISODE_TIMEOUT_S, help="seconds per episode")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "out"))
+    parser.add_argument(
+        "--fresh", action="store_true", help="start over instead of resuming from <out>/live-episodes.jsonl"
+    )
     args = parser.parse_args(argv)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    journal = out_dir / "live-episodes.jsonl"
+    if args.fresh:
+        journal.unlink(missing_ok=True)
     started = time.perf_counter()
     scenarios = pick(args.scenarios, args.quick, args.limit)
-    episodes = anyio.run(run_live, tuple(args.modes.split(",")), scenarios, args.samples, args.seed, args.timeout)
-    rows = rows_of(episodes, {s.id: s for s in every()})
-    out = {
-        "model": os.environ.get("RESILIENT_MCP_LLM_MODEL"),
-        "by_mode": aggregate(rows, ("mode",)),
-        "by_category_mode": aggregate(rows, ("category", "mode")),
-        "episodes": episodes,
-        "wall_s": time.perf_counter() - started,
-    }
-    path = Path(args.out) / "live-results.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    episodes = anyio.run(
+        run_live, tuple(args.modes.split(",")), scenarios, args.samples, args.seed, args.timeout, journal
+    )
+    out = summary(episodes, os.environ.get("RESILIENT_MCP_LLM_MODEL"), time.perf_counter() - started)
+    path = out_dir / "live-results.json"
     path.write_text(json.dumps(out, indent=1, default=str) + "\n", encoding="utf-8")
     for mode, m in out["by_mode"].items():
         sys.stdout.write(f"{mode}: task success {m['task_success_rate']}, duplicates {m['duplicates']}\n")

@@ -1,0 +1,127 @@
+"""The real-model section of the report, from a live run's episodes (``live.py``'s ``live-episodes.jsonl``).
+
+The same statistics as the scripted policies (``honest.py``): rates with intervals resampled by scenario variant,
+paired comparisons (same scenario and sample seed, two modes) with a variant-bootstrap interval and an exact
+McNemar test; then the cells where the proxy turned a direct success into a failure, with how each episode ended,
+and where the model's harness failed (no final answer, out of steps, time limit).
+
+    python -m benchmarks.agentbench.livereport benchmarks/live   # prints the Markdown section
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from .heldout import every
+from .honest import fmt_paired, fmt_rate, paired
+from .live import load_episodes
+from .metrics import aggregate, rows_of
+
+MODES = {"M0": "direct", "M1": "proxy, L0", "M2": "proxy, L1", "M3": "proxy, L2", "M4": "proxy, L3"}
+
+
+def _meta(folder: Path) -> dict[str, Any]:
+    path = folder / "live-run.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def _ok(r: dict[str, Any]) -> str:
+    return "✓" if r["success"] else "✗"
+
+
+def section(folder: Path, heading: str = "##") -> str:
+    """The Markdown section for the live run kept in ``folder`` (empty if it holds no episodes)."""
+    episodes = load_episodes(folder / "live-episodes.jsonl")
+    if not episodes:
+        return ""
+    meta = _meta(folder)
+    scenarios = {s.id: s for s in every()}
+    rows = rows_of(episodes, scenarios)
+    policy = rows[0]["policy"]
+    modes = [m for m in MODES if any(r["mode"] == m for r in rows)]
+    seeds = sorted({r["seed"] for r in rows})
+    by_mode = aggregate(rows, ("mode",))
+    lines = [f"{heading} A real model (live track)", ""]
+    lines.append(
+        f"Model `{meta.get('model', policy.removeprefix('live:'))}`"
+        + (f" (GGUF SHA-256 `{meta['sha256'][:16]}…`)" if meta.get("sha256") else "")
+        + (f", served by {meta['server']}" if meta.get("server") else "")
+        + f"; {len({r['scenario'] for r in rows})} scenarios x {len(seeds)} samples (seeds {seeds[0]}-{seeds[-1]},"
+        f" temperature 0.7) x modes {', '.join(modes)}: {len(rows)} episodes"
+        + (f" in {meta['wall_min']:.0f} min of wall time on {meta['machine']}" if meta.get("wall_min") else "")
+        + ". Command: `"
+        + meta.get("command", "python -m benchmarks.agentbench.live")
+        + "`. Raw episodes with transcripts: `benchmarks/live/live-episodes.jsonl`."
+    )
+    lines += [
+        "",
+        "| mode | task success | loop failures | duplicates | lost writes | calls / episode | tokens / episode |",
+    ]
+    lines.append("|---|---|---:|---:|---:|---:|---:|")
+    for m in modes:
+        g = by_mode[m]
+        mine = [e for e in episodes if e["mode"] == m]
+        tokens = sum(e.get("prompt_tokens", 0) + e.get("completion_tokens", 0) for e in mine) / len(mine)
+        lines.append(
+            f"| {m} {MODES[m]} | {fmt_rate(rows, policy, m)} | {g['loop_failure_rate']['k']}/{g['episodes']} | "
+            f"{g['duplicates']} | {g['lost_writes']} | {g['agent_calls'] / g['episodes']:.1f} | {tokens:,.0f} |"
+        )
+    lines.append("")
+    for m in modes[1:]:
+        lines.append(
+            f"- {m} - M0 (paired by scenario and sample): {fmt_paired(paired(rows, (policy, 'M0'), (policy, m)))}"
+        )
+    ends = Counter((e["mode"], e["end"]) for e in episodes)
+    lines.append(
+        "- How episodes ended: "
+        + "; ".join(
+            f"{m}: " + ", ".join(f"{end} {n}" for (mm, end), n in sorted(ends.items()) if mm == m) for m in modes
+        )
+        + "."
+    )
+    lines += ["", "Per scenario (✓ success, ✗ failure; one mark per sample):", ""]
+    lines.append("| scenario | " + " | ".join(modes) + " |")
+    lines.append("|---|" + "---|" * len(modes))
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: r["seed"]):
+        cells[(r["scenario"], r["mode"])].append(r)
+    for sid in sorted({r["scenario"] for r in rows}):
+        lines.append(f"| {sid} | " + " | ".join("".join(_ok(r) for r in cells[(sid, m)]) for m in modes) + " |")
+    worse = _worse(episodes, modes)
+    lines += ["", f"Where the proxy made this model worse ({len(worse)} cells: direct success, proxy failure):", ""]
+    lines += worse or ["- none"]
+    return "\n".join(lines) + "\n"
+
+
+def _worse(episodes: list[dict[str, Any]], modes: list[str]) -> list[str]:
+    by = {(e["scenario"], e["mode"], e["seed"]): e for e in episodes}
+    out = []
+    for (sid, mode, seed), e in sorted(by.items()):
+        if mode == "M0" or e["score"]["success"]:
+            continue
+        direct = by.get((sid, "M0", seed))
+        if direct is None or not direct["score"]["success"]:
+            continue
+        calls = [ev for ev in e["events"] if ev["kind"] == "call"]
+        failed = [ev for ev in calls if not ev["ok"]]
+        why = f"first error seen: {failed[0]['tool']}: {failed[0]['text'][:140]!r}" if failed else "no error seen"
+        out.append(
+            f"- {sid}, {mode}, seed {seed}: ended `{e['end']}` with status `{e['status']}`, answer "
+            f"{json.dumps(e.get('answer'))}, {len(calls)} calls; {why}"
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    folder = Path(args[0] if args else Path(__file__).resolve().parent.parent / "live")
+    sys.stdout.write(section(folder) or f"no episodes in {folder}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
