@@ -330,6 +330,51 @@ async def test_concurrent_identical_writes_of_one_session_join_even_when_deliver
     assert upstream.calls == 1, "once delivered, the next identical call runs"
 
 
+async def test_a_joiner_of_a_write_without_outcome_and_a_later_blind_call_are_refused_in_one_wording(
+    store: StateStore, clock: FakeClock
+) -> None:
+    gate = anyio.Event()
+
+    async def broken(call: ToolCall) -> types.CallToolResult:
+        await gate.wait()
+        raise RuntimeError("a bug below the idempotency stage")  # no outcome: the write may have been sent
+
+    stage = Idempotency(WRITE, store, InFlight(), clock)
+    refused: list[StateConflict] = []
+
+    async def lead() -> None:
+        with pytest.raises(RuntimeError):
+            await stage(write_call(), broken)
+
+    async def join() -> None:
+        with pytest.raises(StateConflict) as info:
+            await stage(write_call(), broken)
+        refused.append(info.value)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lead)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(join)
+            await anyio.wait_all_tasks_blocked()
+            gate.set()
+    upstream = Upstream()
+    with pytest.raises(StateConflict) as later:
+        await stage(write_call(), upstream)
+    joined, blind = refused[0], later.value
+    assert upstream.calls == 0
+    assert (joined.message, joined.suggestion) == (blind.message, blind.suggestion)
+    assert joined.message == (
+        "An identical call made at 2023-11-14T22:13:20+00:00 may have executed, but its outcome is unknown (timed "
+        "out, cancelled, or the connection was lost); this one was not sent."
+    )
+    assert joined.suggestion == (
+        "Check whether it took effect: call any read-only tool of 'shop'. Once you have, repeating this identical "
+        "call sends it (only do that if it did not take effect), or change the arguments."
+    )
+    assert joined.details["unblocked_by"] == blind.details["unblocked_by"] == "verify_call"
+
+
 # --- what the CLI says -----------------------------------------------------------------------------------------------
 
 

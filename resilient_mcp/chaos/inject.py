@@ -156,8 +156,9 @@ class FaultInjector:
         await self.clock.sleep(max(0.0, min(hang, left)))
         if hang >= left:
             waited = self.clock.now() - started
-            raise AttemptTimeout(
-                f"the upstream did not answer within {waited:.1f} s (injected); the request was cancelled",
+            raise AttemptTimeout.of(
+                "injected_hang",
+                elapsed_s=waited,
                 details={"timeout_ms": int(waited * 1000), "injected": True},
             )
         if result is not None:

@@ -160,9 +160,9 @@ def stale_tool_fault(
     # less what the refresh removed, plus what it added, are what the hosts will be listed.
     listed = [t.name for t in router.routing.visible_tools if t.name not in set(removed)] + added
     candidates = _candidates(call.name, added, listed)
-    stale = StaleToolList(
-        f"The tool '{call.name}' is no longer offered by its upstream: the proxy refreshed the tool list and it is "
-        "gone. The proxy does not call a replacement on its own.",
+    stale = StaleToolList.of(
+        "gone_after_refresh",
+        tool=call.name,
         details={"requested_name": call.name, "tools_removed": removed, "tools_added": added, "candidates": candidates},
         transient=False,
         max_retry=0,
@@ -204,9 +204,9 @@ async def _drift(router: Router, policy: Policy, call: ToolCall, fault: Fault, c
     errors = validation_errors(tool.input_schema, call.arguments, tool_name=call.name)
     if errors:
         details["validation_errors"] = errors
-    drift = SchemaDrift(
-        f"The input schema of '{call.name}' changed on its upstream since the tool list was read; the upstream "
-        "rejected the call, which was built for the old schema.",
+    drift = SchemaDrift.of(
+        "changed",
+        tool=call.name,
         details=details,
         upstream_message=fault.upstream_message,
         upstream_code=fault.upstream_code,

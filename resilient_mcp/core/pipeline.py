@@ -351,10 +351,9 @@ def _blame_host(call: ToolCall, fault: Fault) -> Fault:
     missing = sorted(refused()) if callable(refused) else []
     if not missing:
         return fault
-    names = ", ".join(missing)
-    blamed = ProtocolMismatch(
-        f"The host did not declare the {names} capability this tool asked for; the proxy refused the request at "
-        "once. The upstream did not fail.",
+    blamed = ProtocolMismatch.of(
+        "host_undeclared",
+        capabilities=", ".join(missing),
         details={"variant": "d", "missing_capability": {name: {} for name in missing}, "side": "host"},
         upstream_message=fault.upstream_message or fault.message,
         retry_safety=fault.retry_safety,
@@ -367,7 +366,8 @@ def _blame_host(call: ToolCall, fault: Fault) -> Fault:
 def _unknown(name: str, known: list[str]) -> Fault:
     long = len(name) > MAX_NAME_SHOWN
     shown = f"{name[:MAX_NAME_SHOWN]}…[{len(name) - MAX_NAME_SHOWN} more chars]" if long else name
-    return UnknownTool(
-        f"there is no tool named {shown!r}",
+    return UnknownTool.of(
+        "no_such_tool",
+        name=shown,
         details={"requested_name": shown, "candidates": [] if long else suggest_tools(name, known)},
     )

@@ -151,8 +151,11 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
         **rules.details,
         "diagnosis": {**meta, "status": "applied", "rules_fault_type": rules.fault_type, "suggestion_by": "model"},
     }
-    new = cls(
-        f"The tool reported an error that a model diagnosed as {cls.fault_type}.",
+    new = cls.of(
+        "diagnosed",
+        suggest="diagnosed_advice",
+        fault_type=cls.fault_type,
+        advice=verdict.suggestion,
         details=details,
         upstream_message=rules.upstream_message,
         upstream_code=rules.upstream_code,
@@ -161,7 +164,6 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
         side_effect_status=rules.side_effect_status,
         repair_action=verdict.repair_action,
         retry_after_ms=rules.retry_after_ms,
-        suggestion=f"{verdict.suggestion} (Diagnosis written by a model from the error text; check it.)",
     )
     new.claimed_by_upstream = rules.claimed_by_upstream  # an untrusted upstream's claim stays untrusted
     new.max_retry = cls.default_max_retry

@@ -150,44 +150,38 @@ def classify_http_status(
     raw_after = _header(headers, "retry-after")
     after = parse_retry_after(raw_after, now or datetime.now(UTC)) if raw_after is not None else None
     details: dict[str, Any] = {"http_status": status}
-    text = f"The upstream answered HTTP {status}."
     common: dict[str, Any] = {"details": details, "upstream_code": status, "upstream_message": message}
+    not_run: dict[str, Any] = {
+        **common,
+        "retry_safety": RetrySafety.REJECTED,
+        "side_effect_status": SideEffectStatus.NONE,
+    }
     if status == 401:
         scheme = (_header(headers, "www-authenticate") or "").split(" ", 1)[0]
         if scheme:
             details["auth_scheme"] = scheme
-        return Unauthenticated("The upstream rejected the proxy's credentials (HTTP 401).", **common)
+        return Unauthenticated.of("http_401", **common)
     if status == 403:
-        return PermissionDenied("The upstream refused the call (HTTP 403).", **common)
+        return PermissionDenied.of("http_403", **common)
     if status == 429:
         if after is not None and after >= QUOTA_RETRY_AFTER_MS:
-            return QuotaExhausted("The upstream's quota is used up (HTTP 429).", retry_after_ms=after, **common)
-        return RateLimited("The upstream is rate limiting calls (HTTP 429).", retry_after_ms=after, **common)
+            return QuotaExhausted.of("http_429", retry_after_ms=after, **common)
+        return RateLimited.of("http_429", retry_after_ms=after, **common)
     if status == 408:
-        return AttemptTimeout(
-            text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common
-        )
+        return AttemptTimeout.of("http_status", status=status, **not_run)
     if status == 409:
-        return StateConflict("The upstream reported a conflict with the current state (HTTP 409).", **common)
+        return StateConflict.of("http_409", **common)
     if status in (400, 413, 422):
-        return MalformedArguments(text, retry_safety=RetrySafety.REJECTED, **common)
+        return MalformedArguments.of("http_status", status=status, retry_safety=RetrySafety.REJECTED, **common)
     if status == 404:
-        return GatewayError(text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common)
+        return GatewayError.of("http_status", status=status, **not_run)
     if status == 503 and (after is not None or unavailable_not_processed):
-        return GatewayError(
-            text,
-            retry_safety=RetrySafety.REJECTED,
-            side_effect_status=SideEffectStatus.NONE,
-            retry_after_ms=after,
-            **common,
-        )
+        return GatewayError.of("http_status", status=status, retry_after_ms=after, **not_run)
     if status >= 500:
-        return GatewayError(text, retry_after_ms=after, **common)
+        return GatewayError.of("http_status", status=status, retry_after_ms=after, **common)
     if status >= 400:
-        return PermanentExecutionError(
-            text, retry_safety=RetrySafety.REJECTED, side_effect_status=SideEffectStatus.NONE, **common
-        )
-    return MalformedResponse(f"The upstream answered with unexpected HTTP status {status}.", **common)
+        return PermanentExecutionError.of("http_status", status=status, **not_run)
+    return MalformedResponse.of("unexpected_http_status", status=status, **common)
 
 
 def classify_exception(exc: BaseException, *, sent: bool) -> Fault:
@@ -208,38 +202,28 @@ def classify_exception(exc: BaseException, *, sent: bool) -> Fault:
 def _lost(exc: BaseException, *, sent: bool, what: str) -> Fault:
     text = str(exc) or type(exc).__name__
     if sent:
-        return ConnectionLost(
-            f"The connection to the upstream was lost after the call was sent ({what}).", upstream_message=text
-        )
-    return ConnectFailure(f"The proxy could not reach the upstream ({what}).", upstream_message=text)
+        return ConnectionLost.of("lost_after_send", what=what, upstream_message=text)
+    return ConnectFailure.of("unreachable", what=what, upstream_message=text)
 
 
 def _from_transport(exc: BaseException, *, sent: bool) -> Fault:
     text = str(exc) or type(exc).__name__
     name = type(exc).__name__
     if isinstance(exc, httpx2.ConnectTimeout | httpx2.PoolTimeout | httpx2.ConnectError | ConnectionRefusedError):
-        return ConnectFailure(f"The proxy could not connect to the upstream ({name}).", upstream_message=text)
+        return ConnectFailure.of("connect", exception=name, upstream_message=text)
     if isinstance(exc, FileNotFoundError | PermissionError):
-        return ConnectFailure(f"The upstream process could not be started ({name}).", upstream_message=text)
+        return ConnectFailure.of("not_started", exception=name, upstream_message=text)
     if isinstance(exc, TimeoutError | httpx2.TimeoutException):
         if not sent:
-            return ConnectFailure("Connecting to the upstream timed out.", upstream_message=text)
-        return AttemptTimeout("The upstream did not answer in time; the call may have executed.", upstream_message=text)
+            return ConnectFailure.of("connect_timeout", upstream_message=text)
+        return AttemptTimeout.of("no_answer", upstream_message=text)
     if isinstance(exc, OSError | httpx2.TransportError | anyio.EndOfStream | anyio.ClosedResourceError):
         return _lost(exc, sent=sent, what=name)
     if isinstance(exc, anyio.BrokenResourceError):
         return _lost(exc, sent=sent, what=name)
     if isinstance(exc, pydantic.ValidationError | json.JSONDecodeError | UnicodeDecodeError):
-        return MalformedResponse(
-            "The upstream's response could not be parsed; the call may have executed.",
-            details={"parse_error": _short(text)},
-            upstream_message=text,
-        )
-    return GatewayError(
-        f"The upstream call failed unexpectedly ({name}); the call may have executed.",
-        details={"exception_type": name},
-        upstream_message=text,
-    )
+        return MalformedResponse.of("unparsable", details={"parse_error": _short(text)}, upstream_message=text)
+    return GatewayError.of("unexpected", exception=name, details={"exception_type": name}, upstream_message=text)
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -259,30 +243,26 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
             return chained
     rejected: dict[str, Any] = {**kw, "retry_safety": RetrySafety.REJECTED, "side_effect_status": SideEffectStatus.NONE}
     if code == types.REQUEST_TIMEOUT:
-        return AttemptTimeout("The upstream did not answer in time; the call may have executed.", **kw)
+        return AttemptTimeout.of("no_answer", **kw)
     if code == types.CONNECTION_CLOSED:
         return _lost(exc, sent=sent, what="connection closed")
     if code == types.INVALID_PARAMS:
         if "unknown tool" in lowered or _TOOL_NOT_FOUND.search(lowered):
-            return UnknownTool("The upstream does not know this tool.", **rejected)
-        return SchemaViolation(
-            "The upstream rejected the arguments.", details={"schema_drift_candidate": True}, **rejected
-        )
+            return UnknownTool.of("reported", **rejected)
+        return SchemaViolation.of("upstream_rejected", details={"schema_drift_candidate": True}, **rejected)
     if code == types.METHOD_NOT_FOUND:
-        return ProtocolMismatch("The upstream does not support tool calls.", details={"variant": "c"}, **rejected)
+        return ProtocolMismatch.of("no_tool_calls", details={"variant": "c"}, **rejected)
     if code == types.INVALID_REQUEST and "session terminated" in lowered:
-        return ConnectionLost("The upstream session expired before the call ran.", **rejected)
+        return ConnectionLost.of("session_expired", **rejected)
     if code in (types.INVALID_REQUEST, types.PARSE_ERROR) and lowered.startswith(_SDK_UNREADABLE_RESPONSE):
-        unreadable = "The upstream's HTTP response had no readable answer (an empty or non-JSON body); it may have run."
-        return MalformedResponse(unreadable, details={"parse_error": _short(msg)}, **kw)
+        return MalformedResponse.of("unreadable_http", details={"parse_error": _short(msg)}, **kw)
     if code in (types.INVALID_REQUEST, types.PARSE_ERROR):
-        return MalformedArguments("The upstream could not read the request.", **rejected)
+        return MalformedArguments.of("unreadable_request", **rejected)
     if code == types.INTERNAL_ERROR:
         if lowered == _SDK_HTTP_STANDIN:
-            return GatewayError("The upstream answered with an HTTP error status.", **kw)
+            return GatewayError.of("http_error_status", **kw)
         # The upstream is alive and answered: the tool itself failed. Its own circuit counts it, the upstream's not.
-        internal = "The tool failed inside the upstream (JSON-RPC internal error); the call may have executed."
-        fault = TransientExecutionError(internal, **kw)
+        fault = TransientExecutionError.of("internal_error", **kw)
         fault.tool_level = True
         return fault
     return _from_spec_code(exc, kw, rejected)
@@ -294,32 +274,18 @@ def _from_spec_code(exc: MCPError, kw: dict[str, Any], rejected: dict[str, Any])
         details = {"variant": "a", "supported_versions": data.get("supported", data.get("supportedVersions"))}
         # Transient only through renegotiation, which the terminal does once (drift.recover): the retry stage
         # must not repeat the identical request.
-        return ProtocolMismatch(
-            "The upstream does not support the negotiated protocol version.",
-            transient=False,
-            details=details,
-            **rejected,
-        )
+        return ProtocolMismatch.of("protocol_version", transient=False, details=details, **rejected)
     if code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
         details = {"variant": "d", "missing_capability": data.get("capability", data.get("requiredCapabilities"))}
-        return ProtocolMismatch(
-            "The upstream requires a client capability the proxy did not declare.",
-            details=details,
-            repair_action=RepairAction.ABORT,
-            **rejected,
-        )
+        return ProtocolMismatch.of("client_capability", details=details, repair_action=RepairAction.ABORT, **rejected)
     if code == types.HEADER_MISMATCH:
-        return ProtocolMismatch(
-            "The upstream rejected the request's HTTP headers.", details={"variant": "headers"}, **rejected
-        )
+        return ProtocolMismatch.of("headers", details={"variant": "headers"}, **rejected)
     if code == types.URL_ELICITATION_REQUIRED:
-        return PermissionDenied(
-            "The upstream needs the user to complete an authorization step in a browser.",
-            details={"elicitations": data.get("elicitations")},
-            **rejected,
+        return PermissionDenied.of(
+            "browser_authorization", details={"elicitations": data.get("elicitations")}, **rejected
         )
-    return PermanentExecutionError(
-        "The upstream returned an error; the call may have executed.",
+    return PermanentExecutionError.of(
+        "untyped",
         details={"upstream_code": exc.code},
         retry_safety=RetrySafety.MAYBE_EXECUTED,
         **kw,

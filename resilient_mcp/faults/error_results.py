@@ -209,19 +209,6 @@ _SCHEMA_LIKE = re.compile(
     re.IGNORECASE,
 )
 
-_MESSAGES: dict[type[Fault], str] = {
-    RateLimited: "The tool reported a rate limit.",
-    QuotaExhausted: "The tool reported that a quota is used up.",
-    Unauthenticated: "The tool reported missing or expired credentials.",
-    PermissionDenied: "The tool refused the call for lack of permission or approval.",
-    UnknownTool: "The upstream does not know this tool.",
-    TransientExecutionError: "The tool reported a temporary failure.",
-    StateConflict: "The tool reported a conflict with the current state.",
-    SemanticArgumentRejection: "The tool rejected the arguments.",
-    SchemaViolation: "The tool rejected the arguments: they do not match its input schema.",
-    MissingRequiredArgument: "The tool reported a missing required argument.",
-}
-
 
 def answered_by_tool(fault: Fault) -> bool:
     """Whether the tool itself ran and answered with this failure (an ``isError`` result of its own, e.g. "not
@@ -319,7 +306,10 @@ def _from_hint(hint: Mapping[str, Any]) -> Fault | None:
             details[lifted] = extra.pop(lifted)
     if extra:
         details["upstream_error"] = extra
-    fault = cls(_MESSAGES.get(cls, f"The tool reported an error ({cls.fault_type})."), details=details, **kw)
+    if cls.has_template("reported"):
+        fault = cls.of("reported", details=details, **kw)
+    else:
+        fault = cls.of("tool_error_typed", fault_type=cls.fault_type, details=details, **kw)
     fault.claimed_by_upstream = _claims_not_run(fault)
     return fault
 
@@ -341,10 +331,10 @@ def _from_text(text: str, tool: types.Tool | None) -> Fault:
             if tool is not None:
                 digest = hashlib.sha256(canonical_json(tool.input_schema).encode()).hexdigest()
                 details["input_schema_hash"] = digest
-        message = _MESSAGES.get(cls, "The tool reported an error.")
+        said = "reported" if cls.has_template("reported") else "tool_error"
         if transient:
-            return cls(
-                message,
+            return cls.of(
+                said,
                 details=details,
                 transient=True,
                 retry_safety=RetrySafety.MAYBE_EXECUTED,
@@ -353,9 +343,9 @@ def _from_text(text: str, tool: types.Tool | None) -> Fault:
         # A refusal the upstream made before running (auth, permission, quota) changed nothing.
         refused_before = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
         effect = SideEffectStatus.NONE if refused_before else SideEffectStatus.UNKNOWN
-        return cls(message, details=details, transient=False, side_effect_status=effect, repair_action=repair)
-    return PermanentExecutionError(
-        "The tool reported an error; it may have had an effect.",
+        return cls.of(said, details=details, transient=False, side_effect_status=effect, repair_action=repair)
+    return PermanentExecutionError.of(
+        "unmatched",
         details=details,
         retry_safety=RetrySafety.MAYBE_EXECUTED,
     )
@@ -376,8 +366,9 @@ def fault_from_observation(obs: Mapping[str, Any], *, upstream_message: str | No
     after = obs.get("retry_after_ms")
     max_retry = obs.get("max_retry")
     details = obs.get("details")
-    fault = cls(
-        f"A chained resilient-mcp reported {cls.fault_type}.",
+    fault = cls.of(
+        "chained",
+        fault_type=cls.fault_type,
         # The upstream's details are its own words: kept apart, never read into the proxy's suggestion.
         details={"chained": True, "upstream_details": dict(details) if isinstance(details, Mapping) else {}},
         upstream_message=upstream_message,

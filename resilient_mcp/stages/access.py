@@ -56,35 +56,18 @@ class Access:
     async def _approve(self, call: ToolCall) -> None:
         if call.host is None or not call.host.supports_elicitation:
             raise _refused(
-                call,
-                f"'{call.name}' needs a person's approval before each call, and this host cannot ask for it.",
-                {"approval": "required", "reason": "host does not support elicitation"},
-                "Ask the user to approve this call in the conversation; it cannot run through this host until an "
-                f"administrator changes the proxy policy for '{call.name}' (require_approval). Do not retry it "
-                "before then, and do not try to reach the same effect through another tool.",
+                call, "approval_unsupported", {"approval": "required", "reason": "host does not support elicitation"}
             )
         try:
             answer = await call.host.elicit(approval_message(call, self._effect.value), APPROVAL_SCHEMA)
         except Exception as exc:  # the host failed to ask: not an approval
             _log.warning("approval_elicitation_failed", tool=call.name, error=repr(exc)[:300])
-            raise _refused(
-                call,
-                f"'{call.name}' needs a person's approval, and asking for it failed.",
-                {"approval": "unavailable"},
-                "Tell the user this call needs their approval and that the approval prompt failed; ask them how "
-                "to proceed.",
-            ) from exc
+            raise _refused(call, "approval_failed", {"approval": "unavailable"}) from exc
         if answer.action == "accept" and (answer.content or {}).get("approve") is True:
             call.record.extra["approval"] = "granted"
             return
         outcome = "cancelled" if answer.action == "cancel" else "declined"
-        raise _refused(
-            call,
-            f"The user {outcome} the call to '{call.name}'.",
-            {"approval": outcome},
-            "Do not call this tool again with the same intent unless the user asks for it; ask the user how they "
-            "want to proceed, or choose a path that does not need this tool.",
-        )
+        raise _refused(call, "approval_refused", {"approval": outcome}, outcome=outcome)
 
 
 def approval_message(call: ToolCall, effect: str) -> str:
@@ -101,12 +84,15 @@ def summarize_arguments(arguments: Any, limit: int = ARGUMENT_SUMMARY_CHARS) -> 
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _refused(call: ToolCall, message: str, details: dict[str, Any], suggestion: str) -> PermissionDenied:
+def _refused(call: ToolCall, why: str, details: dict[str, Any], **fields: Any) -> PermissionDenied:
+    """The refusal ``why`` (a ``PermissionDenied`` template, with its ``_advice``) of ``call``."""
     call.record.decided_by = "access"
-    return PermissionDenied(
-        message,
+    return PermissionDenied.of(
+        why,
+        suggest=f"{why}_advice",
+        tool=call.name,
+        **fields,
         details=details,
-        suggestion=suggestion,
         repair_action=RepairAction.ASK_USER,
         retry_safety=RetrySafety.NOT_SENT,
         side_effect_status=SideEffectStatus.NONE,
@@ -115,11 +101,11 @@ def _refused(call: ToolCall, message: str, details: dict[str, Any], suggestion: 
 
 def denied_fault(name: str) -> PermissionDenied:
     """The refusal for a tool the policy hides (deny list, or not on an allow list) that a host called anyway."""
-    return PermissionDenied(
-        f"The tool '{name}' is disabled by the proxy's policy.",
+    return PermissionDenied.of(
+        "policy_denied",
+        suggest="policy_denied_advice",
+        tool=name,
         details={"policy_rule": "deny", "tool": name},
-        suggestion=f"Do not call '{name}' again in this session: use another listed tool, or tell the user that an "
-        "administrator must allow it.",
         repair_action=RepairAction.ABORT,
         retry_safety=RetrySafety.NOT_SENT,
         side_effect_status=SideEffectStatus.NONE,

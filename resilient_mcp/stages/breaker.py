@@ -328,17 +328,16 @@ class Breaker:
                 log.warning("breaker_not_shared", upstream=circuit.upstream, error=str(exc))
 
     def _outage(self, call: ToolCall, refusal: Refusal) -> PersistentOutage:
-        what = f"upstream {refusal.upstream!r}" if refusal.circuit == "upstream" else f"tool {call.name!r}"
-        if refusal.waiting_for == "read_probe":
-            when = "it is re-tested by the next read-only call to this upstream"
-        elif refusal.waiting_for == "probe_in_flight":
-            when = "a probe is testing it now"
+        if refusal.circuit == "upstream":
+            circuit = PersistentOutage.text("upstream_circuit", upstream=refusal.upstream)
         else:
-            when = f"it is re-tested in {max(1, -(-refusal.retry_in_ms // 1000))} s"
-        message = f"{what} is failing ({refusal.consecutive_failures} consecutive failures), so the call was not sent; "
-        message += when
-        if self._fallback:
-            message += "; alternatives: " + ", ".join(self._fallback)
+            circuit = PersistentOutage.text("tool_circuit", tool=call.name)
+        if refusal.waiting_for == "read_probe":
+            retest = PersistentOutage.text("retest_by_read")
+        elif refusal.waiting_for == "probe_in_flight":
+            retest = PersistentOutage.text("retest_now")
+        else:
+            retest = PersistentOutage.text("retest_in", seconds=max(1, -(-refusal.retry_in_ms // 1000)))
         details: dict[str, Any] = {
             "circuit": refusal.circuit,
             "opened_at": refusal.opened_at,
@@ -348,8 +347,14 @@ class Breaker:
         }
         if refusal.waiting_for is not None:
             details["waiting_for"] = refusal.waiting_for
-        return PersistentOutage(
-            message,
+        return PersistentOutage.of(
+            "circuit_open",
+            circuit=circuit,
+            failures=refusal.consecutive_failures,
+            retest=retest,
+            alternatives=PersistentOutage.text("alternatives", tools=", ".join(self._fallback))
+            if self._fallback
+            else "",
             details=details,
             repair_action=RepairAction.SWITCH_TOOL if self._fallback else RepairAction.DEGRADE,
             retry_after_ms=refusal.retry_in_ms,

@@ -186,16 +186,18 @@ class Guard:
 
     def _exhausted(self, call: ToolCall, state: SessionState, budget: str, limit: int, used: int) -> BudgetExhausted:
         call.record.decided_by = "guard"
-        made = f"You made {state.calls} calls ({state.calls_ok} succeeded"
-        made += f", {state.calls_failed} failed)" if budget == "failures" else ")"
-        close = (
-            "summarize what you achieved and what is missing, and stop."
-            if state.calls_ok
-            else "tell the user what blocked you, and stop."
-        )
-        what = "tool calls" if budget == "tool_calls" else "failed tool calls"
-        return BudgetExhausted(
-            f"This session has used its budget of {limit} {what}; '{call.name}' was not called.",
+        if budget == "failures":
+            made = BudgetExhausted.text("made_failed", calls=state.calls, ok=state.calls_ok, failed=state.calls_failed)
+        else:
+            made = BudgetExhausted.text("made", calls=state.calls, ok=state.calls_ok)
+        close = BudgetExhausted.text("close_with_summary" if state.calls_ok else "close_with_blocker")
+        return BudgetExhausted.of(
+            "failures" if budget == "failures" else "tool_calls",
+            suggest="spent",
+            limit=limit,
+            tool=call.name,
+            made=made,
+            close=close,
             details={
                 "budget": budget,
                 "limit": limit,
@@ -203,7 +205,6 @@ class Guard:
                 "calls_ok": state.calls_ok,
                 "calls_failed": state.calls_failed,
             },
-            suggestion=f"{made}; the budget is spent: {close}",
         )
 
     def _blocks(self, record: FailureRecord, call: ToolCall) -> bool:

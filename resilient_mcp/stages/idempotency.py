@@ -281,7 +281,8 @@ class Idempotency:
         if by is None and decide_outcome_unknown(call.rule).safe:
             by = "nothing (the upstream honours the forwarded key)"  # rule R: a re-send cannot duplicate the write
         if by is None:
-            raise self._must_verify(call, key, held)
+            call.record.decided_by = "idempotency"
+            raise self._outcome_unknown(call, key, held)
         call.record.notes.append(
             f"an identical call made at {_iso(held.created_at)} had an unknown outcome; {by} was called since, "
             "so this call was sent"
@@ -355,7 +356,7 @@ class Idempotency:
             return _replay(call, key, held.result or _not_kept(held.created_at), held.created_at, undelivered)
         if key.explicit or self._rule.forward_key_as:
             call.record.extra["idempotency_key"] = key.value
-        raise self._outcome_unknown(key, held)
+        raise self._outcome_unknown(call, key, held)
 
     def _forward(self, call: ToolCall, key: _Key) -> ToolCall:
         if key.explicit or self._rule.forward_key_as:
@@ -381,7 +382,7 @@ class Idempotency:
             shared = copy.copy(error)
             shared.details = {**error.details, "shared_with_identical_call": True}
             raise shared
-        raise self._outcome_unknown(key, None, flight.started_at)
+        raise self._outcome_unknown(call, key, None, flight.started_at)
 
     # --- keys and refusals --------------------------------------------------------------------------------------
 
@@ -405,80 +406,51 @@ class Idempotency:
             call.name,
         )
 
-    def _must_verify(self, call: ToolCall, key: _Key, held: IdempotencyRecord) -> StateConflict:
-        """The refusal of a blind identical call after a write whose outcome is unknown (derived keys)."""
-        call.record.decided_by = "idempotency"
-        at = _iso(held.created_at)
-        if held.status == "in_flight":
-            why = (
-                "was started by another resilient-mcp process (another window or agent run, or a proxy that "
-                "stopped mid-call), and its outcome is not known here"
-            )
-        else:
-            why = "may have executed, but its outcome is unknown (timed out, cancelled, or the connection was lost)"
-        verify: list[str] = []
-        details: dict[str, Any] = {
-            "idempotency_key": key.value,
-            "conflict": "outcome_unknown",
-            "original_at": at,
-            "blocked_until": _iso(held.expires_at),
-            "unblocked_by": "verify_call",
-        }
-        if self._verify_with is not None:
-            verify.append(self._verify_with.tool)
-            details["verify_with"] = self._verify_with.model_dump()
-        upstream = f" of {call.upstream!r}" if call.upstream else ""
-        verify.append(f"any read-only tool{upstream}")
-        how = " or ".join(verify)
-        return StateConflict(
-            f"An identical call made at {at} {why}; this one was not sent.",
-            details=details,
-            retry_safety=RetrySafety.MAYBE_EXECUTED,
-            side_effect_status=SideEffectStatus.UNKNOWN,
-            repair_action=RepairAction.VERIFY_STATE,
-            max_retry=0,
-            suggestion=f"Check whether it took effect: call {how}. Once you have, repeating this identical call "
-            "sends it (only do that if it did not take effect), or change the arguments.",
-        )
-
-    def _outcome_unknown(self, key: _Key, held: IdempotencyRecord | None, started: float = 0.0) -> StateConflict:
+    def _outcome_unknown(
+        self, call: ToolCall, key: _Key, held: IdempotencyRecord | None, started: float = 0.0
+    ) -> StateConflict:
+        """The refusal of an identical call while an earlier one's outcome is unknown. ``held`` is the earlier call's
+        record (``None``: this call joined it in this process and it ended without an outcome). A derived key is
+        blocked until this session verifies (``_claim_marker``); an explicit one until its record expires."""
         at = _iso(held.created_at if held else started)
-        if held is not None and held.status == "in_flight":
-            why = "was started by a resilient-mcp process that is gone (or another one that is still running it)"
-        else:
-            why = "may have executed, but its outcome is unknown"
+        why = "started_elsewhere" if held is not None and held.status == "in_flight" else "outcome_unknown"
         details: dict[str, Any] = {"idempotency_key": key.value, "conflict": "outcome_unknown", "original_at": at}
-        retry_after_ms: int | None = None
         if held is not None:
             details["blocked_until"] = _iso(held.expires_at)
+        if key.marker is not None:
+            details["unblocked_by"] = "verify_call"
+        if self._verify_with is not None:
+            details["verify_with"] = self._verify_with.model_dump()
+        retry_after_ms: int | None = None
+        if held is not None and key.marker is None:
             # Once the window is over an identical call runs again: say when, so the loop guard lets it through.
             retry_after_ms = max(0, int((held.expires_at - self._clock()) * 1000))
-        check = "Check whether it took effect"
-        if self._verify_with is not None:
-            check = f"Call {self._verify_with.tool} to check whether it took effect"
-            details["verify_with"] = self._verify_with.model_dump()
-        if key.marker is not None:  # a derived key's joiner: the shared call's outcome is unknown
-            return StateConflict(
-                f"An identical call made at {at} {why}; it was not run again.",
+
+        def refuse(suggest: str, **fields: Any) -> StateConflict:
+            return StateConflict.of(
+                why,
+                suggest=suggest,
+                at=at,
+                **fields,
                 details=details,
                 retry_safety=RetrySafety.MAYBE_EXECUTED,
                 side_effect_status=SideEffectStatus.UNKNOWN,
                 repair_action=RepairAction.VERIFY_STATE,
                 max_retry=0,
-                suggestion=f"{check} before doing anything else (a read-only call of the same server counts); "
-                "after that, repeating this identical call sends it.",
+                retry_after_ms=retry_after_ms,
             )
-        return StateConflict(
-            f"An identical call made at {at} {why}; it was not run again.",
-            details=details,
-            retry_safety=RetrySafety.MAYBE_EXECUTED,
-            side_effect_status=SideEffectStatus.UNKNOWN,
-            repair_action=RepairAction.VERIFY_STATE,
-            max_retry=0,
-            retry_after_ms=retry_after_ms,
-            suggestion=f"{check} before doing anything else. If it did not, re-issue it after "
-            f"{details.get('blocked_until', 'the idempotency window')} or with changed arguments.",
-        )
+
+        if key.marker is not None:
+            readers = [self._verify_with.tool] if self._verify_with is not None else []
+            if call.upstream:
+                readers.append(StateConflict.text("any_reader_of", upstream=call.upstream))
+            else:
+                readers.append(StateConflict.text("any_reader"))
+            return refuse("verify_then_repeat", readers=" or ".join(readers))
+        until = details.get("blocked_until") or StateConflict.text("the_window")
+        if self._verify_with is not None:
+            return refuse("verify_with_then_reissue", verify_with=self._verify_with.tool, until=until)
+        return refuse("verify_then_reissue", until=until)
 
 
 def replays_writes(rule: ToolRule, tool: types.Tool | None) -> bool:
@@ -553,8 +525,9 @@ def _meta_key(meta: dict[str, Any] | None) -> str | None:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, str | int | float) or value == "":
-            raise MalformedArguments(
-                f"the idempotency key in _meta[{name!r}] must be a non-empty string",
+            raise MalformedArguments.of(
+                "bad_idempotency_key",
+                field=name,
                 details={"field": f"_meta.{name}"},
                 max_retry=0,
             )
@@ -591,36 +564,31 @@ def _not_kept(created_at: float) -> types.CallToolResult:
 
 
 def _mismatch(key: _Key) -> SemanticArgumentRejection:
-    return SemanticArgumentRejection(
-        f"The idempotency key {key.value!r} was already used with different arguments; nothing was run.",
+    return SemanticArgumentRejection.of(
+        "key_reused",
+        suggest="new_key_or_same_arguments",
+        key=key.value,
         details={"idempotency_key": key.value, "conflict": "key reused with different arguments"},
         retry_safety=RetrySafety.NOT_SENT,
         side_effect_status=SideEffectStatus.NONE,
         max_retry=0,
-        suggestion="Use a new idempotency key for a different request, or repeat the original arguments exactly.",
     )
 
 
 def _state_unavailable(exc: StateUnavailable) -> StateUnavailableFault:
-    return StateUnavailableFault(
-        "The shared state store could not be reached, so this write could not be claimed against duplicates on "
-        "other replicas; it was not sent.",
-        details={"state_error": str(exc)},
-        suggestion="Retry after a short wait: the proxy reconnects on its own. (An operator can set "
-        "idempotency.on_state_unavailable: proceed to send writes unprotected while the state is down.)",
-    )
+    return StateUnavailableFault.of("unclaimed_write", suggest="retry_later", details={"state_error": str(exc)})
 
 
 def _busy(key: _Key, flight: Flight) -> StateConflict:
     at = _iso(flight.started_at)
-    return StateConflict(
-        f"An identical call started at {at} is still running; this one was not run.",
+    return StateConflict.of(
+        "in_flight",
+        suggest="wait_for_running",
+        at=at,
         details={"idempotency_key": key.value, "conflict": "in_flight", "original_at": at},
         transient=True,
         retry_safety=RetrySafety.NOT_SENT,
         side_effect_status=SideEffectStatus.NONE,
         repair_action=RepairAction.BACKOFF_RETRY,
         max_retry=1,
-        suggestion="Wait for the running call to finish, then repeat this one: it will return the same result "
-        "without running the tool again.",
     )

@@ -100,6 +100,11 @@ class ProxyInternalError(GatewayError):
     """A bug in resilient-mcp surfaced as an observation (C4-like: the call may have executed)."""
 
     code = "INTERNAL_ERROR"
+    templates = {
+        "internal": "resilient-mcp internal error.",
+        "tell_user": "This is a fault in the proxy, not in your call: tell the user and do not repeat the call "
+        "unchanged. If the call changes state, check whether it took effect before re-issuing it.",
+    }
 
 
 NOTES_META_KEY = "io.github.resilient-mcp/notes"
@@ -128,13 +133,12 @@ def _annotated(result: types.CallToolResult, call: ToolCall) -> types.CallToolRe
 
 
 def _internal_error() -> Fault:
-    return ProxyInternalError(
-        "resilient-mcp internal error.",
+    return ProxyInternalError.of(
+        "internal",
+        suggest="tell_user",
         transient=False,
         repair_action=RepairAction.DEGRADE,
         details={"internal_error": True},
-        suggestion="This is a fault in the proxy, not in your call: tell the user and do not repeat the call "
-        "unchanged. If the call changes state, check whether it took effect before re-issuing it.",
     )
 
 

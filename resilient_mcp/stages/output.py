@@ -248,17 +248,17 @@ class OutputCap:
         read = None
         if facts["handle"]:
             read = {"tool": READ_STORED_OUTPUT_TOOL.name, "args": {"handle": facts["handle"], "offset": 0}}
-        return OversizedResult(
-            f"The structured result ({sc_bytes} bytes) is larger than the output cap ({self._rule.max_text_bytes} "
-            "bytes); it is stored, not returned.",
+        return OversizedResult.of(
+            "over_output_cap",
+            suggest="narrow_or_page",
+            size=sc_bytes,
+            limit=self._rule.max_text_bytes,
             details={
                 **facts,
                 "structured_content_shape": shape,
                 "read_with": read,
                 "degraded_text": _joined_text(capped.kept, self._rule.max_text_bytes),
             },
-            suggestion="Narrow the request (filters, limits, a smaller range), or read the stored result in pages "
-            "with read_stored_output.",
         )
 
     def _validate(self, validator: Any, result: types.CallToolResult) -> None:
@@ -276,23 +276,19 @@ class OutputCap:
         if errors:
             details: dict[str, Any] = {"validation_errors": errors}
             details |= _degraded(_joined_text(result.content, self._rule.max_text_bytes), bad)
-            raise OutputSchemaViolation(
-                "The tool's structured result does not match its outputSchema; its text content is given instead"
-                + (", without the values that break the schema." if bad else "."),
+            raise OutputSchemaViolation.of(
+                "mismatch_values_dropped" if bad else "mismatch",
+                suggest=None if self._read_only else "use_degraded_text",
                 details=details,
-                suggestion=None
-                if self._read_only
-                else "Use the degraded text if it is enough, or another tool; repeating the call will not help.",
             )
 
     def _check_invariants(self, invariants: Invariants, result: types.CallToolResult) -> None:
         violations = invariants.check(result)
         if not violations:
             return
-        raise SemanticCorruption(
-            "The result does not meet what the policy expects of this tool (result_invariants): "
-            + "; ".join(f"{v['path']} {v['message']}" for v in violations[:5])
-            + ". It is not passed on as data.",
+        raise SemanticCorruption.of(
+            "invariants",
+            violations="; ".join(f"{v['path']} {v['message']}" for v in violations[:5]),
             details={"violated_invariants": [f"{v['path']} {v['message']}" for v in violations]},
             side_effect_status=SideEffectStatus.NONE if self._read_only else SideEffectStatus.UNKNOWN,
             repair_action=RepairAction.BACKOFF_RETRY if self._read_only else None,

@@ -338,8 +338,9 @@ class Retry:
 
     def _deadline_fault(self, total_s: float, *, sent: bool = True) -> AttemptTimeout:
         timeout_ms = round(total_s * 1000)
-        return AttemptTimeout(
-            f"the call did not finish within its overall deadline of {timeout_ms} ms",
+        return AttemptTimeout.of(
+            "deadline",
+            timeout_ms=timeout_ms,
             details={"timeout_ms": timeout_ms, "deadline": "total"},
             retry_safety=RetrySafety.MAYBE_EXECUTED if sent else RetrySafety.NOT_SENT,
         )

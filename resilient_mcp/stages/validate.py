@@ -93,12 +93,13 @@ class Validate:
         size = len(call_arguments_json(call).encode())  # computed once per call, shared with the hashes
         if size > self._rule.max_argument_bytes:
             call.record.decided_by = "validate"
-            raise MalformedArguments(
-                f"The arguments of '{call.name}' are {size} bytes; the proxy accepts at most "
-                f"{self._rule.max_argument_bytes}.",
+            raise MalformedArguments.of(
+                "too_large",
+                suggest="send_smaller",
+                tool=call.name,
+                size=size,
+                limit=self._rule.max_argument_bytes,
                 details={"size_bytes": size, "max_bytes": self._rule.max_argument_bytes},
-                suggestion="Send smaller arguments: split the work into several calls or pass a reference "
-                "(a path, an id) instead of the content.",
             )
         if isinstance(raw, dict):
             return raw, []
@@ -140,24 +141,28 @@ class Validate:
         if len(described) > len(listed):
             details["errors_not_listed"] = len(described) - len(listed)
         n = len(described)
-        # The text carries each error's fix, for hosts that show the model only text.
-        head = "".join(f"\n  - {e['path']}: {e.get('fix') or e['message']}" for e in listed[:5]) + (
-            f"\n  - … and {n - 5} more (see details.validation_errors)" if n > 5 else ""
-        )
         if all(e["keyword"] == "required" for e in described):
             details["missing"] = [e["path"].removeprefix("$.") for e in described]
-            missing = ", ".join(details["missing"])
-            return MissingRequiredArgument(
-                f"'{call.name}' is missing required argument{'s' if n > 1 else ''}: {missing}.",
+            return MissingRequiredArgument.of(
+                "missing" if n > 1 else "missing_one",
+                suggest="add_missing",
+                tool=call.name,
+                missing=", ".join(details["missing"]),
                 details=details,
-                suggestion="Call again once with every missing argument added (see each error's fix). If a value "
-                "is not in your context, ask the user for it instead of guessing.",
             )
-        return SchemaViolation(
-            f"The arguments of '{call.name}' do not match its input schema ({n} error{'s' if n > 1 else ''}):{head}\n",
+        # The text carries each error's fix, for hosts that show the model only text.
+        lines = [
+            SchemaViolation.text("error_line", path=e["path"], fix=e.get("fix") or e["message"]) for e in listed[:5]
+        ]
+        if n > 5:
+            lines.append(SchemaViolation.text("more_errors", more=n - 5))
+        return SchemaViolation.of(
+            "mismatch" if n > 1 else "mismatch_one",
+            suggest="correct_all",
+            tool=call.name,
+            count=n,
+            errors="".join(lines),
             details=details,
-            suggestion="Correct every listed error in one new call (each error has a 'fix'); an identical call will "
-            "fail the same way.",
         )
 
 
@@ -182,15 +187,12 @@ def _double_encoded(raw: object) -> dict[str, Any] | None:
 
 def _not_an_object(name: str, raw: object, *, double_encoded: bool) -> MalformedArguments:
     got = _TYPE_NAMES.get(type(raw), type(raw).__name__)
-    hint = (
-        "The arguments are a string that holds a JSON object: send the object itself, not its JSON text."
-        if double_encoded
-        else "Send the arguments as one JSON object whose keys are the tool's parameter names."
-    )
-    return MalformedArguments(
-        f"The arguments of '{name}' must be a JSON object, got {got}.",
+    return MalformedArguments.of(
+        "not_an_object",
+        suggest="unwrap_json" if double_encoded else "send_object",
+        tool=name,
+        got=got,
         details={"received_type": got, "expected": "object", "double_encoded": double_encoded},
-        suggestion=hint,
     )
 
 

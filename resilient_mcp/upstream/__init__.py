@@ -466,17 +466,15 @@ class Upstream:
                 if self.state in ("failed", "stopped"):
                     break
                 await self._changed.wait()
+        details: dict[str, Any] = {"upstream": self.name, "state": self.state, "last_error": self.last_error}
         if self.state in ("failed", "stopped"):
-            raise PersistentOutage(
-                f"upstream {self.name!r} is unavailable: {self.last_error or self.state}",
-                details={"upstream": self.name, "state": self.state, "last_error": self.last_error},
+            reason = self.last_error or self.state
+            raise PersistentOutage.of("unavailable", upstream=self.name, reason=reason, details=details)
+        if self.last_error:
+            raise ConnectFailure.of(
+                "not_connected_error", upstream=self.name, state=self.state, error=self.last_error, details=details
             )
-        raise ConnectFailure(
-            f"upstream {self.name!r} is not connected ({self.state}"
-            + (f": {self.last_error}" if self.last_error else "")
-            + ")",
-            details={"upstream": self.name, "state": self.state, "last_error": self.last_error},
-        )
+        raise ConnectFailure.of("not_connected", upstream=self.name, state=self.state, details=details)
 
     async def call_tool(
         self,
@@ -542,12 +540,15 @@ class Upstream:
                     http = None  # 2026-07-28 sends -32021 with HTTP 400: the JSON-RPC error says what it is
                 fault = classify_http_status(*http) if http else classify_exception(exc, sent=True)
                 if self._ended.is_set() and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
-                    fault.message = f"upstream {self.name!r} died during the call: {fault.message}"
+                    fault.message = Fault.text("died_during_call", upstream=self.name, original=fault.message)
                     fault.details.setdefault("upstream_state", "died")
                 raise fault from exc
         elapsed = anyio.current_time() - now
-        raise AttemptTimeout(
-            f"upstream {self.name!r} did not answer {name} within {elapsed:.1f} s; the request was cancelled",
+        raise AttemptTimeout.of(
+            "no_answer_within",
+            upstream=self.name,
+            method=name,
+            elapsed_s=elapsed,
             details={"timeout_ms": int(elapsed * 1000), "upstream": self.name},
         )
 
@@ -723,10 +724,10 @@ class _HostDidNotAnswer(Exception):
         details: dict[str, Any] = {"variant": "d", "side": "host", "method": self.method}
         if self.error.code == MISSING_CAPABILITY:
             details["missing_capability"] = data.get("requiredCapabilities") or {}
-        return ProtocolMismatch(
-            f"The host could not answer the upstream's {self.method} ({self.error.message}); the upstream's "
-            "request was not completed: it asked for input (2026-07-28, nothing ran) and the request that would "
-            "have run it was not sent.",
+        return ProtocolMismatch.of(
+            "host_unanswered",
+            method=self.method,
+            error=self.error.message,
             details=details,
             upstream_message=self.error.message,
             upstream_code=self.error.code,
@@ -821,12 +822,12 @@ def _oversized(exc: MCPError) -> OversizedResult | None:
     if not isinstance(facts, dict):
         return None
     size, limit = facts.get("original_size_bytes"), facts.get("max_message_bytes")
-    return OversizedResult(
-        f"The upstream's result ({size} bytes) is larger than its max_message_bytes ({limit}); it was not read, "
-        "so it is neither returned nor stored.",
+    return OversizedResult.of(
+        "over_message_limit",
+        suggest="narrow_or_raise_limit",
+        size=size,
+        limit=limit,
         details={"original_size_bytes": size, "returned_bytes": 0, "handle": None, "max_message_bytes": limit},
-        suggestion="Narrow the request (filters, limits, a smaller range); repeating the same call returns the "
-        "same oversized result. An administrator can raise max_message_bytes for this upstream.",
     )
 
 
