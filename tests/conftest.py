@@ -35,13 +35,22 @@ def shop() -> Shop:
 
 
 class FakeClock:
-    """A wall clock that moves only when a test sets ``now``."""
+    """A clock that moves only when the test moves it: ``clock.now += 30``, or ``await clock.sleep(s)``.
 
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
+    Callable like ``time.time``/``time.monotonic`` (whichever the code under test is given: only differences between
+    readings matter to it). ``sleep`` is an injectable sleep that returns at once, moves the clock on by its delay
+    and keeps every delay in ``slept``."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
 
 
 @pytest.fixture
