@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 if TYPE_CHECKING:
     from resilient_mcp.state import StateStore
     from tests.fixtures.fault_links import Shop
+    from tests.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -65,3 +67,12 @@ async def store(clock: FakeClock) -> AsyncIterator[StateStore]:
 
     async with await StateStore.open(":memory:", clock=clock) as s:
         yield s
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real ``redis-server`` on a loopback port (``tests/redis_server.py``; mark the module ``needs_redis()``)."""
+    from tests.redis_server import redis_server
+
+    with redis_server(tmp_path / "redis") as server:
+        yield server
