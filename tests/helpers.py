@@ -62,6 +62,26 @@ def proxy_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "resilient_mcp.cli", *args]
 
 
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """``resilient-mcp ARGS`` run to completion with stdin empty (a proxy that starts serving ends at once) and its
+    output captured as text; ``env``: default ``child_env()``. Fails the test, with what it wrote to stderr, when it
+    has not finished within ``timeout`` s."""
+    try:
+        return subprocess.run(
+            proxy_argv(*args),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=dict(env) if env is not None else child_env(),
+            cwd=REPO,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"resilient-mcp {' '.join(args)} did not finish within {timeout} s: {exc.stderr!r}")
+
+
 def probe_argv(pid_file: Path | None = None, events: Path | None = None) -> list[str]:
     """The probe fixture server (tests/fixtures/probe_server.py) as a command line."""
     argv = [sys.executable, str(PROBE_SERVER)]

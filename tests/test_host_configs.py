@@ -22,7 +22,7 @@ from resilient_mcp.faults import EffectClass
 from resilient_mcp.policy.config import load_config
 from resilient_mcp.policy.source import SourceError
 from tests.harness import proxied, text
-from tests.helpers import child_env, proxy_argv
+from tests.helpers import child_env, proxy_argv, run_cli
 
 PY = sys.executable
 DEMO = ["-m", "resilient_mcp.demo.upstream"]
@@ -34,14 +34,8 @@ def _write(path: Path, body: str) -> Path:
     return path
 
 
-def _check(path: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        proxy_argv("check", "--config", str(path), *extra),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env or child_env(),
-    )
+def _check(path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("check", "--config", str(path), *extra)
 
 
 # --- Cline / Cursor / Roo Code / Claude Desktop ----------------------------------------------------------------------

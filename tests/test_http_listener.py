@@ -26,11 +26,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.helpers import (
     LOCAL_HTTP,
-    REPO,
     child_env,
     http_proxy,
     probe_argv,
-    proxy_argv,
+    run_cli,
     write_yaml,
 )
 
@@ -132,15 +131,7 @@ async def test_with_auth_tokens_a_request_needs_a_token_from_the_environment(sta
 
 def _check(config: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     path = write_yaml(tmp_path / "listen.yaml", config)
-    return subprocess.run(
-        proxy_argv("check", "--config", str(path)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path / "state"),
-        cwd=REPO,
-        timeout=STARTUP_S,
-    )
+    return run_cli("check", "--config", str(path), env=child_env(tmp_path / "state"), timeout=STARTUP_S)
 
 
 def test_listening_on_all_interfaces_without_tokens_is_a_config_error_naming_auth_tokens(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from tests.helpers import (
     proxy_argv,
     read_events,
     read_pid_file,
+    run_cli,
     running,
     wait_healthy,
     wait_pid_gone,
@@ -202,29 +203,13 @@ async def test_a_call_to_a_tool_of_an_upstream_that_cannot_start_answers_upstrea
 # --- configurations refused at startup ------------------------------------------------------------------------------
 
 
-def _run_cli(args: list[str], tmp_path: Path, timeout: float = STARTUP_S + 10) -> subprocess.CompletedProcess[str]:
-    """Run the CLI to completion (bounded); stdin is empty so a proxy that starts serving ends at once."""
-    try:
-        return subprocess.run(
-            proxy_argv(*args),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            env=child_env(tmp_path / "state"),
-            cwd=REPO,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"resilient-mcp {' '.join(args)} did not finish within {timeout} s: {exc.stderr!r}")
-
-
 @pytest.mark.parametrize("command", [["serve"], ["check", "--connect"]], ids=["serve", "check-connect"])
 def test_two_upstreams_offering_the_same_unprefixed_tool_name_are_refused_naming_both(
     command: list[str], tmp_path: Path
 ) -> None:
     probe = {"command": sys.executable, "args": probe_argv()[1:], "prefix": ""}
     config = write_yaml(tmp_path / "config.yaml", {"upstreams": {"alpha": probe, "beta": probe}})
-    done = _run_cli([*command, "--config", str(config)], tmp_path)
+    done = run_cli(*command, "--config", str(config), env=child_env(tmp_path / "state"), timeout=STARTUP_S + 10)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "'alpha'" in done.stderr and "'beta'" in done.stderr, done.stderr[-3000:]
     assert "echo" in done.stderr
@@ -244,7 +229,7 @@ def test_check_refuses_a_bad_config_with_one_error_naming_file_line_and_key(case
     text, line, key = BAD_CONFIGS[case]
     path = tmp_path / "bad.yaml"
     path.write_text(text, encoding="utf-8")
-    done = _run_cli(["check", "--config", str(path)], tmp_path)
+    done = run_cli("check", "--config", str(path), env=child_env(tmp_path / "state"), timeout=STARTUP_S + 10)
     assert done.returncode == 2, done
     assert "Traceback" not in done.stderr
     located = [ln for ln in done.stderr.splitlines() if re.search(rf"{re.escape(str(path))}:\d+:", ln)]

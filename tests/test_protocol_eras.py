@@ -285,6 +285,21 @@ async def test_a_2026_host_meets_a_2026_upstream_with_its_own_input_request_keys
     assert old_style.is_error and expected_old_style.is_error
 
 
+async def _answer_as_alice(
+    client: Client, tool: str, asked: types.InputRequiredResult
+) -> types.CallToolResult | types.InputRequiredResult:
+    """The host's next round of ``tool``: the one elicitation of ``asked`` answered as Alice, with its state."""
+    [(key, request)] = (asked.input_requests or {}).items()
+    assert isinstance(request, types.ElicitRequest)
+    return await client.session.call_tool(
+        tool,
+        {},
+        input_responses={key: await _alice(None, request.params)},
+        request_state=asked.request_state,
+        allow_input_required=True,
+    )
+
+
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
 async def test_a_host_that_calls_again_instead_of_answering_starts_over_and_the_identical_write_is_sent(
     protocol: str,
@@ -299,15 +314,7 @@ async def test_a_host_that_calls_again_instead_of_answering_starts_over_and_the_
         ):
             await _first_round(modern, "test_input_required_result_elicitation")
             again = await _first_round(modern, "test_input_required_result_elicitation")
-            [(key, asked)] = (again.input_requests or {}).items()
-            assert isinstance(asked, types.ElicitRequest)
-            done = await modern.session.call_tool(
-                "test_input_required_result_elicitation",
-                {},
-                input_responses={key: await _alice(None, asked.params)},
-                request_state=again.request_state,
-                allow_input_required=True,
-            )
+            done = await _answer_as_alice(modern, "test_input_required_result_elicitation", again)
     assert isinstance(done, types.CallToolResult) and not done.is_error, done
     assert text(done) == "Hello, Alice!"
 
@@ -326,16 +333,8 @@ async def test_the_call_timeouts_stand_still_while_the_upstream_waits_for_the_ho
             Client(InMemoryTransport(build_server(h.proxy)), cache=None, **HOST_CALLBACKS) as modern,
         ):
             first = await _first_round(modern, "test_input_required_result_elicitation")
-            [(key, asked)] = (first.input_requests or {}).items()
-            assert isinstance(asked, types.ElicitRequest)
             await anyio.sleep(30)  # the person at the host takes 30 s over the form
-            done = await modern.session.call_tool(
-                "test_input_required_result_elicitation",
-                {},
-                input_responses={key: await _alice(None, asked.params)},
-                request_state=first.request_state,
-                allow_input_required=True,
-            )
+            done = await _answer_as_alice(modern, "test_input_required_result_elicitation", first)
     assert isinstance(done, types.CallToolResult) and not done.is_error, done
     assert text(done) == "Hello, Alice!"
 
