@@ -16,9 +16,9 @@ from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.core.pipeline import Pipeline, Services
 from resilient_mcp.policy import CacheRule, ToolRule
 from resilient_mcp.stages.cache import CACHE_META, Cache, ResponseCache
+from tests.conftest import FakeClock
 from tests.fixtures.fault_links import observation, text_of
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
-from tests.conftest import FakeClock
 from tests.harness import Harness, proxied
 
 pytestmark = pytest.mark.anyio
