@@ -120,9 +120,17 @@ def _wrap_config(args: argparse.Namespace) -> ProxyConfig:
     return ProxyConfig.model_validate(data)
 
 
-def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:
-    config = load_config(args.config) if getattr(args, "config", None) else ProxyConfig()
-    extra = [Path(p).resolve() for p in getattr(args, "policy", []) or []]
+def load_setup(
+    config_path: str | Path | None = None, policies: Sequence[str | Path] = ()
+) -> tuple[ProxyConfig, Policy]:
+    """The config and the merged policy that ``serve``, ``check`` and ``explain`` run with: the config file (a host's
+    file such as Claude Desktop's read as it is; none: the defaults), the policy files it names and then
+    ``policies``, under the policy layer of the host file's per-server keys (``timeout``, ``disabledTools``).
+
+    For a program that builds the proxy itself (``Proxy(config, policy, Pipeline)``). Raises ``SourceError`` naming
+    file, line and key."""
+    config = load_config(config_path) if config_path else ProxyConfig()
+    extra = [Path(p).resolve() for p in policies]
     if extra:
         config = config.model_copy(update={"policies": [*config.policies, *map(str, extra)]})
     if config.faults is not None:  # chaos mode: the fault plan is checked with the config (errors name file, line)
@@ -130,6 +138,10 @@ def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:
 
         injector_for(config)
     return config, load_policy(config.policy_paths(), _host_policy(config))
+
+
+def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:
+    return load_setup(getattr(args, "config", None), getattr(args, "policy", None) or ())
 
 
 def _host_policy(config: ProxyConfig) -> PolicyFile | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 if TYPE_CHECKING:
     from resilient_mcp.state import StateStore
     from tests.fixtures.fault_links import Shop
+    from tests.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -35,13 +37,22 @@ def shop() -> Shop:
 
 
 class FakeClock:
-    """A wall clock that moves only when a test sets ``now``."""
+    """A clock that moves only when the test moves it: ``clock.now += 30``, or ``await clock.sleep(s)``.
 
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
+    Callable like ``time.time``/``time.monotonic`` (whichever the code under test is given: only differences between
+    readings matter to it). ``sleep`` is an injectable sleep that returns at once, moves the clock on by its delay
+    and keeps every delay in ``slept``."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
 
 
 @pytest.fixture
@@ -56,3 +67,12 @@ async def store(clock: FakeClock) -> AsyncIterator[StateStore]:
 
     async with await StateStore.open(":memory:", clock=clock) as s:
         yield s
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real ``redis-server`` on a loopback port (``tests/redis_server.py``; mark the module ``needs_redis()``)."""
+    from tests.redis_server import redis_server
+
+    with redis_server(tmp_path / "redis") as server:
+        yield server

@@ -1,11 +1,12 @@
-"""Test harness: the real client → proxy → upstream path, in memory, through JSON-RPC framing."""
+"""Test harness: the real client → proxy → upstream path, in memory, through JSON-RPC framing; and the upstream as
+one stage sees it (``ScriptedNext``, a scripted ``call_next``)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp import Client
@@ -13,12 +14,17 @@ from mcp.client._memory import InMemoryTransport
 from mcp.server import Server
 
 from resilient_mcp.app import chaos_calls
+from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.core.pipeline import Pipeline
 from resilient_mcp.core.proxy import Proxy
 from resilient_mcp.core.routing import Router
+from resilient_mcp.faults import Fault
 from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
+
+if TYPE_CHECKING:
+    from tests.conftest import FakeClock
 
 
 @dataclass
@@ -70,3 +76,30 @@ def observation(result: types.CallToolResult) -> dict[str, Any]:
 
 def text(result: types.CallToolResult) -> str:
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+# --- one stage's view of the upstream ---------------------------------------------------------------------------------
+
+OK = types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+"""What ``ScriptedNext`` answers for a step of ``None``."""
+
+
+@dataclass
+class ScriptedNext:
+    """A stage's ``call_next`` that plays a script: each call takes the next step (a fault to raise, or ``None`` for
+    success: ``OK``; past the end, success) and is kept in ``calls``. With ``clock``, each call moves that fake clock
+    on by ``takes_s`` (the time an execution takes)."""
+
+    steps: list[Fault | None] = field(default_factory=list)
+    clock: FakeClock | None = None
+    takes_s: float = 0.0
+    calls: list[ToolCall] = field(default_factory=list)
+
+    async def __call__(self, call: ToolCall) -> types.CallToolResult:
+        self.calls.append(call)
+        if self.clock is not None:
+            self.clock.now += self.takes_s
+        step = self.steps.pop(0) if self.steps else None
+        if step is not None:
+            raise step
+        return OK

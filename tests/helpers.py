@@ -7,6 +7,7 @@ message that includes the process's stderr, so a hung or crashed child never han
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -58,6 +60,26 @@ def child_env(state_home: Path | None = None, **extra: str) -> dict[str, str]:
 def proxy_argv(*args: str) -> list[str]:
     """``resilient-mcp ARGS`` run from this interpreter."""
     return [sys.executable, "-m", "resilient_mcp.cli", *args]
+
+
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """``resilient-mcp ARGS`` run to completion with stdin empty (a proxy that starts serving ends at once) and its
+    output captured as text; ``env``: default ``child_env()``. Fails the test, with what it wrote to stderr, when it
+    has not finished within ``timeout`` s."""
+    try:
+        return subprocess.run(
+            proxy_argv(*args),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=dict(env) if env is not None else child_env(),
+            cwd=REPO,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"resilient-mcp {' '.join(args)} did not finish within {timeout} s: {exc.stderr!r}")
 
 
 def probe_argv(pid_file: Path | None = None, events: Path | None = None) -> list[str]:
@@ -290,18 +312,87 @@ def running(
     env: Mapping[str, str] | None = None,
     stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.DEVNULL,
+    preexec_fn: Callable[[], object] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``argv`` with stderr to ``stderr_path``; stop and reap it on exit, also when the test fails.
 
-    Without ``env`` it gets ``child_env`` with its state kept beside ``stderr_path``."""
+    Without ``env`` it gets ``child_env`` with its state kept beside ``stderr_path``. ``preexec_fn`` runs in the
+    child before it starts (e.g. to lower a resource limit)."""
     if env is None:
         env = child_env(state_home=stderr_path.parent / "state")
     with stderr_path.open("wb") as err:
-        process = subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=err, env=dict(env), cwd=REPO)
+        process = subprocess.Popen(
+            list(argv), stdin=stdin, stdout=stdout, stderr=err, env=dict(env), cwd=REPO, preexec_fn=preexec_fn
+        )
     try:
         yield process
     finally:
         stop_process(process)
+
+
+# --- the proxy over HTTP --------------------------------------------------------------------------------------------
+
+STARTUP_S = 60.0
+"""How long a proxy process may take to answer ``/healthz`` (a loaded 2-core machine starts Python slowly)."""
+
+
+def wait_healthy(base: str, process: subprocess.Popen[Any], stderr: Path, limit_s: float = STARTUP_S) -> None:
+    """Wait (bounded) until the proxy at ``base`` (``http://127.0.0.1:PORT``) answers ``/healthz`` with 200; fail the
+    test, with the proxy's stderr, when it exits first or takes longer than ``limit_s``."""
+    wait_until(
+        lambda: http_get_status(f"{base}/healthz") == 200,
+        limit_s,
+        "the proxy's /healthz to answer 200",
+        process=process,
+        stderr=stderr,
+    )
+
+
+@dataclass
+class RunningProxy:
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+    stderr: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def stderr_lines(self) -> list[str]:
+        return self.stderr.read_text(errors="replace").splitlines()
+
+
+def _limit_open_files(soft: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
+@contextlib.contextmanager
+def http_proxy(
+    tmp_path: Path,
+    listen: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    open_files: int | None = None,
+) -> Iterator[RunningProxy]:
+    """``resilient-mcp serve --http`` on a free loopback port in front of the probe server, ready (``/healthz``
+    200), stopped on exit. ``listen``: the config's ``listen`` section; ``env``: added to its environment.
+
+    ``open_files`` lowers the proxy's soft open-descriptor limit (as on a default Linux box: 1024)."""
+    port = free_port()
+    config: dict[str, Any] = {"upstreams": {"probe": {"command": sys.executable, "args": probe_argv()[1:]}}}
+    if listen:
+        config["listen"] = listen
+    path = write_yaml(tmp_path / f"config-{port}.yaml", config)
+    stderr = tmp_path / f"proxy-{port}.stderr"
+
+    limit = None if open_files is None else functools.partial(_limit_open_files, open_files)
+    argv = proxy_argv("serve", "--config", str(path), "--http", f"127.0.0.1:{port}")
+    with running(argv, stderr, env=child_env(tmp_path / "state", **(env or {})), preexec_fn=limit) as process:
+        proxy = RunningProxy("127.0.0.1", port, process, stderr)
+        wait_healthy(proxy.base, process, stderr)
+        yield proxy
 
 
 class JsonRpcPipe:

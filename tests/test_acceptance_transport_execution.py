@@ -33,6 +33,7 @@ from tests.fixtures.fault_links import (
     Link,
     SleepRecorder,
     attempt_outcomes,
+    call,
     core,
     full_jitter,
     linked,
@@ -230,8 +231,7 @@ async def test_a_read_whose_connection_dies_after_send_is_retried_on_the_restart
     recorder = SleepRecorder()
     async with over_link(up, {"get_order": rule("read_only")}, recorder) as (h, link):
         link_box.append(link)
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("get_order", {"client_ref": "R1"})
+        result = await call(h, "get_order", {"client_ref": "R1"})
     no_fault(result)
     assert text_of(result) == "found"
     assert up.count("get_order") == 2
@@ -247,8 +247,7 @@ async def test_a_read_that_times_out_once_then_succeeds_is_one_observation_free_
     up = shop(search=ScriptedUpstream.sequence(hang(), lambda args: ok_text("3 hits")))
     recorder = SleepRecorder()
     async with over_link(up, {"search": rule("read_only", attempt_s=0.5)}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("search", {"q": "x"})
+        result = await call(h, "search", {"q": "x"})
     no_fault(result)
     assert text_of(result) == "3 hits"
     assert up.count("search") == 2
@@ -315,8 +314,7 @@ async def test_a_read_answered_502_by_the_gateway_is_retried_and_succeeds() -> N
     recorder = SleepRecorder()
     async with over_http(up, {"search": rule("read_only")}, recorder) as (h, shim):
         shim.plan = [HttpFault(502)]
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("search", {"q": "x"})
+        result = await call(h, "search", {"q": "x"})
     no_fault(result)
     assert (shim.tool_posts, up.count("search")) == (2, 1), "the 502 came from the gateway, before the upstream"
     assert attempt_outcomes(result) == ["C4_gateway_5xx", "ok"]
@@ -328,8 +326,7 @@ async def test_a_write_answered_504_after_it_ran_is_not_retried_and_asks_to_veri
     recorder = SleepRecorder()
     async with over_http(up, {"create_order": rule("write_unsafe")}, recorder) as (h, shim):
         shim.plan = [HttpFault(504, after_forwarding=True)]
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"sku": "S"})
+        result = await call(h, "create_order", {"sku": "S"})
     assert core(observation(result)) == {
         "fault_type": "C4_gateway_5xx",
         "retry_safety": "maybe_executed",
@@ -352,8 +349,7 @@ async def test_a_write_answered_503_with_retry_after_before_forwarding_is_retrie
     recorder = SleepRecorder()
     async with over_http(up, {"create_order": rule("write_unsafe")}, recorder) as (h, shim):
         shim.plan = [HttpFault(503, {"Retry-After": "1"})]
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"sku": "S"})
+        result = await call(h, "create_order", {"sku": "S"})
     no_fault(result)
     assert recorder.delays == [1.0]
     assert up.count("create_order") == 1
@@ -407,8 +403,7 @@ async def test_a_write_a_trusted_upstream_rejects_twice_as_typed_unavailable_is_
     up = shop(create_order=ScriptedUpstream.sequence(lambda a: busy, lambda a: busy, lambda a: ok_text("created")))
     recorder = SleepRecorder()
     async with over_link(up, {"create_order": rule("write_unsafe")}, recorder, trusted=True) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"sku": "S"})
+        result = await call(h, "create_order", {"sku": "S"})
     no_fault(result)
     assert text_of(result) == "created"
     assert up.count("create_order") == 3, "two rejections (not executed) and the one execution"
@@ -424,8 +419,7 @@ async def test_a_write_failing_with_json_rpc_internal_error_runs_once_and_asks_t
     up = shop(create_order=internal_error)
     recorder = SleepRecorder()
     async with over_link(up, {"create_order": rule("write_unsafe")}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"sku": "S"})
+        result = await call(h, "create_order", {"sku": "S"})
     obs = observation(result)
     assert core(obs) == {
         "fault_type": "D1_transient_execution_error",
@@ -444,8 +438,7 @@ async def test_a_read_failing_with_json_rpc_internal_error_is_retried_once_then_
     up = shop(search=internal_error)
     recorder = SleepRecorder()
     async with over_link(up, {"search": rule("read_only")}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("search", {"q": "x"})
+        result = await call(h, "search", {"q": "x"})
     assert core(observation(result)) == {
         "fault_type": "D1_transient_execution_error",
         "retry_safety": "maybe_executed",
@@ -466,8 +459,7 @@ async def test_a_write_a_trusted_upstream_rate_limits_with_retry_after_one_secon
     up = shop(create_order=ScriptedUpstream.sequence(lambda a: limited, lambda a: ok_text("created")))
     recorder = SleepRecorder()
     async with over_link(up, {"create_order": rule("write_unsafe")}, recorder, trusted=True) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"sku": "S"})
+        result = await call(h, "create_order", {"sku": "S"})
     no_fault(result)
     assert recorder.delays == [1.0], "Retry-After (1 s) is longer than the jitter (at most 0.1 s): it is the wait"
     assert up.count("create_order") == 2
@@ -484,8 +476,7 @@ async def test_a_rate_limit_asking_for_a_day_is_not_waited_for_and_reports_when_
     up = shop(search=lambda args: error_text("daily limit", {"type": "rate_limited", "retry_after_ms": day_ms}))
     recorder = SleepRecorder()
     async with over_link(up, {"search": rule("read_only")}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("search", {"q": "x"})
+        result = await call(h, "search", {"q": "x"})
     obs = observation(result)
     assert core(obs) == {
         "fault_type": "F3_quota_exhausted",
@@ -505,8 +496,7 @@ async def test_a_rate_limit_longer_than_the_wait_cap_is_surfaced_with_its_reset_
     up = shop(search=lambda args: error_text("slow down", {"type": "rate_limited", "retry_after_ms": 60_000}))
     recorder = SleepRecorder()
     async with over_link(up, {"search": rule("read_only")}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("search", {"q": "x"})
+        result = await call(h, "search", {"q": "x"})
     obs = observation(result)
     assert core(obs) == {
         "fault_type": "D2_rate_limited",
@@ -527,8 +517,7 @@ async def test_a_write_answered_429_with_retry_after_one_second_waits_that_secon
     recorder = SleepRecorder()
     async with over_http(up, {"create_order": rule("write_unsafe")}, recorder) as (h, shim):
         shim.plan = [HttpFault(429, {"Retry-After": "1"})]
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"sku": "S"})
+        result = await call(h, "create_order", {"sku": "S"})
     no_fault(result)
     assert recorder.delays == [1.0]
     assert (shim.tool_posts, up.count("create_order")) == (2, 1)
@@ -546,8 +535,7 @@ async def test_a_call_that_succeeds_slowly_within_its_attempt_timeout_passes_thr
     up = shop(create_order=slow)
     recorder = SleepRecorder()
     async with over_link(up, {"create_order": rule("write_unsafe", attempt_s=0.5)}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"sku": "S"})
+        result = await call(h, "create_order", {"sku": "S"})
     no_fault(result)
     assert result.content == [types.TextContent(text="done")] and result.meta is None
     assert up.count("create_order") == 1
@@ -605,8 +593,7 @@ async def test_an_untyped_error_of_a_write_runs_once_and_asks_to_verify_state() 
     up = shop(create_order=lambda args: error_text("the ledger service returned an unexpected answer"))
     recorder = SleepRecorder()
     async with over_link(up, {"create_order": rule("write_unsafe")}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"sku": "S"})
+        result = await call(h, "create_order", {"sku": "S"})
     assert core(observation(result)) == {
         "fault_type": "D4_permanent_execution_error",
         "retry_safety": "maybe_executed",
@@ -627,8 +614,7 @@ async def test_a_create_that_already_exists_is_never_retried_and_names_the_exist
     up = shop(create_order=lambda args: exists)
     recorder = SleepRecorder()
     async with over_link(up, {"create_order": rule("write_unsafe")}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("create_order", {"client_ref": "R1"})
+        result = await call(h, "create_order", {"client_ref": "R1"})
     obs = observation(result)
     assert core(obs) == {
         "fault_type": "D5_state_conflict",
@@ -648,8 +634,7 @@ async def test_a_stale_version_conflict_is_not_retried_and_reports_the_current_v
     up = shop(update_order=lambda args: stale)
     recorder = SleepRecorder()
     async with over_link(up, {"update_order": rule("write_idempotent")}, recorder) as (h, _):
-        with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("update_order", {"id": 1, "version": 6})
+        result = await call(h, "update_order", {"id": 1, "version": 6})
     obs = observation(result)
     assert (obs["fault_type"], obs["repair_action"], obs["max_retry"]) == ("D5_state_conflict", "verify_state", 0)
     assert obs["details"]["upstream_error"] == {"current_version": 7}

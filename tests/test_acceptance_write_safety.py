@@ -65,11 +65,6 @@ needs_memory = pytest.mark.skipif(
 needs_git = pytest.mark.skipif(not GIT.exists(), reason="mcp-server-git missing: pip install -e '.[dev]'")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def ledger_argv(ledger: Path) -> list[str]:
     return [sys.executable, str(LEDGER), "--ledger", str(ledger)]
 

@@ -23,18 +23,11 @@ from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.observations import OBSERVATION_SCHEMA, plan_repair
 from resilient_mcp.policy import ObservationRule, PolicyFile, ToolRule
 from resilient_mcp.stages.observe import AuditEntry, Observe
+from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
 
 RULE = DiagnosisRule(enabled=True, timeout_s=5, max_per_minute=100, cache_ttl_s=60)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Model:
@@ -160,8 +153,7 @@ async def test_a_model_that_does_not_answer_in_time_falls_back_to_the_rules() ->
     assert fault.details["diagnosis"]["reason"] == "timeout"
 
 
-async def test_the_per_minute_budget_is_respected_and_refills_after_a_minute() -> None:
-    clock = Clock()
+async def test_the_per_minute_budget_is_respected_and_refills_after_a_minute(clock: FakeClock) -> None:
     model = Model(GOOD)
     diagnose = Diagnoser(RULE.model_copy(update={"max_per_minute": 2}), DiagnosisState(clock=clock), model)
     call = _call(EffectClass.READ_ONLY)
@@ -177,8 +169,7 @@ async def test_the_per_minute_budget_is_respected_and_refills_after_a_minute() -
     assert len(model.prompts) == 3
 
 
-async def test_the_same_error_signature_is_answered_from_the_cache_until_it_expires() -> None:
-    clock = Clock()
+async def test_the_same_error_signature_is_answered_from_the_cache_until_it_expires(clock: FakeClock) -> None:
     model = Model(GOOD)
     diagnose = Diagnoser(RULE, DiagnosisState(clock=clock), model)
     call = _call(EffectClass.READ_ONLY)

@@ -28,11 +28,10 @@ from tests.helpers import (
     REPO,
     child_env,
     free_port,
-    http_get_status,
     proxy_argv,
     running,
     server_time_missing,
-    wait_until,
+    wait_healthy,
     write_yaml,
 )
 
@@ -94,13 +93,7 @@ def http_proxy(tmp_path: Path) -> Iterator[str]:
     stderr = tmp_path / "proxy.stderr"
     with running(_wrap_argv(policy, "--http", f"127.0.0.1:{port}"), stderr) as process:
         base = f"http://127.0.0.1:{port}"
-        wait_until(
-            lambda: http_get_status(f"{base}/healthz") == 200,
-            CALL_S,
-            "the proxy's /healthz",
-            process=process,
-            stderr=stderr,
-        )
+        wait_healthy(base, process, stderr, CALL_S)
         yield f"{base}/mcp"
 
 

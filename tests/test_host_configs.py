@@ -16,13 +16,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server import Server
 
-from resilient_mcp.cli import _load
+from resilient_mcp.cli import load_setup
 from resilient_mcp.core.catalog import CatalogConflict
 from resilient_mcp.faults import EffectClass
 from resilient_mcp.policy.config import load_config
 from resilient_mcp.policy.source import SourceError
 from tests.harness import proxied, text
-from tests.helpers import child_env, proxy_argv
+from tests.helpers import child_env, proxy_argv, run_cli
 
 PY = sys.executable
 DEMO = ["-m", "resilient_mcp.demo.upstream"]
@@ -34,20 +34,8 @@ def _write(path: Path, body: str) -> Path:
     return path
 
 
-def _load_file(path: Path) -> Any:
-    import argparse
-
-    return _load(argparse.Namespace(config=str(path), policy=[]))
-
-
-def _check(path: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        proxy_argv("check", "--config", str(path), *extra),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env or child_env(),
-    )
+def _check(path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("check", "--config", str(path), *extra)
 
 
 # --- Cline / Cursor / Roo Code / Claude Desktop ----------------------------------------------------------------------
@@ -68,7 +56,7 @@ CLINE = """{
 
 def test_a_cline_file_is_read_as_it_is_disabled_servers_are_skipped_and_timeouts_apply(tmp_path: Path) -> None:
     path = _write(tmp_path / "cline_mcp_settings.json", CLINE % {"py": PY})
-    config, policy = _load_file(path)
+    config, policy = load_setup(path)
     assert set(config.enabled_upstreams()) == {"git", "remote"}, "disabled: true is not started"
     assert config.upstreams["retired"].enabled is False
     assert config.upstreams["remote"].transport == "streamable-http"
@@ -91,7 +79,7 @@ def test_a_policy_files_timeout_for_the_upstream_wins_over_the_host_files(tmp_pa
     body = json.loads(CLINE % {"py": PY})
     body["policies"] = [str(policy_file)]
     path = _write(tmp_path / "mcp.json", json.dumps(body))
-    _, policy = _load_file(path)
+    _, policy = load_setup(path)
     assert policy.resolve("git", "lookup_order", "git__lookup_order").timeouts.attempt_s == 5
 
 

@@ -26,14 +26,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.helpers import (
     LOCAL_HTTP,
-    REPO,
     child_env,
-    free_port,
-    http_get_status,
+    http_proxy,
     probe_argv,
-    proxy_argv,
-    running,
-    wait_until,
+    run_cli,
     write_yaml,
 )
 
@@ -55,39 +51,17 @@ INITIALIZE = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 StartProxy = Callable[..., str]
 
 
 @pytest.fixture
-def http_proxy(tmp_path: Path) -> Iterator[StartProxy]:
-    """Start ``resilient-mcp serve --http 127.0.0.1:PORT`` in front of the probe; returns the base URL.
-
-    Waits (bounded) until ``/healthz`` answers 200; every process started is stopped at teardown."""
+def start_proxy(tmp_path: Path) -> Iterator[StartProxy]:
+    """Start ``resilient-mcp serve --http 127.0.0.1:PORT`` in front of the probe (``helpers.http_proxy``: ready when
+    it returns); returns the base URL. Every proxy started is stopped at teardown."""
     with ExitStack() as stack:
 
         def start(listen: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> str:
-            port = free_port()
-            config: dict[str, Any] = {"upstreams": {"probe": {"command": sys.executable, "args": probe_argv()[1:]}}}
-            if listen:
-                config["listen"] = listen
-            path = write_yaml(tmp_path / f"config-{port}.yaml", config)
-            stderr = tmp_path / f"proxy-{port}.stderr"
-            argv = proxy_argv("serve", "--config", str(path), "--http", f"127.0.0.1:{port}")
-            process = stack.enter_context(running(argv, stderr, env=child_env(tmp_path / "state", **(env or {}))))
-            base = f"http://127.0.0.1:{port}"
-            wait_until(
-                lambda: http_get_status(f"{base}/healthz") == 200,
-                STARTUP_S,
-                "the proxy's /healthz to answer 200",
-                process=process,
-                stderr=stderr,
-            )
-            return base
+            return stack.enter_context(http_proxy(tmp_path, listen, env)).base
 
         yield start
 
@@ -105,8 +79,8 @@ def _post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None)
         return exc.code, exc.read().decode(errors="replace")
 
 
-async def test_an_mcp_client_lists_and_calls_tools_through_the_http_listener(http_proxy: StartProxy) -> None:
-    base = http_proxy()
+async def test_an_mcp_client_lists_and_calls_tools_through_the_http_listener(start_proxy: StartProxy) -> None:
+    base = start_proxy()
     reported: list[tuple[float, float | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -126,17 +100,17 @@ async def test_an_mcp_client_lists_and_calls_tools_through_the_http_listener(htt
 @pytest.mark.parametrize(
     ("header", "value"), [("Host", "evil.example.com"), ("Origin", "http://evil.example.com")], ids=["host", "origin"]
 )
-def test_a_request_from_a_foreign_host_or_origin_is_refused(http_proxy: StartProxy, header: str, value: str) -> None:
-    base = http_proxy()
+def test_a_request_from_a_foreign_host_or_origin_is_refused(start_proxy: StartProxy, header: str, value: str) -> None:
+    base = start_proxy()
     status, body = _post(f"{base}/mcp", INITIALIZE, {header: value})
     assert 400 <= status < 500, (status, body)
     ok_status, ok_body = _post(f"{base}/mcp", INITIALIZE)
     assert ok_status == 200, (ok_status, ok_body)
 
 
-async def test_with_auth_tokens_a_request_needs_a_token_from_the_environment(http_proxy: StartProxy) -> None:
+async def test_with_auth_tokens_a_request_needs_a_token_from_the_environment(start_proxy: StartProxy) -> None:
     token = secrets.token_urlsafe(16)
-    base = http_proxy(listen={"auth_tokens": ["${TEST_TOKEN}"]}, env={"TEST_TOKEN": token})
+    base = start_proxy(listen={"auth_tokens": ["${TEST_TOKEN}"]}, env={"TEST_TOKEN": token})
     url = f"{base}/mcp"
 
     assert _post(url, INITIALIZE)[0] == 401
@@ -157,15 +131,7 @@ async def test_with_auth_tokens_a_request_needs_a_token_from_the_environment(htt
 
 def _check(config: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     path = write_yaml(tmp_path / "listen.yaml", config)
-    return subprocess.run(
-        proxy_argv("check", "--config", str(path)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path / "state"),
-        cwd=REPO,
-        timeout=STARTUP_S,
-    )
+    return run_cli("check", "--config", str(path), env=child_env(tmp_path / "state"), timeout=STARTUP_S)
 
 
 def test_listening_on_all_interfaces_without_tokens_is_a_config_error_naming_auth_tokens(tmp_path: Path) -> None:

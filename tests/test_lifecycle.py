@@ -24,12 +24,13 @@ from tests.helpers import (
     JsonRpcPipe,
     child_env,
     free_port,
-    http_get_status,
     probe_argv,
     proxy_argv,
     read_events,
     read_pid_file,
+    run_cli,
     running,
+    wait_healthy,
     wait_pid_gone,
     wait_until,
     write_yaml,
@@ -40,11 +41,6 @@ pytestmark = pytest.mark.anyio
 STARTUP_S = 30.0
 EXIT_S = 20.0
 GONE_S = 10.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _text_of(reply: dict[str, Any]) -> str:
@@ -60,6 +56,14 @@ def _end(process: subprocess.Popen[bytes], how: str) -> None:
         process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
 
 
+def _exit_code(process: subprocess.Popen[bytes], after: str) -> int:
+    """The exit code of ``process``; fails the test when it has not exited within ``EXIT_S`` of ``after``."""
+    try:
+        return process.wait(timeout=EXIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the proxy did not exit within {EXIT_S} s of {after}")
+
+
 @pytest.mark.parametrize("how", ["eof", "sigterm", "sigint"])
 def test_proxy_exits_0_and_leaves_no_upstream_running_when_ended_by(how: str, tmp_path: Path) -> None:
     pid_file = tmp_path / "upstream.pid"
@@ -72,10 +76,7 @@ def test_proxy_exits_0_and_leaves_no_upstream_running_when_ended_by(how: str, tm
         assert read_pid_file(pid_file) == upstream_pid
 
         _end(proxy, how)
-        try:
-            code = proxy.wait(timeout=EXIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the proxy did not exit within {EXIT_S} s of {how}")
+        code = _exit_code(proxy, how)
         assert code == 0, stderr.read_text(errors="replace")[-3000:]
         wait_pid_gone(upstream_pid, GONE_S, "upstream")
 
@@ -100,10 +101,7 @@ def test_a_sigterm_while_the_proxy_waits_for_a_lingering_upstream_to_exit_still_
             stderr=stderr,
         )
         _end(proxy, "sigterm")
-        try:
-            code = proxy.wait(timeout=EXIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the proxy did not exit within {EXIT_S} s of EOF and SIGTERM")
+        code = _exit_code(proxy, "EOF and SIGTERM")
         wait_pid_gone(upstream_pid, GONE_S, "lingering upstream")
         assert code == 0, f"exit {code}\n" + stderr.read_text(errors="replace")[-3000:]
 
@@ -115,20 +113,11 @@ def test_the_http_proxy_exits_0_and_leaves_no_upstream_running_when_ended_by(how
     port = free_port()
     argv = proxy_argv("wrap", "--http", f"127.0.0.1:{port}", "--", *probe_argv(pid_file=pid_file))
     with running(argv, stderr) as proxy:
-        wait_until(
-            lambda: http_get_status(f"http://127.0.0.1:{port}/healthz") == 200,
-            STARTUP_S,
-            "the proxy's /healthz to answer 200",
-            process=proxy,
-            stderr=stderr,
-        )
+        wait_healthy(f"http://127.0.0.1:{port}", proxy, stderr, STARTUP_S)
         upstream_pid = read_pid_file(pid_file)
         assert upstream_pid is not None
         _end(proxy, how)
-        try:
-            code = proxy.wait(timeout=EXIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the HTTP proxy did not exit within {EXIT_S} s of {how}")
+        code = _exit_code(proxy, how)
         assert code == 0, stderr.read_text(errors="replace")[-3000:]
         wait_pid_gone(upstream_pid, GONE_S, "upstream")
 
@@ -154,10 +143,7 @@ def test_a_signal_while_an_upstream_is_still_starting_leaves_no_upstream_running
             lambda: read_pid_file(pid_file), STARTUP_S, "stalled upstream started", process=proxy, stderr=stderr
         )
         _end(proxy, how)
-        try:
-            code = proxy.wait(timeout=EXIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the proxy did not exit within {EXIT_S} s of {how} during startup")
+        code = _exit_code(proxy, f"{how} during startup")
         wait_pid_gone(upstream_pid, GONE_S, "upstream still in its handshake")
         assert code == 0, f"exit {code}\n" + stderr.read_text(errors="replace")[-3000:]
 
@@ -217,29 +203,13 @@ async def test_a_call_to_a_tool_of_an_upstream_that_cannot_start_answers_upstrea
 # --- configurations refused at startup ------------------------------------------------------------------------------
 
 
-def _run_cli(args: list[str], tmp_path: Path, timeout: float = STARTUP_S + 10) -> subprocess.CompletedProcess[str]:
-    """Run the CLI to completion (bounded); stdin is empty so a proxy that starts serving ends at once."""
-    try:
-        return subprocess.run(
-            proxy_argv(*args),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            env=child_env(tmp_path / "state"),
-            cwd=REPO,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"resilient-mcp {' '.join(args)} did not finish within {timeout} s: {exc.stderr!r}")
-
-
 @pytest.mark.parametrize("command", [["serve"], ["check", "--connect"]], ids=["serve", "check-connect"])
 def test_two_upstreams_offering_the_same_unprefixed_tool_name_are_refused_naming_both(
     command: list[str], tmp_path: Path
 ) -> None:
     probe = {"command": sys.executable, "args": probe_argv()[1:], "prefix": ""}
     config = write_yaml(tmp_path / "config.yaml", {"upstreams": {"alpha": probe, "beta": probe}})
-    done = _run_cli([*command, "--config", str(config)], tmp_path)
+    done = run_cli(*command, "--config", str(config), env=child_env(tmp_path / "state"), timeout=STARTUP_S + 10)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "'alpha'" in done.stderr and "'beta'" in done.stderr, done.stderr[-3000:]
     assert "echo" in done.stderr
@@ -259,7 +229,7 @@ def test_check_refuses_a_bad_config_with_one_error_naming_file_line_and_key(case
     text, line, key = BAD_CONFIGS[case]
     path = tmp_path / "bad.yaml"
     path.write_text(text, encoding="utf-8")
-    done = _run_cli(["check", "--config", str(path)], tmp_path)
+    done = run_cli("check", "--config", str(path), env=child_env(tmp_path / "state"), timeout=STARTUP_S + 10)
     assert done.returncode == 2, done
     assert "Traceback" not in done.stderr
     located = [ln for ln in done.stderr.splitlines() if re.search(rf"{re.escape(str(path))}:\d+:", ln)]

@@ -23,6 +23,7 @@ from resilient_mcp.core.hostcontext import Timers
 from resilient_mcp.host.server import build_server
 from tests.fixtures.conformance_server import build_server as build_fixture
 from tests.harness import observation, proxied, text
+from tests.helpers import virtual_time
 
 pytestmark = pytest.mark.anyio
 
@@ -270,11 +271,11 @@ async def test_a_2026_host_meets_a_2026_upstream_with_its_own_input_request_keys
         ):
             assert text(await h.client.call_tool("test_simple_text", {}))  # a handshake-era host first
             upstream = h.proxy.upstreams["fixture"]
-            assert upstream._twin is None  # handshake-era hosts never open the 2026-07-28 connection
+            assert upstream.twin is None  # handshake-era hosts never open the 2026-07-28 connection
             first = await _first_round(modern, "test_input_required_result_elicitation")
             through = await _interactive(modern)
             old_style = await modern.call_tool("test_sampling", {"prompt": "Capital of France?"})
-            twin = upstream._twin
+            twin = upstream.twin
             assert twin is not None and twin.modern and twin.catalog.protocol_version == "2026-07-28"
     # The upstream's own key (the proxy's requestState, which it checks, stands in for the upstream's).
     assert sorted(first.input_requests or {}) == sorted(direct_first.input_requests or {}) == ["user_name"]
@@ -282,6 +283,21 @@ async def test_a_2026_host_meets_a_2026_upstream_with_its_own_input_request_keys
     assert through == expected
     # A tool asking the handshake way cannot reach a 2026-07-28 host directly; through the proxy it fails alike.
     assert old_style.is_error and expected_old_style.is_error
+
+
+async def _answer_as_alice(
+    client: Client, tool: str, asked: types.InputRequiredResult
+) -> types.CallToolResult | types.InputRequiredResult:
+    """The host's next round of ``tool``: the one elicitation of ``asked`` answered as Alice, with its state."""
+    [(key, request)] = (asked.input_requests or {}).items()
+    assert isinstance(request, types.ElicitRequest)
+    return await client.session.call_tool(
+        tool,
+        {},
+        input_responses={key: await _alice(None, request.params)},
+        request_state=asked.request_state,
+        allow_input_required=True,
+    )
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
@@ -298,24 +314,17 @@ async def test_a_host_that_calls_again_instead_of_answering_starts_over_and_the_
         ):
             await _first_round(modern, "test_input_required_result_elicitation")
             again = await _first_round(modern, "test_input_required_result_elicitation")
-            [(key, asked)] = (again.input_requests or {}).items()
-            assert isinstance(asked, types.ElicitRequest)
-            done = await modern.session.call_tool(
-                "test_input_required_result_elicitation",
-                {},
-                input_responses={key: await _alice(None, asked.params)},
-                request_state=again.request_state,
-                allow_input_required=True,
-            )
+            done = await _answer_as_alice(modern, "test_input_required_result_elicitation", again)
     assert isinstance(done, types.CallToolResult) and not done.is_error, done
     assert text(done) == "Hello, Alice!"
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
+@virtual_time
 async def test_the_call_timeouts_stand_still_while_the_upstream_waits_for_the_host(protocol: str) -> None:
     """Time a host takes to answer (a person filling in an elicitation) is not upstream time: the attempt and total
     timeouts of the call are suspended while its question is parked, so it can never end as an upstream timeout
-    whose outcome is unknown."""
+    whose outcome is unknown. On virtual time the host thinks for three times the call's total timeout."""
     config = {"upstreams": {"fixture": {"command": "in-memory", "protocol": protocol}}}
     policy = {"defaults": {"timeouts": {"attempt_s": 5, "total_s": 10}}}
     with anyio.fail_after(60):
@@ -323,13 +332,11 @@ async def test_the_call_timeouts_stand_still_while_the_upstream_waits_for_the_ho
             proxied({"fixture": build_fixture()}, policy, config=config) as h,
             Client(InMemoryTransport(build_server(h.proxy)), cache=None, **HOST_CALLBACKS) as modern,
         ):
-            await _first_round(modern, "test_input_required_result_elicitation")
-            [envelope] = h.proxy._envelopes.values()
-            scopes = list(envelope.timers._scopes)
-            deadlines = [scope.deadline for scope in scopes]
-            paused = envelope.timers.paused_s > 0 or envelope.timers._paused > 0
-    assert paused
-    assert len(scopes) == 2 and deadlines == [math.inf, math.inf]  # the retry stage's total, the attempt's
+            first = await _first_round(modern, "test_input_required_result_elicitation")
+            await anyio.sleep(30)  # the person at the host takes 30 s over the form
+            done = await _answer_as_alice(modern, "test_input_required_result_elicitation", first)
+    assert isinstance(done, types.CallToolResult) and not done.is_error, done
+    assert text(done) == "Hello, Alice!"
 
 
 async def test_timers_resume_with_the_time_they_had_left() -> None:

@@ -4,8 +4,6 @@ for an untrusted upstream's claim that a write did not run."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -36,21 +34,16 @@ from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.stages.retry import Retry, RetryBudgets
 from resilient_mcp.state import StateStore
+from tests.harness import ScriptedNext
 
 pytestmark = pytest.mark.anyio
 
-OK = types.CallToolResult(content=[types.TextContent(text="done")])
 ONE = Consecutive(1, 1, 1)
 
 READ = ToolRule(effect=EffectClass.READ_ONLY)
 WRITE = ToolRule(effect=EffectClass.WRITE_UNSAFE)
 IDEMPOTENT = ToolRule(effect=EffectClass.WRITE_IDEMPOTENT)
 KEYED = ToolRule(effect=EffectClass.WRITE_UNSAFE, idempotency=IdempotencyRule(forward_key_as="idempotencyKey"))
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def rule_for(trust: bool, effect: str = "write_unsafe") -> ToolRule:
@@ -64,26 +57,13 @@ def make_call(rule: ToolRule, args: dict[str, Any] | None = None) -> ToolCall:
     return ToolCall(name="create_order", arguments=arguments, upstream="shop", upstream_tool="create_order", rule=rule)
 
 
-@dataclass
-class Scripted:
-    steps: list[Fault | None]
-    calls: list[ToolCall] = field(default_factory=list)
-
-    async def __call__(self, call: ToolCall) -> types.CallToolResult:
-        self.calls.append(call)
-        step = self.steps.pop(0) if self.steps else None
-        if step is not None:
-            raise step
-        return OK
-
-
 async def no_sleep(_: float) -> None:
     return None
 
 
 async def retried(rule: ToolRule, fault: Fault) -> tuple[int, Fault | None]:
     """Attempts the retry stage made for a call whose first attempt fails with ``fault`` and whose second succeeds."""
-    upstream = Scripted([fault, None])
+    upstream = ScriptedNext([fault, None])
     try:
         await Retry(rule, RetryBudgets(), sleep=no_sleep)(make_call(rule), upstream)
     except Fault as failed:
@@ -188,20 +168,14 @@ def test_a_rate_limit_the_proxy_saw_itself_is_not_an_upstream_claim() -> None:
 # --- idempotency and the loop guard ask the same rule -------------------------------------------------------------
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[StateStore]:
-    async with await StateStore.open(":memory:") as s:
-        yield s
-
-
 async def test_an_untrusted_claim_keeps_the_write_outcome_unknown_so_an_identical_call_is_not_sent(
     store: StateStore,
 ) -> None:
     rule = rule_for(trust=False)
     stage = Idempotency(rule, store, InFlight())
     with pytest.raises(Fault):
-        await stage(make_call(rule), Scripted([hinted(HINTS["unavailable"])]))
-    again = Scripted([])
+        await stage(make_call(rule), ScriptedNext([hinted(HINTS["unavailable"])]))
+    again = ScriptedNext([])
     with pytest.raises(Fault) as refused:
         await stage(make_call(rule), again)
     assert again.calls == [] and refused.value.repair_action is RepairAction.VERIFY_STATE
@@ -211,8 +185,8 @@ async def test_a_trusted_claim_releases_the_record_so_an_identical_call_runs(sto
     rule = rule_for(trust=True)
     stage = Idempotency(rule, store, InFlight())
     with pytest.raises(Fault):
-        await stage(make_call(rule), Scripted([hinted(HINTS["unavailable"])]))
-    again = Scripted([])
+        await stage(make_call(rule), ScriptedNext([hinted(HINTS["unavailable"])]))
+    again = ScriptedNext([])
     await stage(make_call(rule), again)
     assert len(again.calls) == 1
 
@@ -221,10 +195,10 @@ async def test_an_outcome_unknown_write_is_re_sent_with_the_same_key_when_the_up
     store: StateStore,
 ) -> None:
     stage = Idempotency(KEYED, store, InFlight())
-    first = Scripted([ConnectionLost("lost")])
+    first = ScriptedNext([ConnectionLost("lost")])
     with pytest.raises(ConnectionLost):
         await stage(make_call(KEYED), first)
-    again = Scripted([])
+    again = ScriptedNext([])
     await stage(make_call(KEYED), again)
     assert len(again.calls) == 1
     assert again.calls[0].meta == first.calls[0].meta and "idempotencyKey" in (again.calls[0].meta or {})
@@ -232,7 +206,7 @@ async def test_an_outcome_unknown_write_is_re_sent_with_the_same_key_when_the_up
 
 async def test_the_loop_guard_lets_one_re_read_through_after_a_schema_violation_of_a_read_only_tool() -> None:
     guard = Guard(PolicyFile().session, SessionGuards())
-    upstream = Scripted([OutputSchemaViolation("corrupt"), OutputSchemaViolation("corrupt")])
+    upstream = ScriptedNext([OutputSchemaViolation("corrupt"), OutputSchemaViolation("corrupt")])
     for _ in range(2):
         with pytest.raises(OutputSchemaViolation):
             await guard(make_call(READ), upstream)
@@ -248,7 +222,7 @@ async def test_the_loop_guard_lets_one_re_read_through_after_a_schema_violation_
 
 async def test_the_loop_guard_still_answers_a_repeated_schema_violation_of_a_write_itself() -> None:
     guard = Guard(PolicyFile().session, SessionGuards())
-    upstream = Scripted([OutputSchemaViolation("corrupt")])
+    upstream = ScriptedNext([OutputSchemaViolation("corrupt")])
     with pytest.raises(OutputSchemaViolation):
         await guard(make_call(WRITE), upstream)
     with pytest.raises(OutputSchemaViolation):

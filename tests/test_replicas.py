@@ -33,21 +33,6 @@ LEDGER = FIXTURES / "ledger_server.py"
 TOKENS = {"alice": "alice-token-0001", "bob": "bob-token-00000002"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 class Replica:
     def __init__(self, process: subprocess.Popen[bytes], port: int, stderr: Path) -> None:
         self.process, self.port, self.stderr = process, port, stderr

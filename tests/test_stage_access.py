@@ -11,6 +11,7 @@ from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.faults import EffectClass, PermissionDenied, RepairAction, RetrySafety
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.stages.access import APPROVAL_SCHEMA, Access, denied_fault
+from tests.harness import ScriptedNext
 
 pytestmark = pytest.mark.anyio
 
@@ -38,15 +39,6 @@ class FakeHost:
         return self.answer
 
 
-class Next:
-    def __init__(self) -> None:
-        self.calls: list[ToolCall] = []
-
-    async def __call__(self, call: ToolCall) -> types.CallToolResult:
-        self.calls.append(call)
-        return types.CallToolResult(content=[types.TextContent(type="text", text="deleted")])
-
-
 APPROVAL = ToolRule(effect=EffectClass.DESTRUCTIVE, require_approval=True)
 
 
@@ -62,14 +54,14 @@ def make_call(host: FakeHost | None, arguments: dict[str, Any] | None = None) ->
 
 
 async def test_a_tool_without_an_approval_rule_runs_without_asking() -> None:
-    host, call_next = FakeHost(), Next()
+    host, call_next = FakeHost(), ScriptedNext()
     call = make_call(host)
     await Access(ToolRule())(call, call_next)
     assert call_next.calls == [call] and host.asked == []
 
 
 async def test_an_accepted_approval_lets_the_call_through_after_a_clear_question() -> None:
-    host, call_next = FakeHost(types.ElicitResult(action="accept", content={"approve": True})), Next()
+    host, call_next = FakeHost(types.ElicitResult(action="accept", content={"approve": True})), ScriptedNext()
     call = make_call(host)
     await Access(APPROVAL)(call, call_next)
     assert call_next.calls == [call]
@@ -92,7 +84,7 @@ async def test_an_accepted_approval_lets_the_call_through_after_a_clear_question
     ],
 )
 async def test_anything_but_an_explicit_approval_refuses_the_call(answer: types.ElicitResult, outcome: str) -> None:
-    call_next = Next()
+    call_next = ScriptedNext()
     call = make_call(FakeHost(answer))
     with pytest.raises(PermissionDenied) as info:
         await Access(APPROVAL)(call, call_next)
@@ -105,7 +97,7 @@ async def test_anything_but_an_explicit_approval_refuses_the_call(answer: types.
 
 @pytest.mark.parametrize("host", [FakeHost(can_elicit=False), None])
 async def test_a_host_that_cannot_ask_gets_a_refusal_that_names_the_way_out(host: FakeHost | None) -> None:
-    call_next = Next()
+    call_next = ScriptedNext()
     call = make_call(host)
     with pytest.raises(PermissionDenied) as info:
         await Access(APPROVAL)(call, call_next)
@@ -117,7 +109,7 @@ async def test_a_host_that_cannot_ask_gets_a_refusal_that_names_the_way_out(host
 
 
 async def test_a_failing_elicitation_is_a_refusal_not_an_approval() -> None:
-    call_next = Next()
+    call_next = ScriptedNext()
     call = make_call(FakeHost(RuntimeError("client went away")))
     with pytest.raises(PermissionDenied) as info:
         await Access(APPROVAL)(call, call_next)
@@ -128,7 +120,7 @@ async def test_a_failing_elicitation_is_a_refusal_not_an_approval() -> None:
 
 async def test_long_arguments_are_cut_in_the_approval_question() -> None:
     host = FakeHost(types.ElicitResult(action="accept", content={"approve": True}))
-    await Access(APPROVAL)(make_call(host, {"content": "x" * 5000}), Next())
+    await Access(APPROVAL)(make_call(host, {"content": "x" * 5000}), ScriptedNext())
     ((message, _),) = host.asked
     assert len(message) < 600 and message.endswith("…")
 

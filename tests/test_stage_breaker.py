@@ -28,34 +28,10 @@ from resilient_mcp.faults import (
 from resilient_mcp.policy import BreakerRule, ToolRule
 from resilient_mcp.stages.breaker import Breaker, BreakerBoard
 from resilient_mcp.stages.retry import Retry, RetryBudgets
+from tests.conftest import FakeClock
+from tests.harness import OK, ScriptedNext
 
 pytestmark = pytest.mark.anyio
-
-
-OK = types.CallToolResult(content=[types.TextContent(type="text", text="done")])
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Upstream:
-    """A scripted ``call_next``: each execution takes the next step (a fault to raise, or success)."""
-
-    steps: list[Fault | None] = field(default_factory=list)
-    calls: list[ToolCall] = field(default_factory=list)
-
-    async def __call__(self, call: ToolCall) -> types.CallToolResult:
-        self.calls.append(call)
-        step = self.steps.pop(0) if self.steps else None
-        if step is not None:
-            raise step
-        return OK
 
 
 @dataclass
@@ -84,12 +60,7 @@ def timeout() -> AttemptTimeout:
 async def fail_times(stage: Breaker, n: int, make: Any, tool: str = "search") -> None:
     for _ in range(n):
         with pytest.raises(Fault):
-            await stage(tool_call(tool), Upstream([make()]))
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+            await stage(tool_call(tool), ScriptedNext([make()]))
 
 
 @pytest.fixture
@@ -101,13 +72,13 @@ async def test_circuit_opens_after_consecutive_counted_failures_and_then_fails_f
     stage = Breaker(rule(), board)
     with capture_logs() as logs:
         await fail_times(stage, 4, timeout)
-        assert await stage(tool_call(), Upstream()) is OK  # a success starts the count again
+        assert await stage(tool_call(), ScriptedNext()) is OK  # a success starts the count again
         await fail_times(stage, 4, timeout)
         assert logs == []
         await fail_times(stage, 1, timeout)
     assert [e["event"] for e in logs] == ["breaker_opened"]
     assert logs[0]["tool"] == "search" and logs[0]["upstream"] == "shop" and logs[0]["failures"] == 5
-    upstream = Upstream()
+    upstream = ScriptedNext()
     call = tool_call()
     with pytest.raises(PersistentOutage) as caught:
         await stage(call, upstream)
@@ -130,7 +101,7 @@ async def test_open_circuit_names_the_fallback_tools_and_the_time_until_the_prob
     await fail_times(stage, 5, timeout)
     clock.now += 12.5
     with pytest.raises(PersistentOutage) as caught:
-        await stage(tool_call(), Upstream())
+        await stage(tool_call(), ScriptedNext())
     assert caught.value.repair_action is RepairAction.SWITCH_TOOL
     assert caught.value.details["fallback"] == ["shop__search_v2", "web__search"]
     assert caught.value.details["retry_in_ms"] == 17_500
@@ -146,7 +117,7 @@ async def test_argument_and_executed_failures_never_open_the_circuit(board: Brea
         lambda: PermanentExecutionError("tool failed"),
     ):
         await fail_times(stage, 10, make)
-    upstream = Upstream()
+    upstream = ScriptedNext()
     assert await stage(tool_call(), upstream) is OK
     assert len(upstream.calls) == 1
 
@@ -157,14 +128,14 @@ async def test_a_non_counting_failure_does_not_reset_the_count(board: BreakerBoa
     await fail_times(stage, 1, lambda: SchemaViolation("bad"))
     await fail_times(stage, 1, timeout)
     with pytest.raises(PersistentOutage):
-        await stage(tool_call(), Upstream())
+        await stage(tool_call(), ScriptedNext())
 
 
 async def test_failure_threshold_comes_from_policy(board: BreakerBoard) -> None:
     stage = Breaker(rule(breaker=BreakerRule(failure_threshold=2)), board)
     await fail_times(stage, 2, timeout)
     with pytest.raises(PersistentOutage):
-        await stage(tool_call(), Upstream())
+        await stage(tool_call(), ScriptedNext())
 
 
 async def test_after_open_s_a_read_is_the_probe_and_its_success_closes_the_circuit(
@@ -174,12 +145,12 @@ async def test_after_open_s_a_read_is_the_probe_and_its_success_closes_the_circu
     await fail_times(stage, 5, timeout)
     clock.now += 30
     with capture_logs() as logs:
-        probe = Upstream()
+        probe = ScriptedNext()
         assert await stage(tool_call(), probe) is OK
     assert len(probe.calls) == 1
     assert [e["event"] for e in logs] == ["breaker_half_open", "breaker_closed"]
     await fail_times(stage, 4, timeout)  # closed again, with a fresh count
-    assert await stage(tool_call(), Upstream()) is OK
+    assert await stage(tool_call(), ScriptedNext()) is OK
 
 
 async def test_a_failed_probe_reopens_the_circuit_for_another_open_period(
@@ -192,7 +163,7 @@ async def test_a_failed_probe_reopens_the_circuit_for_another_open_period(
         await fail_times(stage, 1, timeout)
     assert [e["event"] for e in logs] == ["breaker_half_open", "breaker_opened"]
     clock.now += 29
-    upstream = Upstream()
+    upstream = ScriptedNext()
     with pytest.raises(PersistentOutage) as caught:
         await stage(tool_call(), upstream)
     assert upstream.calls == []
@@ -203,7 +174,7 @@ async def test_a_write_is_never_the_probe(board: BreakerBoard, clock: FakeClock)
     write = Breaker(rule(EffectClass.WRITE_UNSAFE), board)
     await fail_times(write, 5, timeout, tool="create_order")
     clock.now += 60
-    upstream = Upstream()
+    upstream = ScriptedNext()
     with pytest.raises(PersistentOutage) as caught:
         await write(tool_call("create_order"), upstream)
     assert upstream.calls == []
@@ -216,7 +187,7 @@ async def test_a_write_waits_for_the_listing_probe_and_goes_through_when_it_succ
     write = Breaker(rule(EffectClass.WRITE_UNSAFE), board)
     await fail_times(write, 5, timeout, tool="create_order")
     clock.now += 30
-    upstream = Upstream()
+    upstream = ScriptedNext()
     assert await write(tool_call("create_order"), upstream) is OK
     assert prober.probed == ["shop"]
     assert len(upstream.calls) == 1
@@ -228,7 +199,7 @@ async def test_a_failed_listing_probe_reopens_the_circuit_and_the_write_is_not_s
     write = Breaker(rule(EffectClass.WRITE_UNSAFE), board)
     await fail_times(write, 5, timeout, tool="create_order")
     clock.now += 30
-    upstream = Upstream()
+    upstream = ScriptedNext()
     with pytest.raises(PersistentOutage) as caught:
         await write(tool_call("create_order"), upstream)
     assert upstream.calls == []
@@ -241,17 +212,17 @@ async def test_a_failed_listing_probe_reopens_the_circuit_and_the_write_is_not_s
 
 async def test_one_failing_tool_does_not_open_the_upstream_circuit(board: BreakerBoard) -> None:
     await fail_times(Breaker(rule(), board), 7, timeout, tool="search")
-    other = Upstream()
+    other = ScriptedNext()
     assert await Breaker(rule(), board)(tool_call("get_order"), other) is OK
     assert len(other.calls) == 1
     with pytest.raises(PersistentOutage) as caught:
-        await Breaker(rule(), board)(tool_call("search"), Upstream())
+        await Breaker(rule(), board)(tool_call("search"), ScriptedNext())
     assert caught.value.details["circuit"] == "tool"
 
 
 async def test_connection_failures_open_the_upstream_circuit_for_every_tool(board: BreakerBoard) -> None:
     await fail_times(Breaker(rule(), board), 5, lambda: ConnectFailure("refused"), tool="search")
-    other = Upstream()
+    other = ScriptedNext()
     with pytest.raises(PersistentOutage) as caught:
         await Breaker(rule(), board)(tool_call("get_order"), other)
     assert other.calls == []
@@ -263,7 +234,7 @@ async def test_timeouts_spread_over_two_tools_open_the_upstream_circuit(board: B
     await fail_times(stage, 3, timeout, tool="search")
     await fail_times(stage, 2, timeout, tool="get_order")
     with pytest.raises(PersistentOutage) as caught:
-        await stage(tool_call("list_orders"), Upstream())
+        await stage(tool_call("list_orders"), ScriptedNext())
     assert caught.value.details["circuit"] == "upstream"
 
 
@@ -283,10 +254,10 @@ async def test_while_a_probe_is_in_flight_other_calls_fail_fast(board: BreakerBo
         with anyio.fail_after(5):
             await entered.wait()
         with pytest.raises(PersistentOutage) as caught:
-            await stage(tool_call(), Upstream())
+            await stage(tool_call(), ScriptedNext())
         assert caught.value.details["waiting_for"] == "probe_in_flight"
         release.set()
-    assert await stage(tool_call(), Upstream()) is OK
+    assert await stage(tool_call(), ScriptedNext()) is OK
 
 
 async def test_a_cancelled_probe_frees_the_probe_slot(board: BreakerBoard, clock: FakeClock) -> None:
@@ -301,7 +272,7 @@ async def test_a_cancelled_probe_frees_the_probe_slot(board: BreakerBoard, clock
             raise AssertionError
 
         await stage(tool_call(), cancelled)
-    probe = Upstream()
+    probe = ScriptedNext()
     assert await stage(tool_call(), probe) is OK
     assert len(probe.calls) == 1
 
@@ -319,19 +290,15 @@ async def test_board_reports_consecutive_counts_and_a_snapshot_of_every_circuit(
 async def test_disabled_breaker_passes_every_call(board: BreakerBoard) -> None:
     stage = Breaker(rule(breaker=BreakerRule(enabled=False)), board)
     await fail_times(stage, 10, timeout)
-    upstream = Upstream()
+    upstream = ScriptedNext()
     assert await stage(tool_call(), upstream) is OK
 
 
 async def test_retries_are_counted_per_attempt_and_an_opening_breaker_ends_them(clock: FakeClock) -> None:
     board = BreakerBoard(clock=clock)
     r = rule(breaker=BreakerRule(failure_threshold=2))
-
-    async def no_sleep(seconds: float) -> None:
-        clock.now += seconds
-
-    retry = Retry(r, RetryBudgets(), sleep=no_sleep, clock=clock, random=random.Random(3))
-    upstream = Upstream([ConnectFailure("refused")] * 3)
+    retry = Retry(r, RetryBudgets(), sleep=clock.sleep, clock=clock, random=random.Random(3))
+    upstream = ScriptedNext([ConnectFailure("refused")] * 3)
     chain = compose([retry, Breaker(r, board)], upstream)
     call = tool_call(r=r)
     with pytest.raises(PersistentOutage):

@@ -16,6 +16,7 @@ from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.core.pipeline import Pipeline, Services
 from resilient_mcp.policy import CacheRule, ToolRule
 from resilient_mcp.stages.cache import CACHE_META, Cache, ResponseCache
+from tests.conftest import FakeClock
 from tests.fixtures.fault_links import observation, text_of
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
 from tests.harness import Harness, proxied
@@ -24,14 +25,6 @@ pytestmark = pytest.mark.anyio
 
 LIMIT_S = 30
 CACHED = {"enabled": True, "ttl_s": 30}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @asynccontextmanager
@@ -55,8 +48,8 @@ def cache_of(result: types.CallToolResult) -> Any:
     return (result.meta or {}).get(CACHE_META)
 
 
-async def test_an_identical_read_within_the_ttl_is_served_from_the_cache_and_marked() -> None:
-    up, clock = ScriptedUpstream(name="shop"), FakeClock()
+async def test_an_identical_read_within_the_ttl_is_served_from_the_cache_and_marked(clock: FakeClock) -> None:
+    up = ScriptedUpstream(name="shop")
     counter(up, "lookup")
     async with shop(up, {"lookup": {"effect": "read_only", "cache": CACHED}}, clock) as h:
         first = await call(h, "lookup", {"q": "a", "page": 1})
@@ -69,8 +62,8 @@ async def test_an_identical_read_within_the_ttl_is_served_from_the_cache_and_mar
     assert second.structured_content == first.structured_content == {"n": 1}
 
 
-async def test_after_the_ttl_the_read_goes_to_the_upstream_again() -> None:
-    up, clock = ScriptedUpstream(name="shop"), FakeClock()
+async def test_after_the_ttl_the_read_goes_to_the_upstream_again(clock: FakeClock) -> None:
+    up = ScriptedUpstream(name="shop")
     counter(up, "lookup")
     async with shop(up, {"lookup": {"effect": "read_only", "cache": CACHED}}, clock) as h:
         await call(h, "lookup", {"q": "a"})
@@ -82,8 +75,8 @@ async def test_after_the_ttl_the_read_goes_to_the_upstream_again() -> None:
     assert cache_of(again) == {"age_ms": 0, "ttl_s": 30} and text_of(again) == "lookup #2"
 
 
-async def test_other_arguments_miss_the_cache() -> None:
-    up, clock = ScriptedUpstream(name="shop"), FakeClock()
+async def test_other_arguments_miss_the_cache(clock: FakeClock) -> None:
+    up = ScriptedUpstream(name="shop")
     counter(up, "lookup")
     async with shop(up, {"lookup": {"effect": "read_only", "cache": CACHED}}, clock) as h:
         await call(h, "lookup", {"q": "a"})
@@ -92,8 +85,8 @@ async def test_other_arguments_miss_the_cache() -> None:
     assert cache_of(other) is None
 
 
-async def test_a_failed_read_is_not_cached() -> None:
-    up, clock = ScriptedUpstream(name="shop"), FakeClock()
+async def test_a_failed_read_is_not_cached(clock: FakeClock) -> None:
+    up = ScriptedUpstream(name="shop")
     up.tool(
         "lookup",
         ScriptedUpstream.sequence(lambda a: error_text("service temporarily unavailable"), lambda a: ok_text("found")),
@@ -109,8 +102,8 @@ async def test_a_failed_read_is_not_cached() -> None:
     assert up.count("lookup") == 2
 
 
-async def test_the_cache_is_off_by_default() -> None:
-    up, clock = ScriptedUpstream(name="shop"), FakeClock()
+async def test_the_cache_is_off_by_default(clock: FakeClock) -> None:
+    up = ScriptedUpstream(name="shop")
     counter(up, "lookup")
     async with shop(up, {"lookup": {"effect": "read_only"}}, clock) as h:
         await call(h, "lookup", {"q": "a"})
@@ -119,8 +112,8 @@ async def test_the_cache_is_off_by_default() -> None:
     assert cache_of(second) is None
 
 
-async def test_a_tool_that_is_not_read_only_is_never_cached_and_the_admin_is_warned_once() -> None:
-    up, clock = ScriptedUpstream(name="shop"), FakeClock()
+async def test_a_tool_that_is_not_read_only_is_never_cached_and_the_admin_is_warned_once(clock: FakeClock) -> None:
+    up = ScriptedUpstream(name="shop")
     counter(up, "refresh")
     with capture_logs() as logs:
         async with shop(up, {"refresh": {"effect": "write_idempotent", "cache": CACHED}}, clock) as h:
@@ -140,8 +133,8 @@ def read_call(args: dict[str, Any]) -> ToolCall:
     return ToolCall(name="lookup", arguments=args, upstream="shop", upstream_tool="lookup", rule=rule)
 
 
-async def test_an_is_error_result_is_passed_on_but_not_stored() -> None:
-    store, sent = ResponseCache(clock=FakeClock()), []
+async def test_an_is_error_result_is_passed_on_but_not_stored(clock: FakeClock) -> None:
+    store, sent = ResponseCache(clock=clock), []
     stage = Cache(CacheRule(enabled=True), store)
 
     async def upstream(call: ToolCall) -> types.CallToolResult:
@@ -153,8 +146,8 @@ async def test_an_is_error_result_is_passed_on_but_not_stored() -> None:
     assert len(sent) == 2 and store.size(("shop", "lookup")) == 0
 
 
-async def test_a_hit_is_decided_by_the_cache_and_the_lru_keeps_at_most_max_entries() -> None:
-    store = ResponseCache(clock=FakeClock())
+async def test_a_hit_is_decided_by_the_cache_and_the_lru_keeps_at_most_max_entries(clock: FakeClock) -> None:
+    store = ResponseCache(clock=clock)
     stage = Cache(CacheRule(enabled=True, max_entries=2), store)
 
     async def upstream(call: ToolCall) -> types.CallToolResult:

@@ -25,31 +25,10 @@ from resilient_mcp.faults import (
 )
 from resilient_mcp.policy import SessionRule, ToolRule
 from resilient_mcp.stages.guard import Guard, SessionGuards
+from tests.conftest import FakeClock
+from tests.harness import ScriptedNext
 
 pytestmark = pytest.mark.anyio
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Upstream:
-    """A call_next that plays a script of outcomes (a fault to raise, or None for success) and counts calls."""
-
-    def __init__(self, *script: Fault | None) -> None:
-        self.script = list(script)
-        self.calls = 0
-
-    async def __call__(self, call: ToolCall) -> types.CallToolResult:
-        self.calls += 1
-        outcome = self.script.pop(0) if self.script else None
-        if outcome is not None:
-            raise outcome
-        return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
 
 
 def make_call(arguments: dict[str, Any] | None = None, session: str = "s1") -> ToolCall:
@@ -63,11 +42,11 @@ def make_call(arguments: dict[str, Any] | None = None, session: str = "s1") -> T
     )
 
 
-def make_guard(clock: Clock | None = None, guards: SessionGuards | None = None, **rule: Any) -> Guard:
-    return Guard(SessionRule(**rule), guards or SessionGuards(), clock=clock or Clock())
+def make_guard(clock: FakeClock | None = None, guards: SessionGuards | None = None, **rule: Any) -> Guard:
+    return Guard(SessionRule(**rule), guards or SessionGuards(), clock=clock or FakeClock())
 
 
-async def fails_with(guard: Guard, upstream: Upstream, call: ToolCall | None = None) -> Fault:
+async def fails_with(guard: Guard, upstream: ScriptedNext, call: ToolCall | None = None) -> Fault:
     with pytest.raises(Fault) as info:
         await guard(call or make_call(), upstream)
     return info.value
@@ -78,13 +57,13 @@ def not_found() -> PermanentExecutionError:
 
 
 async def test_calls_beyond_the_tool_call_budget_are_refused_with_counts_and_a_graded_suggestion() -> None:
-    guard, upstream = make_guard(max_tool_calls=3), Upstream(None, not_found(), None)
+    guard, upstream = make_guard(max_tool_calls=3), ScriptedNext([None, not_found(), None])
     await guard(make_call({"id": "1"}), upstream)
     await fails_with(guard, upstream, make_call({"id": "2"}))
     await guard(make_call({"id": "3"}), upstream)
     call = make_call({"id": "4"})
     fault = await fails_with(guard, upstream, call)
-    assert isinstance(fault, BudgetExhausted) and upstream.calls == 3
+    assert isinstance(fault, BudgetExhausted) and len(upstream.calls) == 3
     assert fault.details == {"budget": "tool_calls", "limit": 3, "used": 3, "calls_ok": 2, "calls_failed": 1}
     assert fault.repair_action is RepairAction.ABORT
     assert fault.suggestion is not None and "You made 3 calls (2 succeeded)" in fault.suggestion
@@ -94,21 +73,21 @@ async def test_calls_beyond_the_tool_call_budget_are_refused_with_counts_and_a_g
 
 async def test_the_failure_budget_refuses_once_spent_and_says_so_when_nothing_succeeded() -> None:
     guard = make_guard(max_failures=2)
-    upstream = Upstream(not_found(), not_found())
+    upstream = ScriptedNext([not_found(), not_found()])
     for n in range(2):
         await fails_with(guard, upstream, make_call({"id": str(n)}))
     fault = await fails_with(guard, upstream, make_call({"id": "other"}))
-    assert isinstance(fault, BudgetExhausted) and upstream.calls == 2
+    assert isinstance(fault, BudgetExhausted) and len(upstream.calls) == 2
     assert fault.details == {"budget": "failures", "limit": 2, "used": 2, "calls_ok": 0, "calls_failed": 2}
     assert "tell the user what blocked you" in (fault.suggestion or "")
 
 
 async def test_an_identical_call_after_a_permanent_failure_is_answered_without_calling_upstream() -> None:
-    guard, upstream = make_guard(), Upstream(not_found())
+    guard, upstream = make_guard(), ScriptedNext([not_found()])
     first = await fails_with(guard, upstream)
     call = make_call()
     repeat = await fails_with(guard, upstream, call)
-    assert upstream.calls == 1
+    assert len(upstream.calls) == 1
     assert type(repeat) is PermanentExecutionError and repeat is not first
     assert repeat.message == first.message
     assert repeat.details == {"error_type": "not_found", "repeat_count": 1, "short_circuited": True}
@@ -120,65 +99,64 @@ async def test_an_identical_call_after_a_permanent_failure_is_answered_without_c
 
 
 async def test_repeating_an_identical_failing_call_up_to_the_threshold_turns_the_advice_into_abort() -> None:
-    guard, upstream = make_guard(loop_threshold=3), Upstream(SchemaViolation("bad arguments"))
+    guard, upstream = make_guard(loop_threshold=3), ScriptedNext([SchemaViolation("bad arguments")])
     await fails_with(guard, upstream)
     second = await fails_with(guard, upstream)
     third = await fails_with(guard, upstream)
-    assert upstream.calls == 1
+    assert len(upstream.calls) == 1
     assert second.repair_action is RepairAction.FIX_PARAMETER and second.details["repeat_count"] == 1
     assert third.repair_action is RepairAction.ABORT and third.details["repeat_count"] == 2
     assert "stop repeating" in (third.suggestion or "")
 
 
 async def test_a_call_with_different_arguments_is_not_short_circuited() -> None:
-    guard, upstream = make_guard(), Upstream(not_found(), None)
+    guard, upstream = make_guard(), ScriptedNext([not_found(), None])
     await fails_with(guard, upstream, make_call({"id": "A-1"}))
     await guard(make_call({"id": "A-2"}), upstream)
-    assert upstream.calls == 2
+    assert len(upstream.calls) == 2
 
 
 async def test_key_order_does_not_make_a_call_different() -> None:
-    guard, upstream = make_guard(), Upstream(not_found())
+    guard, upstream = make_guard(), ScriptedNext([not_found()])
     await fails_with(guard, upstream, make_call({"a": 1, "b": 2}))
     repeat = await fails_with(guard, upstream, make_call({"b": 2, "a": 1}))
-    assert upstream.calls == 1 and repeat.details["short_circuited"] is True
+    assert len(upstream.calls) == 1 and repeat.details["short_circuited"] is True
 
 
 async def test_a_transient_failure_without_retry_after_is_let_through_and_counted() -> None:
     guard = make_guard(loop_threshold=3)
-    upstream = Upstream(*(TransientExecutionError("busy") for _ in range(3)))
+    upstream = ScriptedNext([TransientExecutionError("busy") for _ in range(3)])
     first = await fails_with(guard, upstream)
     second = await fails_with(guard, upstream)
     third = await fails_with(guard, upstream)
-    assert upstream.calls == 3
+    assert len(upstream.calls) == 3
     assert "repeat_count" not in first.details and second.details["repeat_count"] == 1
     assert "short_circuited" not in second.details
     assert third.repair_action is RepairAction.ABORT
 
 
-async def test_a_transient_failure_with_retry_after_is_short_circuited_only_until_it_elapses() -> None:
-    clock = Clock()
+async def test_a_transient_failure_with_retry_after_is_short_circuited_only_until_it_elapses(clock: FakeClock) -> None:
     guard = make_guard(clock)
-    upstream = Upstream(RateLimited("slow down", retry_after_ms=2000), None)
+    upstream = ScriptedNext([RateLimited("slow down", retry_after_ms=2000), None])
     await fails_with(guard, upstream)
     clock.now += 0.5
     early = await fails_with(guard, upstream)
-    assert upstream.calls == 1 and isinstance(early, RateLimited)
+    assert len(upstream.calls) == 1 and isinstance(early, RateLimited)
     assert early.retry_after_ms == 1500 and early.details["short_circuited"] is True
     assert "Wait at least 1500 ms" in (early.suggestion or "")
     clock.now += 1.5
     await guard(make_call(), upstream)
-    assert upstream.calls == 2
+    assert len(upstream.calls) == 2
 
 
 async def test_a_success_forgets_the_failures_of_that_call() -> None:
     guard = make_guard()
-    upstream = Upstream(TransientExecutionError("busy"), TransientExecutionError("busy"), None, not_found())
+    upstream = ScriptedNext([TransientExecutionError("busy"), TransientExecutionError("busy"), None, not_found()])
     await fails_with(guard, upstream)
     assert (await fails_with(guard, upstream)).details["repeat_count"] == 1
     await guard(make_call(), upstream)
     again = await fails_with(guard, upstream)
-    assert "repeat_count" not in again.details and upstream.calls == 4
+    assert "repeat_count" not in again.details and len(upstream.calls) == 4
     assert guard.snapshot("s1")["recent_failures"] == [
         {"tool": "orders__get_order", "fault_type": "D4_permanent_execution_error", "repeat_count": 0}
     ]
@@ -193,18 +171,18 @@ async def test_a_success_forgets_the_failures_of_that_call() -> None:
     ],
 )
 async def test_refusals_that_a_person_or_time_can_change_are_not_short_circuited(fault: Fault) -> None:
-    guard, upstream = make_guard(), Upstream(fault, None)
+    guard, upstream = make_guard(), ScriptedNext([fault, None])
     await fails_with(guard, upstream)
     await guard(make_call(), upstream)
-    assert upstream.calls == 2
+    assert len(upstream.calls) == 2
 
 
 async def test_a_policy_refusal_is_short_circuited_like_an_argument_mistake() -> None:
     refusal = PermissionDenied("needs approval", details={"approval": "required"})
-    guard, upstream = make_guard(), Upstream(refusal)
+    guard, upstream = make_guard(), ScriptedNext([refusal])
     await fails_with(guard, upstream)
     repeat = await fails_with(guard, upstream)
-    assert upstream.calls == 1 and repeat.details["repeat_count"] == 1
+    assert len(upstream.calls) == 1 and repeat.details["repeat_count"] == 1
 
 
 async def test_a_cancelled_call_is_not_a_failure() -> None:
@@ -224,30 +202,30 @@ async def test_a_cancelled_call_is_not_a_failure() -> None:
 
 async def test_sessions_are_counted_apart_and_the_least_recently_used_is_evicted() -> None:
     guards = SessionGuards(max_sessions=2)
-    guard, upstream = make_guard(guards=guards, max_tool_calls=1), Upstream()
+    guard, upstream = make_guard(guards=guards, max_tool_calls=1), ScriptedNext()
     await guard(make_call(session="a"), upstream)
     await guard(make_call(session="b"), upstream)
     await fails_with(guard, upstream, make_call(session="a"))  # a is over budget and now most recent
     await guard(make_call(session="c"), upstream)  # evicts b
     assert guards.peek("b") is None and guards.peek("a") is not None
     await guard(make_call(session="b"), upstream)  # b starts afresh
-    assert upstream.calls == 4
+    assert len(upstream.calls) == 4
 
 
 async def test_failed_fingerprints_per_session_are_bounded_oldest_first() -> None:
     guards = SessionGuards(max_fingerprints=2)
     guard = make_guard(guards=guards)
-    upstream = Upstream(not_found(), not_found(), not_found(), None)
+    upstream = ScriptedNext([not_found(), not_found(), not_found(), None])
     for n in range(3):
         await fails_with(guard, upstream, make_call({"id": str(n)}))
     await guard(make_call({"id": "0"}), upstream)  # forgotten, so sent again
     await fails_with(guard, upstream, make_call({"id": "2"}))  # remembered, so short-circuited
-    assert upstream.calls == 4
+    assert len(upstream.calls) == 4
 
 
 async def test_snapshot_reports_remaining_budgets_and_recent_failures_newest_first() -> None:
     guard = make_guard(max_tool_calls=10, max_failures=5)
-    upstream = Upstream(not_found(), SchemaViolation("bad"), None)
+    upstream = ScriptedNext([not_found(), SchemaViolation("bad"), None])
     await fails_with(guard, upstream, make_call({"id": "1"}))
     await fails_with(guard, upstream, make_call({"id": "2"}))
     await fails_with(guard, upstream, make_call({"id": "1"}))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,17 @@ def stage(rule: ToolRule, store: StateStore, clock: FakeClock, flights: InFlight
     return Idempotency(rule, store, flights or InFlight(), clock)
 
 
+async def twice_at_once(one: Callable[[], Awaitable[None]], upstream: Upstream, gate: anyio.Event) -> None:
+    """``one`` twice: the second while the first is inside ``upstream`` (held at ``gate``), which then opens."""
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            await upstream.entered.wait()
+            tg.start_soon(one)
+            await anyio.wait_all_tasks_blocked()
+            gate.set()
+
+
 async def test_an_identical_write_whose_first_result_never_reached_the_host_is_a_replay(
     store: StateStore, clock: FakeClock
 ) -> None:
@@ -97,13 +108,7 @@ async def test_concurrent_identical_writes_run_once_and_share_the_result(store: 
     async def one() -> None:
         results.append(await guard(make_call(WRITE), upstream))
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(one)
-            await upstream.entered.wait()
-            tg.start_soon(one)
-            await anyio.wait_all_tasks_blocked()
-            gate.set()
+    await twice_at_once(one, upstream, gate)
 
     assert len(upstream.calls) == 1
     assert [r.structured_content for r in results] == [{"n": 1}, {"n": 1}]
@@ -302,11 +307,5 @@ async def test_a_waiting_duplicate_shares_the_fault_of_the_first(store: StateSto
         except AttemptTimeout as exc:
             faults.append(exc)
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(one)
-            await upstream.entered.wait()
-            tg.start_soon(one)
-            await anyio.wait_all_tasks_blocked()
-            gate.set()
+    await twice_at_once(one, upstream, gate)
     assert len(upstream.calls) == 1 and len(faults) == 2 and faults[0] is not faults[1]

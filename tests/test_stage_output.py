@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import mcp_types as types
@@ -24,17 +23,6 @@ from resilient_mcp.stages.output import (
 from resilient_mcp.state import StateStore
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[StateStore]:
-    async with await StateStore.open(":memory:") as s:
-        yield s
 
 
 CALL = ToolCall(name="docs__fetch", arguments={}, upstream="docs", upstream_tool="fetch", rule=ToolRule())

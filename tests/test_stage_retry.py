@@ -17,7 +17,6 @@ from resilient_mcp.faults import (
     ConnectFailure,
     ConnectionLost,
     EffectClass,
-    Fault,
     PermanentExecutionError,
     PersistentOutage,
     RateLimited,
@@ -29,50 +28,10 @@ from resilient_mcp.faults import (
 )
 from resilient_mcp.policy import IdempotencyRule, RetryRule, TimeoutRule, ToolRule
 from resilient_mcp.stages.retry import Retry, RetryBudgets
+from tests.conftest import FakeClock
+from tests.harness import OK, ScriptedNext
 
 pytestmark = pytest.mark.anyio
-
-
-OK = types.CallToolResult(content=[types.TextContent(type="text", text="done")])
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Sleeper:
-    """The injected sleep: records each delay and moves the fake clock on by it."""
-
-    clock: FakeClock
-    delays: list[float] = field(default_factory=list)
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-        self.clock.now += seconds
-
-
-@dataclass
-class Upstream:
-    """A scripted ``call_next``: each execution takes the next step (a fault to raise, or success)."""
-
-    steps: list[Fault | None]
-    clock: FakeClock | None = None
-    takes_s: float = 0.0
-    calls: list[ToolCall] = field(default_factory=list)
-
-    async def __call__(self, call: ToolCall) -> types.CallToolResult:
-        self.calls.append(call)
-        if self.clock is not None:
-            self.clock.now += self.takes_s
-        step = self.steps.pop(0) if self.steps else None
-        if step is not None:
-            raise step
-        return OK
 
 
 @dataclass
@@ -97,18 +56,18 @@ def tool_call(r: ToolRule, name: str = "create_order", host: Host | None = None)
 
 @dataclass
 class Rig:
+    """The stage's clock and its injected sleep (``clock.sleep``: each delay kept in ``clock.slept``), and budgets."""
+
     clock: FakeClock
-    sleep: Sleeper
     budgets: RetryBudgets
 
     def stage(self, r: ToolRule, seed: int = 1) -> Retry:
-        return Retry(r, self.budgets, sleep=self.sleep, clock=self.clock, random=random.Random(seed))
+        return Retry(r, self.budgets, sleep=self.clock.sleep, clock=self.clock, random=random.Random(seed))
 
 
 @pytest.fixture
-def rig() -> Rig:
-    clock = FakeClock()
-    return Rig(clock, Sleeper(clock), RetryBudgets())
+def rig(clock: FakeClock) -> Rig:
+    return Rig(clock, RetryBudgets())
 
 
 def timeout() -> AttemptTimeout:
@@ -116,7 +75,7 @@ def timeout() -> AttemptTimeout:
 
 
 async def test_read_only_tool_that_times_out_once_is_retried_and_succeeds(rig: Rig) -> None:
-    upstream = Upstream([timeout(), None])
+    upstream = ScriptedNext([timeout(), None])
     call = tool_call(rule())
     result = await rig.stage(rule())(call, upstream)
     assert result is OK
@@ -124,13 +83,13 @@ async def test_read_only_tool_that_times_out_once_is_retried_and_succeeds(rig: R
     assert [a.outcome for a in call.record.attempts] == ["C3_attempt_timeout", "ok"]
     assert call.record.attempts[0].fault_type == "C3_attempt_timeout"
     assert [a.n for a in call.record.attempts] == [1, 2]
-    assert len(rig.sleep.delays) == 1 and 0 <= rig.sleep.delays[0] <= 0.1
-    assert call.record.attempts[1].delay_before_ms == round(rig.sleep.delays[0] * 1000)
+    assert len(rig.clock.slept) == 1 and 0 <= rig.clock.slept[0] <= 0.1
+    assert call.record.attempts[1].delay_before_ms == round(rig.clock.slept[0] * 1000)
 
 
 async def test_write_tool_is_not_retried_after_timeout_and_reports_outcome_unknown(rig: Rig) -> None:
     r = rule(EffectClass.WRITE_UNSAFE)
-    upstream = Upstream([timeout(), None])
+    upstream = ScriptedNext([timeout(), None])
     call = tool_call(r)
     with pytest.raises(AttemptTimeout) as caught:
         await rig.stage(r)(call, upstream)
@@ -139,12 +98,12 @@ async def test_write_tool_is_not_retried_after_timeout_and_reports_outcome_unkno
     assert caught.value.repair_action is RepairAction.VERIFY_STATE
     assert caught.value.max_retry == 0
     assert caught.value.details["retry_stopped"] == "may_have_executed"
-    assert rig.sleep.delays == []
+    assert rig.clock.slept == []
 
 
 async def test_destructive_tool_losing_its_connection_after_send_is_not_retried(rig: Rig) -> None:
     r = rule(EffectClass.DESTRUCTIVE)
-    upstream = Upstream([ConnectionLost("lost"), None])
+    upstream = ScriptedNext([ConnectionLost("lost"), None])
     with pytest.raises(ConnectionLost) as caught:
         await rig.stage(r)(tool_call(r), upstream)
     assert len(upstream.calls) == 1
@@ -153,14 +112,14 @@ async def test_destructive_tool_losing_its_connection_after_send_is_not_retried(
 
 async def test_write_whose_upstream_honours_idempotency_keys_is_retried_after_timeout(rig: Rig) -> None:
     r = rule(EffectClass.WRITE_UNSAFE, idempotency=IdempotencyRule(forward_key_as="idempotency_key"))
-    upstream = Upstream([timeout(), None])
+    upstream = ScriptedNext([timeout(), None])
     assert await rig.stage(r)(tool_call(r), upstream) is OK
     assert len(upstream.calls) == 2
 
 
 async def test_maybe_executed_faults_get_two_attempts_in_all(rig: Rig) -> None:
     r = rule(EffectClass.WRITE_IDEMPOTENT)
-    upstream = Upstream([timeout(), timeout(), timeout(), None])
+    upstream = ScriptedNext([timeout(), timeout(), timeout(), None])
     call = tool_call(r)
     with pytest.raises(AttemptTimeout) as caught:
         await rig.stage(r)(call, upstream)
@@ -171,14 +130,14 @@ async def test_maybe_executed_faults_get_two_attempts_in_all(rig: Rig) -> None:
 
 async def test_write_that_was_never_sent_is_retried_and_executes_once(rig: Rig) -> None:
     r = rule(EffectClass.WRITE_UNSAFE)
-    upstream = Upstream([ConnectFailure("refused"), None])
+    upstream = ScriptedNext([ConnectFailure("refused"), None])
     assert await rig.stage(r)(tool_call(r), upstream) is OK
     assert len(upstream.calls) == 2  # one refused connection, then the one execution
 
 
 async def test_not_sent_faults_get_three_attempts_in_all(rig: Rig) -> None:
     r = rule(EffectClass.WRITE_UNSAFE)
-    upstream = Upstream([ConnectFailure("refused")] * 4)
+    upstream = ScriptedNext([ConnectFailure("refused")] * 4)
     call = tool_call(r)
     with pytest.raises(ConnectFailure):
         await rig.stage(r)(call, upstream)
@@ -187,25 +146,25 @@ async def test_not_sent_faults_get_three_attempts_in_all(rig: Rig) -> None:
 
 
 async def test_once_an_attempt_may_have_executed_the_limit_drops_to_two(rig: Rig) -> None:
-    upstream = Upstream([ConnectFailure("refused"), timeout(), ConnectFailure("refused"), None])
+    upstream = ScriptedNext([ConnectFailure("refused"), timeout(), ConnectFailure("refused"), None])
     with pytest.raises(AttemptTimeout):
         await rig.stage(rule())(tool_call(rule()), upstream)
     assert len(upstream.calls) == 2
 
 
 async def test_rate_limit_with_retry_after_is_slept_exactly_then_succeeds(rig: Rig) -> None:
-    upstream = Upstream([RateLimited("slow down", retry_after_ms=1000), None])
+    upstream = ScriptedNext([RateLimited("slow down", retry_after_ms=1000), None])
     assert await rig.stage(rule())(tool_call(rule()), upstream) is OK
-    assert rig.sleep.delays == [1.0]
+    assert rig.clock.slept == [1.0]
     assert len(upstream.calls) == 2
 
 
 async def test_retry_after_beyond_the_cap_is_surfaced_without_sleeping(rig: Rig) -> None:
     day_ms = 86_400_000
-    upstream = Upstream([RateLimited("come back tomorrow", retry_after_ms=day_ms), None])
+    upstream = ScriptedNext([RateLimited("come back tomorrow", retry_after_ms=day_ms), None])
     with pytest.raises(RateLimited) as caught:
         await rig.stage(rule())(tool_call(rule()), upstream)
-    assert rig.sleep.delays == []
+    assert rig.clock.slept == []
     assert len(upstream.calls) == 1
     assert caught.value.retry_after_ms == day_ms
     assert caught.value.details["retry_stopped"] == "retry_after_over_cap"
@@ -215,10 +174,10 @@ async def test_retry_after_beyond_the_cap_is_surfaced_without_sleeping(rig: Rig)
 
 async def test_retry_after_past_the_deadline_is_surfaced_without_sleeping(rig: Rig) -> None:
     r = rule(timeouts=TimeoutRule(attempt_s=2, total_s=5))
-    upstream = Upstream([RateLimited("later", retry_after_ms=8000), None])
+    upstream = ScriptedNext([RateLimited("later", retry_after_ms=8000), None])
     with pytest.raises(RateLimited) as caught:
         await rig.stage(r)(tool_call(r), upstream)
-    assert rig.sleep.delays == []
+    assert rig.clock.slept == []
     assert caught.value.details["retry_stopped"] == "retry_after_past_deadline"
     assert "retry_at" in caught.value.details
 
@@ -228,15 +187,15 @@ async def test_failures_that_executed_are_never_retried(rig: Rig) -> None:
         PermanentExecutionError("no"),
         TransientExecutionError("x", retry_safety=RetrySafety.EXECUTED_FAILED),
     ):
-        upstream = Upstream([fault, None])
+        upstream = ScriptedNext([fault, None])
         with pytest.raises(type(fault)):
             await rig.stage(rule())(tool_call(rule()), upstream)
         assert len(upstream.calls) == 1
-    assert rig.sleep.delays == []
+    assert rig.clock.slept == []
 
 
 async def test_argument_faults_are_not_retried_and_leave_the_budget_alone(rig: Rig) -> None:
-    upstream = Upstream([SchemaViolation("bad", transient=True), None])
+    upstream = ScriptedNext([SchemaViolation("bad", transient=True), None])
     with pytest.raises(SchemaViolation):
         await rig.stage(rule())(tool_call(rule()), upstream)
     assert len(upstream.calls) == 1
@@ -244,7 +203,7 @@ async def test_argument_faults_are_not_retried_and_leave_the_budget_alone(rig: R
 
 
 async def test_an_open_breaker_ends_the_retries(rig: Rig) -> None:
-    upstream = Upstream([PersistentOutage("circuit open"), None])
+    upstream = ScriptedNext([PersistentOutage("circuit open"), None])
     with pytest.raises(PersistentOutage):
         await rig.stage(rule())(tool_call(rule()), upstream)
     assert len(upstream.calls) == 1
@@ -253,33 +212,33 @@ async def test_an_open_breaker_ends_the_retries(rig: Rig) -> None:
 async def test_backoff_is_full_jitter_exponential_capped_and_seeded(rig: Rig) -> None:
     r = rule(retry=RetryRule(max_attempts=7, backoff_base_ms=100, backoff_cap_ms=400))
     rig.budgets = RetryBudgets(max_tokens=100)
-    upstream = Upstream([ConnectFailure("refused")] * 6 + [None])
+    upstream = ScriptedNext([ConnectFailure("refused")] * 6 + [None])
     assert await rig.stage(r, seed=7)(tool_call(r), upstream) is OK
     bounds = [0.1, 0.2, 0.4, 0.4, 0.4, 0.4]
     expected_rng = random.Random(7)
-    assert rig.sleep.delays == [expected_rng.uniform(0, b) for b in bounds]
-    assert all(0 <= d <= b for d, b in zip(rig.sleep.delays, bounds, strict=True))
+    assert rig.clock.slept == [expected_rng.uniform(0, b) for b in bounds]
+    assert all(0 <= d <= b for d, b in zip(rig.clock.slept, bounds, strict=True))
 
 
 async def test_retry_budget_stops_retries_to_a_failing_upstream_and_refills_on_success(rig: Rig) -> None:
     stage = rig.stage(rule())
-    first = Upstream([ConnectFailure("refused")] * 3)
+    first = ScriptedNext([ConnectFailure("refused")] * 3)
     with pytest.raises(ConnectFailure):
         await stage(tool_call(rule()), first)
     assert len(first.calls) == 3 and rig.budgets.tokens("shop") == 7
-    second = Upstream([ConnectFailure("refused")] * 3)
+    second = ScriptedNext([ConnectFailure("refused")] * 3)
     with pytest.raises(ConnectFailure) as caught:
         await stage(tool_call(rule()), second)
     assert len(second.calls) == 2 and rig.budgets.tokens("shop") == 5
     assert caught.value.details["retry_stopped"] == "retry_budget"
-    third = Upstream([ConnectFailure("refused")] * 3)
+    third = ScriptedNext([ConnectFailure("refused")] * 3)
     with pytest.raises(ConnectFailure):
         await stage(tool_call(rule()), third)
     assert len(third.calls) == 1  # no retries while tokens <= 5
     for _ in range(30):  # 4 + 30 * 0.1 = 7 tokens: after one more failure (6) a retry is allowed again
-        await stage(tool_call(rule()), Upstream([]))
+        await stage(tool_call(rule()), ScriptedNext([]))
     assert rig.budgets.tokens("shop") == pytest.approx(7)
-    fourth = Upstream([ConnectFailure("refused"), None])
+    fourth = ScriptedNext([ConnectFailure("refused"), None])
     assert await stage(tool_call(rule()), fourth) is OK
     assert len(fourth.calls) == 2
 
@@ -309,13 +268,13 @@ class LongestWait(random.Random):
 
 async def test_each_attempt_gets_the_attempt_timeout_bounded_by_the_time_left(rig: Rig) -> None:
     r = rule(timeouts=TimeoutRule(attempt_s=8, total_s=10), retry=RetryRule(backoff_base_ms=1000, backoff_cap_ms=5000))
-    upstream = Upstream([ConnectFailure("refused")] * 2 + [None], clock=rig.clock, takes_s=4.2)
+    upstream = ScriptedNext([ConnectFailure("refused")] * 2 + [None], clock=rig.clock, takes_s=4.2)
     call = tool_call(r)
-    stage = Retry(r, rig.budgets, sleep=rig.sleep, clock=rig.clock, random=LongestWait())
+    stage = Retry(r, rig.budgets, sleep=rig.clock.sleep, clock=rig.clock, random=LongestWait())
     with pytest.raises(ConnectFailure) as caught:
         await stage(call, upstream)
     assert [c.attempt_timeout_s for c in upstream.calls] == [8, pytest.approx(10 - 4.2 - 1.0)]
-    assert rig.sleep.delays == [1.0]
+    assert rig.clock.slept == [1.0]
     # 9.9 s used: a 2 s wait would start the third attempt past the deadline, so it is not made
     assert len(upstream.calls) == 2
     assert caught.value.details["retry_stopped"] == "deadline"
@@ -356,17 +315,17 @@ async def test_cancellation_is_not_a_failure_and_is_not_retried(rig: Rig) -> Non
         await rig.stage(rule())(call, cancelled)
     assert outer.cancelled_caught
     assert calls == 1
-    assert rig.sleep.delays == []
+    assert rig.clock.slept == []
     assert rig.budgets.tokens("shop") == rig.budgets.max_tokens
     assert [a.outcome for a in call.record.attempts] == ["cancelled"]
 
 
 async def test_host_is_told_about_each_retry_while_waiting(rig: Rig) -> None:
     host = Host()
-    upstream = Upstream([ConnectFailure("refused"), ConnectFailure("refused"), None])
+    upstream = ScriptedNext([ConnectFailure("refused"), ConnectFailure("refused"), None])
     r = rule(EffectClass.WRITE_UNSAFE)
     assert await rig.stage(r)(tool_call(r, host=host), upstream) is OK
-    ms = [round(d * 1000) for d in rig.sleep.delays]
+    ms = [round(d * 1000) for d in rig.clock.slept]
     assert [p[2] for p in host.progress] == [
         f"retrying create_order in {ms[0]} ms (attempt 2 of 3): C1_connect_failure",
         f"retrying create_order in {ms[1]} ms (attempt 3 of 3): C1_connect_failure",
@@ -379,13 +338,13 @@ async def test_a_host_that_fails_to_take_progress_does_not_fail_the_call(rig: Ri
         async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
             raise RuntimeError("gone")
 
-    upstream = Upstream([ConnectFailure("refused"), None])
+    upstream = ScriptedNext([ConnectFailure("refused"), None])
     assert await rig.stage(rule())(tool_call(rule(), host=Broken()), upstream) is OK
 
 
 async def test_disabled_retry_makes_one_attempt(rig: Rig) -> None:
     r = rule(retry=RetryRule(enabled=False))
-    upstream = Upstream([ConnectFailure("refused"), None])
+    upstream = ScriptedNext([ConnectFailure("refused"), None])
     call = tool_call(r)
     with pytest.raises(ConnectFailure):
         await rig.stage(r)(call, upstream)
@@ -395,7 +354,7 @@ async def test_disabled_retry_makes_one_attempt(rig: Rig) -> None:
 
 async def test_a_not_sent_last_attempt_does_not_hide_an_earlier_attempt_that_may_have_run(rig: Rig) -> None:
     r = rule(EffectClass.WRITE_UNSAFE, idempotency=IdempotencyRule(forward_key_as="idempotency_key"))
-    upstream = Upstream([timeout(), ConnectFailure("refused")])
+    upstream = ScriptedNext([timeout(), ConnectFailure("refused")])
     with pytest.raises(ConnectFailure) as caught:
         await rig.stage(r)(tool_call(r), upstream)
     fault = caught.value

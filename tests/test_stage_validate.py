@@ -14,6 +14,7 @@ from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
 from resilient_mcp.policy import ToolRule, ValidationRule
 from resilient_mcp.stages.validate import Validate, schema_diff, suggest_tools
+from tests.harness import ScriptedNext
 
 pytestmark = pytest.mark.anyio
 
@@ -40,17 +41,6 @@ ORDER_SCHEMA: dict[str, Any] = {
 }
 
 
-class Next:
-    """A hand-written call_next that records what reached it."""
-
-    def __init__(self) -> None:
-        self.calls: list[ToolCall] = []
-
-    async def __call__(self, call: ToolCall) -> types.CallToolResult:
-        self.calls.append(call)
-        return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
-
-
 def make_call(arguments: Any, schema: dict[str, Any] = ORDER_SCHEMA) -> ToolCall:
     return ToolCall(
         name="shop__create_order",
@@ -62,14 +52,14 @@ def make_call(arguments: Any, schema: dict[str, Any] = ORDER_SCHEMA) -> ToolCall
     )
 
 
-async def run(arguments: Any, schema: dict[str, Any] = ORDER_SCHEMA, **rule: Any) -> tuple[ToolCall, Next]:
-    stage, call_next, call = Validate(schema, ValidationRule(**rule)), Next(), make_call(arguments, schema)
+async def run(arguments: Any, schema: dict[str, Any] = ORDER_SCHEMA, **rule: Any) -> tuple[ToolCall, ScriptedNext]:
+    stage, call_next, call = Validate(schema, ValidationRule(**rule)), ScriptedNext(), make_call(arguments, schema)
     await stage(call, call_next)
     return call, call_next
 
 
 async def refused(arguments: Any, schema: dict[str, Any] = ORDER_SCHEMA, **rule: Any) -> Any:
-    stage, call_next = Validate(schema, ValidationRule(**rule)), Next()
+    stage, call_next = Validate(schema, ValidationRule(**rule)), ScriptedNext()
     with pytest.raises((MissingRequiredArgument, SchemaViolation, MalformedArguments)) as info:
         await stage(make_call(arguments, schema), call_next)
     assert call_next.calls == [], "an invalid call must never reach the next stage"
@@ -193,7 +183,7 @@ async def test_an_invalid_upstream_schema_is_logged_once_and_not_enforced() -> N
     with capture_logs() as logs:
         stage = Validate(schema, ValidationRule(), tool_name="shop__broken")
     assert [entry["event"] for entry in logs] == ["input_schema_invalid_validation_skipped"]
-    call_next = Next()
+    call_next = ScriptedNext()
     with capture_logs() as logs:
         await stage(make_call({"a": "not an integer"}, schema), call_next)
     assert len(call_next.calls) == 1 and logs == []

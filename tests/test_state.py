@@ -5,8 +5,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import mcp_types as types
 import pytest
@@ -19,21 +22,12 @@ from resilient_mcp.state import (
     recent_audit,
     utf8_len,
 )
+from resilient_mcp.state import sqlite as state_sqlite
+from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -55,6 +49,42 @@ def result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content={"n": 1})
 
 
+class WatchedWorker(state_sqlite.Worker):
+    """The store's worker thread, watched: the threads its jobs ran in, and the round trips (``call``) asked of it."""
+
+    def __init__(self, idle: Callable[[], None], tick_s: float) -> None:
+        self.threads: set[int] = set()
+        self.round_trips = 0
+        super().__init__(idle, tick_s)
+
+    def noted(self, fn: Callable[[], T]) -> Callable[[], T]:
+        def job() -> T:
+            self.threads.add(threading.get_ident())
+            return fn()
+
+        return job
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        self.round_trips += 1
+        return await super().call(self.noted(fn))
+
+    def submit(self, fn: Callable[[], object]) -> None:
+        super().submit(self.noted(fn))
+
+
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[WatchedWorker]]:
+    """The workers of the stores the test opens, each a ``WatchedWorker``."""
+    opened: list[WatchedWorker] = []
+
+    def watched(idle: Callable[[], None], tick_s: float) -> WatchedWorker:
+        opened.append(WatchedWorker(idle, tick_s))
+        return opened[-1]
+
+    monkeypatch.setattr(state_sqlite, "Worker", watched)
+    yield opened
+
+
 async def test_file_database_is_in_wal_mode_with_a_schema_version(tmp_path: Path) -> None:
     async with await StateStore.open(tmp_path) as store:
         assert store.journal_mode == "wal"
@@ -74,8 +104,7 @@ async def test_a_database_from_a_newer_version_is_refused_not_damaged(tmp_path: 
         await StateStore.open(tmp_path)
 
 
-async def test_completed_idempotency_record_survives_close_and_reopen(tmp_path: Path) -> None:
-    clock = FakeClock()
+async def test_completed_idempotency_record_survives_close_and_reopen(tmp_path: Path, clock: FakeClock) -> None:
     store = await StateStore.open(tmp_path, clock=clock)
     now = clock()
     assert await store.begin("k", args_hash="h", tool="up/write", now=now, expires_at=now + 60) is None
@@ -100,8 +129,7 @@ async def test_begin_claims_a_key_once_and_then_returns_the_holder(tmp_path: Pat
         assert await store.get("k", now=12.0) is None
 
 
-async def test_expired_records_are_ignored_and_pruned(tmp_path: Path) -> None:
-    clock = FakeClock()
+async def test_expired_records_are_ignored_and_pruned(tmp_path: Path, clock: FakeClock) -> None:
     async with await StateStore.open(tmp_path, clock=clock) as store:
         now = clock()
         await store.begin("old", args_hash="h", tool="t", now=now, expires_at=now + 5)
@@ -133,8 +161,7 @@ async def test_idempotency_rows_are_trimmed_to_the_bound_completed_first(tmp_pat
         assert await store.get("unknown", now=5.0) is not None
 
 
-async def test_stored_output_reads_back_by_byte_range_and_expires(tmp_path: Path) -> None:
-    clock = FakeClock()
+async def test_stored_output_reads_back_by_byte_range_and_expires(tmp_path: Path, clock: FakeClock) -> None:
     text = "héllo wörld ✓ " * 1000
     async with await StateStore.open(tmp_path, clock=clock, limits=StateLimits(output_ttl_s=60)) as store:
         handle = await store.put_output("up__read", [text, "\n\n", "tail"], '{"content": []}')
@@ -149,8 +176,7 @@ async def test_stored_output_reads_back_by_byte_range_and_expires(tmp_path: Path
         assert await store.output_manifest(handle) is None
 
 
-async def test_outputs_are_bounded_by_rows_and_bytes_oldest_first(tmp_path: Path) -> None:
-    clock = FakeClock()
+async def test_outputs_are_bounded_by_rows_and_bytes_oldest_first(tmp_path: Path, clock: FakeClock) -> None:
     limits = StateLimits(outputs_max_rows=2, outputs_max_bytes=2500)
     async with await StateStore.open(tmp_path, clock=clock, limits=limits) as store:
         handles = []
@@ -207,12 +233,20 @@ async def test_audit_rows_expire_and_are_trimmed_to_the_bound(tmp_path: Path) ->
         assert [r["ts"] for r in store.recent_audit()] == [99_800.0, 99_700.0, 99_600.0]
 
 
-async def test_queries_run_in_one_dedicated_thread_not_the_event_loop(tmp_path: Path) -> None:
+async def test_queries_run_in_one_dedicated_thread_not_the_event_loop(
+    tmp_path: Path, workers: list[WatchedWorker]
+) -> None:
     async with await StateStore.open(tmp_path) as store:
-        seen: set[int] = set()
-        for _ in range(5):
-            seen.add(await store._run(threading.get_ident))
-        assert len(seen) == 1 and threading.get_ident() not in seen
+        await store.begin("k", args_hash="h", tool="t", now=1.0, expires_at=9e9)
+        await store.complete("k", result("r"), expires_at=9e9)
+        assert await store.get("k", now=2.0) is not None  # a completed record is read back from SQLite
+        handle = await store.put_output("t", ["abc"], "{}")
+        assert handle is not None and await store.read_output(handle, 0, 3) == (b"abc", 3)
+        store.record(Entry(ts=1.0, session="s"))
+        await store.flush()
+    [worker] = workers
+    assert worker.round_trips >= 4
+    assert len(worker.threads) == 1 and threading.get_ident() not in worker.threads
 
 
 async def test_memory_store_serves_every_protocol_without_a_file() -> None:
@@ -251,10 +285,27 @@ def test_utf8_len_counts_encoded_bytes_without_encoding_whole() -> None:
 
 
 async def disk_records(store: StateStore) -> dict[str, tuple[object, ...]]:
-    """Every idempotency row, read by the worker after the writes queued before it."""
-    query = "SELECT key, args_hash, tool, status, created_at, expires_at FROM idempotency"
-    rows = await store._run(lambda: store._db().execute(query).fetchall())
-    return {r[0]: tuple(r[1:]) for r in rows}
+    """Every idempotency row as ``(args_hash, tool, status, created_at, expires_at)``, read from the database file
+    once the writes queued before are written."""
+    await store.flush()  # the worker runs jobs in order: every write queued before this one is on disk
+    assert store.path is not None
+    conn = sqlite3.connect(f"{store.path.as_uri()}?mode=ro", uri=True)
+    try:
+        query = "SELECT key, args_hash, tool, status, created_at, expires_at FROM idempotency"
+        return {r[0]: tuple(r[1:]) for r in conn.execute(query).fetchall()}
+    finally:
+        conn.close()
+
+
+async def memory_matches_disk(store: StateStore, keys: set[str], now: float) -> dict[str, tuple[object, ...]]:
+    """Assert that what the store answers from memory (each key's record, the counts by status) is what the disk
+    holds; return the disk's rows."""
+    disk = await disk_records(store)
+    found = {key: await store.get(key, now=now) for key in keys}
+    answered = {k: (r.args_hash, r.tool, r.status, r.created_at, r.expires_at) for k, r in found.items() if r}
+    assert answered == disk
+    assert store.idempotency_counts() == Counter(row[2] for row in disk.values())
+    return disk
 
 
 async def test_a_restarted_store_replays_completed_records_and_holds_in_flight_ones(tmp_path: Path) -> None:
@@ -269,36 +320,38 @@ async def test_a_restarted_store_replays_completed_records_and_holds_in_flight_o
     assert held is not None and held.status == "in_flight" and held.created_at == 11.0 and held.result is None
 
 
-async def test_claims_and_held_records_are_answered_without_the_worker(tmp_path: Path) -> None:
+async def test_claims_and_held_records_are_answered_without_the_worker(
+    tmp_path: Path, workers: list[WatchedWorker]
+) -> None:
     async with await StateStore.open(tmp_path) as store:
         await store.begin("k", args_hash="h", tool="t", now=1.0, expires_at=9e9)
         await store.mark_unknown("k", expires_at=9e9)
-
-        async def no_round_trip(fn: object) -> None:
-            raise AssertionError("begin/get waited for the worker")
-
-        store._run = no_round_trip  # type: ignore[method-assign,assignment]
+        [worker] = workers
+        before = worker.round_trips
         assert await store.begin("new", args_hash="h", tool="t", now=2.0, expires_at=9e9) is None
         holder = await store.begin("k", args_hash="h2", tool="t", now=2.0, expires_at=9e9)
         assert holder is not None and holder.status == "unknown" and holder.args_hash == "h"
         assert (await store.get("new", now=3.0)) is not None and await store.get("absent", now=3.0) is None
+        assert worker.round_trips == before, "begin/get waited for the worker"
 
 
-async def test_the_index_stays_equal_to_the_disk_through_every_operation(tmp_path: Path) -> None:
+async def test_what_the_store_answers_from_memory_stays_equal_to_the_disk_through_every_operation(
+    tmp_path: Path,
+) -> None:
     clock = FakeClock(100.0)
     limits = StateLimits(idempotency_max_rows=3)
+    keys = ["a", "b", "c", "d", "e"]
     async with await StateStore.open(tmp_path, clock=clock, limits=limits) as store:
-        for i, key in enumerate(["a", "b", "c", "d", "e"]):
+        for i, key in enumerate(keys):
             await store.begin(key, args_hash=f"h{i}", tool="t", now=100.0 + i, expires_at=200.0)
         await store.complete("a", result("r"), expires_at=300.0)
         await store.mark_unknown("b", expires_at=150.0)
         await store.release("c")
         await store.begin("c", args_hash="again", tool="t", now=106.0, expires_at=400.0)
-        assert store._index.snapshot() == await disk_records(store)
+        await memory_matches_disk(store, set(keys), clock())
         clock.now = 160.0  # "b" expired
         await store.prune()  # expiry, then trimmed to 3 rows, completed first
-        assert store._index.snapshot() == await disk_records(store)
-        assert set(await disk_records(store)) == {"c", "d", "e"}
+        assert set(await memory_matches_disk(store, set(keys), clock())) == {"c", "d", "e"}
 
 
 async def test_two_stores_on_one_database_claim_each_key_once(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,30 +28,15 @@ pytestmark = [pytest.mark.anyio, needs_redis()]
 WRITE = ToolRule(effect=EffectClass.WRITE_UNSAFE)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def config(redis: RedisServer, **extra: Any) -> StateConfig:
+    return StateConfig(backend="redis", url=redis.url, command_timeout_s=1.0, connect_timeout_s=1.0, **extra)
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    redis = RedisServer(tmp_path / "redis")
-    redis.start()
-    try:
-        yield redis
-    finally:
-        redis.stop()
-
-
-def config(server: RedisServer, **extra: Any) -> StateConfig:
-    return StateConfig(backend="redis", url=server.url, command_timeout_s=1.0, connect_timeout_s=1.0, **extra)
-
-
-@pytest.fixture
-async def replicas(server: RedisServer) -> AsyncIterator[tuple[RedisStateStore, RedisStateStore]]:
+async def replicas(redis: RedisServer) -> AsyncIterator[tuple[RedisStateStore, RedisStateStore]]:
     limits = StateLimits(flush_interval_s=0.05)
-    one = await RedisStateStore.open(config(server), limits=limits)
-    two = await RedisStateStore.open(config(server), limits=limits)
+    one = await RedisStateStore.open(config(redis), limits=limits)
+    two = await RedisStateStore.open(config(redis), limits=limits)
     try:
         yield one, two
     finally:
@@ -123,12 +108,12 @@ async def test_a_completed_record_on_one_replica_is_replayed_by_the_other_and_ex
 
 
 async def test_replicas_share_one_secret_so_fingerprints_match_and_a_configured_secret_wins(
-    server: RedisServer, replicas: tuple[RedisStateStore, RedisStateStore]
+    redis: RedisServer, replicas: tuple[RedisStateStore, RedisStateStore]
 ) -> None:
     one, two = replicas
     assert one.call_fingerprint(call()) == two.call_fingerprint(call())
     assert one.call_fingerprint(call()) != one.call_fingerprint(call({"item": "pen"}))
-    async with await RedisStateStore.open(config(server, secret="s" * 40)) as own:
+    async with await RedisStateStore.open(config(redis, secret="s" * 40)) as own:
         assert own.call_fingerprint(call()) != one.call_fingerprint(call())
 
 
@@ -150,7 +135,7 @@ async def test_a_stored_output_is_read_in_pages_through_another_replica_by_its_o
 
 
 async def test_the_audit_is_one_capped_stream_read_from_any_replica(
-    server: RedisServer, replicas: tuple[RedisStateStore, RedisStateStore]
+    redis: RedisServer, replicas: tuple[RedisStateStore, RedisStateStore]
 ) -> None:
     one, two = replicas
     for i in range(3):
@@ -160,12 +145,12 @@ async def test_the_audit_is_one_capped_stream_read_from_any_replica(
     await two.flush()
     rows = two.recent_audit(limit=10)
     assert [r["session"] for r in rows].count("s1") == 3 and rows[0]["session"] == "s2"
-    assert [r["tool"] for r in read_audit(config(server), limit=10, session="s1")] == ["t2", "t1", "t0"]
+    assert [r["tool"] for r in read_audit(config(redis), limit=10, session="s1")] == ["t2", "t1", "t0"]
     assert rows[0]["argument_keys"] == ["item"] and rows[0]["fault_type"] is None
 
 
 async def test_redis_down_refuses_claimed_writes_keeps_audit_queued_and_recovers_on_its_own(
-    server: RedisServer, replicas: tuple[RedisStateStore, RedisStateStore]
+    redis: RedisServer, replicas: tuple[RedisStateStore, RedisStateStore]
 ) -> None:
     one, _ = replicas
     ran: list[ToolCall] = []
@@ -175,7 +160,7 @@ async def test_redis_down_refuses_claimed_writes_keeps_audit_queued_and_recovers
         return types.CallToolResult(content=[types.TextContent(text="done")])
 
     stage = Idempotency(WRITE, one, InFlight())
-    server.stop()
+    redis.stop()
     with pytest.raises(StateUnavailableFault) as refused:
         await stage(call(meta={"idempotency-key": "k1"}), upstream)
     assert refused.value.code == "STATE_UNAVAILABLE" and refused.value.repair_action.value == "backoff_retry"
@@ -188,7 +173,7 @@ async def test_redis_down_refuses_claimed_writes_keeps_audit_queued_and_recovers
         await one.flush()
     assert await one.put_output("t", ["x"], "{}", owner="a") is None, "a read's output is simply not stored"
 
-    server.start()  # same port: the store reconnects by itself
+    redis.start()  # same port: the store reconnects by itself
     with anyio.fail_after(30):
         await one.wait_available()
     await one.flush()

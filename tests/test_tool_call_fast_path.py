@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -17,7 +18,8 @@ from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from resilient_mcp.host.server import ToolCallFastPath, _plain_call_name, build_server
+from resilient_mcp.host import server as host_server
+from resilient_mcp.host.server import ToolCallFastPath, build_server
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
 from tests.harness import proxied
 
@@ -67,26 +69,60 @@ def _sdk_accepts(params: Any, version: str) -> types.CallToolRequestParams | Non
         return None
 
 
+Taken = tuple[str, Any, Any]
+"""What the fast path hands to ``run_tool_call``: the tool name, the arguments and the request's ``_meta``."""
+FastPath = Callable[[ServerRequestContext[Any, Any]], Awaitable[Taken | None]]
+
+
+@pytest.fixture
+def fast_path(monkeypatch: pytest.MonkeyPatch) -> FastPath:
+    """The fast path on one request: what it hands to ``run_tool_call`` (name, arguments, meta), or ``None`` when
+    it passes the request on to the SDK (``call_next``)."""
+    taken: list[Taken] = []
+
+    async def run_tool_call(proxy: Any, ctx: Any, name: str, arguments: Any, meta: Any) -> types.CallToolResult:
+        taken.append((name, arguments, meta))
+        return types.CallToolResult(content=[])
+
+    monkeypatch.setattr(host_server, "run_tool_call", run_tool_call)
+
+    async def run(ctx: ServerRequestContext[Any, Any]) -> Taken | None:
+        passed: list[str] = []
+
+        async def call_next(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+            passed.append(ctx.method)
+            return {}
+
+        taken.clear()
+        await ToolCallFastPath(cast(Any, None))(ctx, call_next)
+        assert len(taken) + len(passed) == 1, "the request was neither run nor passed on exactly once"
+        return taken[0] if taken else None
+
+    return run
+
+
 @pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
 @pytest.mark.parametrize("params", PARAMS)
-def test_the_fast_path_takes_only_params_the_sdk_accepts_and_reads_them_as_the_sdk_does(
-    params: Any, version: str
+async def test_the_fast_path_takes_only_params_the_sdk_accepts_and_reads_them_as_the_sdk_does(
+    params: Any, version: str, fast_path: FastPath
 ) -> None:
-    name = _plain_call_name(_ctx(params, version))
+    taken = await fast_path(_ctx(params, version))
     typed = _sdk_accepts(params, version)
-    if name is None:
+    if taken is None:
         return  # the SDK path handles it, rejection included
     assert typed is not None, f"the fast path took params the SDK rejects: {params!r}"
-    ctx = _ctx(params, version)
-    assert (name, params.get("arguments"), ctx.meta) == (typed.name, typed.arguments, typed.meta)
+    assert taken == (typed.name, typed.arguments, typed.meta)
 
 
-def test_the_fast_path_takes_the_common_shapes_and_leaves_modern_and_uninitialized_calls_to_the_sdk() -> None:
+async def test_the_fast_path_takes_the_common_shapes_and_leaves_modern_and_uninitialized_calls_to_the_sdk(
+    fast_path: FastPath,
+) -> None:
     plain = {"name": "echo", "arguments": {"x": 1}, "_meta": {"progressToken": 1}}
-    assert _plain_call_name(_ctx(plain, "2025-11-25")) == "echo"
-    assert _plain_call_name(_ctx(plain, "2024-11-05")) == "echo"
-    assert _plain_call_name(_ctx(plain, "2026-07-28")) is None
-    assert _plain_call_name(_ctx(plain, "2025-11-25", initialized=False)) is None
+    for version in ("2025-11-25", "2024-11-05"):
+        taken = await fast_path(_ctx(plain, version))
+        assert taken is not None and taken[:2] == ("echo", {"x": 1}), version
+    assert await fast_path(_ctx(plain, "2026-07-28")) is None
+    assert await fast_path(_ctx(plain, "2025-11-25", initialized=False)) is None
 
 
 class _Spy:

@@ -89,6 +89,16 @@ async def timed_out(stage: Idempotency, call: ToolCall, upstream: Upstream) -> N
     upstream.fail = None
 
 
+def guarded(
+    store: StateStore, clock: FakeClock, rule: ToolRule = WRITE, session: SessionRule | None = None
+) -> tuple[Guard, Idempotency]:
+    """The loop guard and the idempotency stage on one session memory, as the chain composes them."""
+    guards = SessionGuards()
+    return Guard(session or SessionRule(), guards, wall=clock), Idempotency(
+        rule, store, InFlight(), clock, guards=guards
+    )
+
+
 async def test_a_write_whose_result_was_delivered_runs_again_when_repeated(store: StateStore, clock: FakeClock) -> None:
     upstream, stage = Upstream(), Idempotency(WRITE, store, InFlight(), clock)
     results = [await host(stage, write_call(content=c), upstream) for c in ("v1", "v2", "v1")]
@@ -117,10 +127,8 @@ async def test_an_undelivered_result_is_replayed_only_to_its_own_session(store: 
 async def test_an_unknown_outcome_blocks_every_session_until_that_session_verifies_then_runs_once(
     store: StateStore, clock: FakeClock
 ) -> None:
-    guards = SessionGuards()
-    guard = Guard(SessionRule(), guards, wall=clock)
+    guard, stage = guarded(store, clock)
     upstream = Upstream()
-    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
     await timed_out(stage, write_call("s1"), upstream)
     for session in ("s1", "s2"):
         with pytest.raises(StateConflict) as blocked:
@@ -149,10 +157,8 @@ async def test_a_verifying_read_that_answers_not_found_lifts_the_block_and_the_w
     """The write timed out before it ran: the verifying read says "not found" (an error result of the tool's own).
     That is the server's word on its state, so it verifies as a success would; a read that failed on the way (a
     timeout) does not."""
-    guards = SessionGuards()
-    guard = Guard(SessionRule(), guards, wall=clock)
+    guard, stage = guarded(store, clock)
     writes, reads = Upstream(), Upstream()
-    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
     await timed_out(stage, write_call("s1"), writes)
     read_rule = ToolRule(effect=EffectClass.READ_ONLY)
 
@@ -175,10 +181,8 @@ async def test_a_verifying_read_that_answers_not_found_lifts_the_block_and_the_w
 async def test_blind_reissues_that_reach_abort_advice_still_run_once_the_session_verified(
     store: StateStore, clock: FakeClock
 ) -> None:
-    guards = SessionGuards()
-    guard = Guard(SessionRule(loop_threshold=2), guards, wall=clock)
+    guard, stage = guarded(store, clock, session=SessionRule(loop_threshold=2))
     upstream = Upstream()
-    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
 
     async def chain(call: ToolCall) -> types.CallToolResult:
         return await stage(call, upstream)
@@ -197,10 +201,8 @@ async def test_blind_reissues_that_reach_abort_advice_still_run_once_the_session
 
 
 async def test_an_untrusted_read_only_hint_may_lift_a_block(store: StateStore, clock: FakeClock) -> None:
-    guards = SessionGuards()
-    guard = Guard(SessionRule(), guards, wall=clock)
+    guard, stage = guarded(store, clock)
     upstream = Upstream()
-    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
     await timed_out(stage, write_call(), upstream)
     clock.now += 1
     await guard(read_call(), upstream)  # write_unsafe by default, no hint: does not verify
@@ -213,10 +215,8 @@ async def test_an_untrusted_read_only_hint_may_lift_a_block(store: StateStore, c
 
 async def test_the_verify_with_tool_lifts_a_block_and_is_named(store: StateStore, clock: FakeClock) -> None:
     rule = ToolRule(effect=EffectClass.WRITE_UNSAFE, verify_with=VerifyWith(tool="get_file"))
-    guards = SessionGuards()
-    guard = Guard(SessionRule(), guards, wall=clock)
+    guard, stage = guarded(store, clock, rule)
     upstream = Upstream()
-    stage = Idempotency(rule, store, InFlight(), clock, guards=guards)
     await timed_out(stage, write_call(rule=rule), upstream)
     with pytest.raises(StateConflict) as blocked:
         await stage(write_call(rule=rule), upstream)
@@ -230,10 +230,8 @@ async def test_the_verify_with_tool_lifts_a_block_and_is_named(store: StateStore
 async def test_a_verifying_call_made_before_the_outcome_became_unknown_does_not_count(
     store: StateStore, clock: FakeClock
 ) -> None:
-    guards = SessionGuards()
-    guard = Guard(SessionRule(), guards, wall=clock)
+    guard, stage = guarded(store, clock)
     upstream = Upstream()
-    stage = Idempotency(WRITE, store, InFlight(), clock, guards=guards)
     await guard(read_call(hint=True), upstream)
     clock.now += 1
     await timed_out(stage, write_call(), upstream)

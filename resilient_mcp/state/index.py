@@ -98,10 +98,6 @@ class IdempotencyIndex:
             counts[held.status] = counts.get(held.status, 0) + 1
         return counts
 
-    def snapshot(self) -> dict[str, tuple[str, str, str, float, float]]:
-        """Every record as ``(args_hash, tool, status, created_at, expires_at)`` (tests compare it with SQLite)."""
-        return {k: (h.args_hash, h.tool, h.status, h.created_at, h.expires_at) for k, h in self._rows.items()}
-
 
 _open_in_process: dict[str, int] = {}
 _open_lock = threading.Lock()

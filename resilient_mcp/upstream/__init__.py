@@ -328,6 +328,12 @@ class Upstream:
             self._set_state("down", "the upstream process exited" if died else "restart requested")
             log.warning("upstream_died" if died else "upstream_restarting", upstream=self.name)
 
+    @property
+    def twin(self) -> Upstream | None:
+        """``protocol: auto``: the 2026-07-28 connection opened for 2026-07-28 hosts (``for_host``), or ``None`` while
+        no such host has asked (handshake-era hosts never open it)."""
+        return self._twin
+
     def _era(self) -> str:
         if self.twin_of is not None:
             return "2026-07-28, for 2026-07-28 hosts"

@@ -1,4 +1,4 @@
-"""A real ``resilient-mcp serve --http`` on 127.0.0.1 for the security tests, and a raw JSON-RPC client for it.
+"""A raw JSON-RPC client for a real ``resilient-mcp serve --http`` on 127.0.0.1 (``tests.helpers.http_proxy``).
 
 The raw client speaks streamable HTTP by hand (POST, JSON or SSE answers, ``Mcp-Session-Id``), so tests can send
 what a real client never would: another token's session id, a batch, a body of 200,000 keys.
@@ -6,95 +6,17 @@ what a real client never would: another token's session id, a batch, a body of 2
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import itertools
 import json
-import resource
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from tests.helpers import (
-    REPO,
-    child_env,
-    free_port,
-    http_get_status,
-    probe_argv,
-    proxy_argv,
-    stop_process,
-    wait_until,
-    write_yaml,
-)
+from tests.helpers import RunningProxy
 
-STARTUP_S = 60.0
 CALL_S = 60.0
 PROTOCOL = "2025-11-25"
-
-
-@dataclass
-class RunningProxy:
-    host: str
-    port: int
-    process: subprocess.Popen[bytes]
-    stderr: Path
-
-    @property
-    def base(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def stderr_lines(self) -> list[str]:
-        return self.stderr.read_text(errors="replace").splitlines()
-
-
-@contextlib.contextmanager
-def http_proxy(
-    tmp_path: Path,
-    listen: dict[str, Any] | None = None,
-    env: dict[str, str] | None = None,
-    open_files: int | None = None,
-) -> Iterator[RunningProxy]:
-    """``resilient-mcp serve --http`` in front of the probe server, ready (``/healthz`` 200), stopped on exit.
-
-    ``open_files`` lowers the proxy's soft open-descriptor limit (as on a default Linux box: 1024)."""
-    port = free_port()
-    config: dict[str, Any] = {"upstreams": {"probe": {"command": sys.executable, "args": probe_argv()[1:]}}}
-    if listen:
-        config["listen"] = listen
-    path = write_yaml(tmp_path / f"config-{port}.yaml", config)
-    stderr = tmp_path / f"proxy-{port}.stderr"
-
-    def limit() -> None:
-        if open_files is not None:
-            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))
-
-    argv = proxy_argv("serve", "--config", str(path), "--http", f"127.0.0.1:{port}")
-    with stderr.open("wb") as err:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=child_env(tmp_path / "state", **(env or {})),
-            cwd=REPO,
-            preexec_fn=limit,
-        )
-    try:
-        running = RunningProxy("127.0.0.1", port, process, stderr)
-        wait_until(
-            lambda: http_get_status(f"{running.base}/healthz") == 200,
-            STARTUP_S,
-            "the proxy's /healthz to answer 200",
-            process=process,
-            stderr=stderr,
-        )
-        yield running
-    finally:
-        stop_process(process)
 
 
 @dataclass

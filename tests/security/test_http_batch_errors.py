@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.security.http_proxy import RawSession, http_proxy
+from tests.helpers import http_proxy
+from tests.security.http_proxy import RawSession
 
 CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
 

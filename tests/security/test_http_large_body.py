@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.security.http_proxy import RawSession, http_proxy
+from tests.helpers import http_proxy
+from tests.security.http_proxy import RawSession
 
 
 def _call(arguments: dict[str, object], request_id: int = 7) -> bytes:

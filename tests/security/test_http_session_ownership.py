@@ -16,17 +16,13 @@ import pytest
 
 from resilient_mcp.state import StateStore
 from resilient_mcp.state.stored_outputs import OUTPUT_URI_PREFIX, StoredOutputMissing, StoredOutputs
-from tests.security.http_proxy import RawSession, Reply, http_proxy
+from tests.helpers import http_proxy
+from tests.security.http_proxy import RawSession, Reply
 
 pytestmark = pytest.mark.anyio
 
 TRUNCATED = "io.github.resilient-mcp/truncated"
 BIG = 150_000  # over the default output cap (100,000 bytes): the rest is stored under a handle
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _tokens() -> tuple[str, str]:

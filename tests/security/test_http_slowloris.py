@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import http_get_status, wait_until
-from tests.security.http_proxy import CALL_S, RawSession, RunningProxy, http_proxy
+from tests.helpers import RunningProxy, http_get_status, http_proxy, wait_until
+from tests.security.http_proxy import CALL_S, RawSession
 
 ATTACK_SOCKETS = 1_100
 PROXY_OPEN_FILES = 1_024  # a default Linux soft limit, the one the attack exhausted
