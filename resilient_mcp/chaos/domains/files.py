@@ -3,7 +3,7 @@
 ==================  ==================  ==========================================================
 tool                effect              notes
 ==================  ==================  ==========================================================
-read_file           read_only           the content as text; size, version and lines structured
+read_file           read_only           the content as text; with size, version and lines structured
 list_dir            read_only           every file under a directory ("/": all), paginated
 stat                read_only           has an outputSchema (E2, E5: ``size`` has ``minimum: 0``)
 search_files        read_only           files whose content contains ``text``
@@ -167,7 +167,7 @@ def execute(name: str, args: dict[str, Any], ledger: Ledger) -> types.CallToolRe
     """Run one files tool (its effect happens here). Raises ``ToolError`` for business failures."""
     if name == "read_file":
         f = _file(ledger, args["path"])
-        body = {**_stat(f), "version": f["version"], "lines": f["content"].splitlines()}
+        body = {**_stat(f), "version": f["version"], "content": f["content"], "lines": f["content"].splitlines()}
         return ok(f["content"], body)
     if name == "stat":
         st = _stat(_file(ledger, args["path"]))
