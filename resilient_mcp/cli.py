@@ -78,11 +78,20 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--limit", type=int, default=20)
     a.add_argument("--session")
 
-    ch = sub.add_parser("chaos-server", help="run the chaos MCP server: an order service that injects planned faults")
+    ch = sub.add_parser(
+        "chaos-server",
+        help="run the chaos MCP server: an order service (or files, calendar, tickets) that injects planned faults",
+    )
     ch.add_argument("--plan", metavar="FILE", help="fault plan (YAML/JSON); default: no faults")
     ch.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     ch.add_argument("--ledger", metavar="FILE", help="keep the state and the count of committed writes in FILE")
     ch.add_argument("--seed", type=int, help="override the plan's seed")
+    ch.add_argument(
+        "--domain",
+        choices=["orders", "files", "calendar", "tickets"],
+        default="orders",
+        help="the tools it serves: an order shop (default), a file store, a calendar or a ticket queue",
+    )
 
     st = sub.add_parser("status", help="show the live status of a running proxy (its /status page, as text)")
     where = st.add_mutually_exclusive_group(required=True)
@@ -242,7 +251,7 @@ def _chaos_server(args: argparse.Namespace) -> int:
     from .chaos.transports import chaos_server_main
 
     configure_logging(args.log_level or "warning", args.log_format or "auto")
-    return chaos_server_main(args.plan, http=args.http, ledger_path=args.ledger, seed=args.seed)
+    return chaos_server_main(args.plan, http=args.http, ledger_path=args.ledger, seed=args.seed, domain=args.domain)
 
 
 def _schema(args: argparse.Namespace) -> int:

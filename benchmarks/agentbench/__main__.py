@@ -1,7 +1,8 @@
 """``python -m benchmarks.agentbench [--seed 7] [--quick]``: run the agent-outcome benchmark and write its report.
 
-Full run: every scenario x 7 policies x 5 modes (noisy_follower with ``--repeats`` seeds), then the real-transport
-latency measurement; writes ``benchmarks/out/results.json``, ``benchmarks/RESULTS.md`` and ``benchmarks/charts``.
+Full run: every scenario x 8 policies x 5 modes (noisy_follower with ``--repeats`` seeds), the held-out set (other
+domains and the order shop's other templates) with 5 policies in modes M0/M1/M3, then the real-transport latency
+measurement; writes ``benchmarks/out/results.json``, ``benchmarks/RESULTS.md`` and ``benchmarks/charts``.
 ``--quick``: one scenario per fault type, 4 policies, modes M0/M1/M3, a short latency run.
 """
 
@@ -86,8 +87,8 @@ def run(
     episodes = run_jobs(jobs, workers=workers)
     scenarios = {s.id: s for s in every()}
     every_row = rows_of(episodes, scenarios)
-    rows = [r for r in every_row if not r["scenario"].startswith("H-")]
-    held = [r for r in every_row if r["scenario"].startswith("H-")]
+    rows = [r for r in every_row if not r["heldout"]]
+    held = [r for r in every_row if r["heldout"]]
     lat = None
     if latency_calls:
         from .latency import measure
@@ -98,7 +99,8 @@ def run(
         "command": command,
         "seed": seed,
         "quick": is_quick,
-        "scenarios": len({j.scenario for j in jobs if not j.scenario.startswith("H-")}),
+        "scenarios": len({j.scenario for j in jobs if not scenarios[j.scenario].heldout}),
+        "heldout_scenarios": len({j.scenario for j in jobs if scenarios[j.scenario].heldout}),
         "fault_types": len(used - {"none"}),
         "episodes": len(episodes),
         "cpus": os.cpu_count(),
@@ -118,8 +120,15 @@ def run(
     }
     results["honest"] = split(rows)
     if held:
-        results["heldout"] = {"honest": split(held), "by_policy_mode": aggregate(held, ("policy", "mode"))}
-        meta["extra"] = heldout_section(rows, held)
+        other = [r for r in held if r["domain"] != "orders"]
+        results["heldout"] = {
+            "honest": split(other),
+            "same_domain_honest": split([r for r in held if r["domain"] == "orders"]),
+            "by_domain": {d: split([r for r in held if r["domain"] == d]) for d in sorted({r["domain"] for r in held})},
+            "by_domain_mode": aggregate(held, ("domain", "mode")),
+            "by_policy_mode": aggregate(other, ("policy", "mode")),
+        }
+        meta["extra"] = heldout_section(rows, held, episodes)
     results["paths"] = write(results, rows, render(meta, rows, lat, episodes), root)
     return results
 

@@ -27,7 +27,7 @@ from datetime import datetime
 from random import Random
 from typing import Any
 
-from .check import MISSING, extract
+from .check import MISSING, effect_shown, extract
 from .reader import read_text, remap_to_schema, visible_observation
 from .repair import Decision, degraded_fact, follow, injected_call, keyword
 from .spec import Scenario, Status, Step
@@ -199,7 +199,7 @@ class Agent:
         new = self.replacement if self.replacement in names and self.replacement != old else None
         new = new or next((n for n in names if n != old and n.startswith(old)), None)
         if new is None and old in names and isinstance(self.current.args, dict):
-            remapped = remap_to_schema(self.current.args, self.tools[old])  # the schema changed (A3): rebuild
+            remapped = remap_to_schema(self.current.args, self.tools[old], self.s.domain.context)  # A3: rebuild
             if remapped is not None:
                 self.fixes += 1
                 self.current = Call(old, remapped, "step")
@@ -258,6 +258,8 @@ def common_verify(step: Step) -> tuple[str, dict[str, Any]] | None:
     """The read a model picks from its tool list to see whether a write happened (None for reads)."""
     if step.cls == "read_only":
         return None
+    if step.verify is not None:  # outside the order shop the scenario names the read (as it names alternatives)
+        return step.verify
     if step.tool.startswith("create_order"):
         return "get_order", {"client_ref": step.args["client_ref"]}
     return "get_order", {"order_id": step.args["order_id"]}
@@ -265,6 +267,8 @@ def common_verify(step: Step) -> tuple[str, dict[str, Any]] | None:
 
 def effect_visible(step: Step, result: Outcome) -> bool:
     """Whether a verification read shows the step's write (the user's intended state)."""
+    if step.verify is not None:  # outside the order shop: what the scenario says the read shows
+        return effect_shown(step.shows, result.ok, result.structured, result.text)
     data: Any = result.structured or _json(result.text)
     orders = data.get("orders") if isinstance(data, dict) and "orders" in data else [data]
     orders = [o for o in orders or [] if isinstance(o, dict)]
@@ -304,7 +308,7 @@ class KeywordHeuristic(Agent):
     name = "keyword_heuristic"
 
     def on_error(self, result: Outcome) -> Decision:
-        return keyword(result.text, self.current.tool, self.current.args, self.tries, self.fixes)
+        return keyword(result.text, self.current.tool, self.current.args, self.tries, self.fixes, self.s.domain.context)
 
 
 class TextReader(Agent):
@@ -325,6 +329,8 @@ class TextReader(Agent):
             fixes=self.fixes,
             tools=list(self.tools),
             verify=common_verify(self.step),
+            context=self.s.domain.context,
+            alternatives=self.s.domain.alternatives,
         )
 
 
@@ -338,7 +344,10 @@ class RepairFollower(TextReader):
         obs = visible_observation(result.text)
         if obs is None:
             return self.read(result)
-        decision = follow(obs, self.current.tool, self.current.args, self.tries, self.fixes)
+        domain = self.s.domain
+        decision = follow(
+            obs, self.current.tool, self.current.args, self.tries, self.fixes, domain.context, domain.alternatives
+        )
         if decision.kind in ("stop", "skip") and decision.status in ("failed", "degraded", "asked_user"):
             fallback = self.read(result)  # the advice names nothing it can act on: read the text as P3c does
             if fallback.kind in ("call", "refresh", "verify"):

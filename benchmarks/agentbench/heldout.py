@@ -1,20 +1,27 @@
 """Held-out scenarios: a second set from different templates, written once and never tuned against.
 
-The main set (``scenarios.py``) uses three-step tasks with fixed fillers and the fault on the first call of the
-target's tool. These templates differ in every respect the chaos server allows: four-step tasks with other fillers,
-other targets and facts (pear's stock, ord-1's quantity, alice's orders), faults on a later call of a tool the task
-uses twice, two faults in one task, other counts and Retry-After values, other typos and enum slips. The readers
-(``reader.py``) were written before this set and were not changed after its results were seen.
+Two blocks, each reported next to the main set (``scenarios.py``):
 
-Limit, stated: the chaos server offers one tool surface (an order shop), so these scenarios are other templates on
-the same domain, not other domains (files, calendars, tickets would need other tool sets in the chaos server).
-Scenario ids start with ``H-``.
+- **other domains** (``heldout_domains.py``, ids ``H-files-…``, ``H-cal-…``, ``H-tix-…``): the chaos server's files,
+  calendar and tickets tool surfaces, with their own task lengths, fillers, fault positions, facts and proxy
+  policies. This is the held-out set issue 15 asks for: it tests whether the results depend on the order shop.
+- **same domain, other templates** (below, ids ``H-<fault>-…``): the first held-out block, kept because it
+  separates "other templates" from "other tools". The main set uses three-step tasks with fixed fillers and the
+  fault on the first call of the target's tool; these use four-step tasks with other fillers, other targets and
+  facts (pear's stock, ord-1's quantity, alice's orders), faults on a later call of a tool the task uses twice, two
+  faults in one task, other counts and Retry-After values, other typos and enum slips. Its results have been
+  published since it was written, so it is held out from tuning but no longer unseen.
+
+The agent policies (``agents.py``, ``reader.py``, ``repair.py``, ``oracle.py``) were written before either block
+and were not changed after their results were seen; the domains' context, alternative reads and verifying reads
+are carried by the scenarios (``spec.Domain``, ``Step.verify``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .heldout_domains import other_domains
 from .scenarios import BASE_POLICY, HANG_S, _fault_type, _merge, generate, rule
 from .spec import CONTEXT, Oracle, Scenario, Step
 
@@ -183,8 +190,8 @@ def _steps(target: Step, position: int, twice: bool) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def heldout() -> list[Scenario]:
-    """Every held-out scenario: each template with its target second and fourth of four steps."""
+def same_domain() -> list[Scenario]:
+    """The order-shop block: each template with its target second and fourth of four steps."""
     out = []
     for row in _rows():
         target = T[row["target"]]
@@ -214,6 +221,11 @@ def heldout() -> list[Scenario]:
                 )
             )
     return out
+
+
+def heldout() -> list[Scenario]:
+    """Every held-out scenario: the other domains, then the order shop's other templates."""
+    return [*other_domains(), *same_domain()]
 
 
 def every() -> list[Scenario]:

@@ -40,7 +40,7 @@ from .metrics import aggregate, rows_of
 from .runner import MAX_CALLS, MAX_STEPS, world_options
 from .scenarios import generate, quick
 from .scoring import score
-from .spec import CONTEXT, Scenario, Step
+from .spec import Scenario, Step
 from .world import open_world
 
 MAX_TOKENS = 384
@@ -113,13 +113,13 @@ def goal(step: Step) -> str:
         return f"mark order {a['order_id']} as {a['status']}"
     if step.tool == "delete_order":
         return f"delete order {a['order_id']}"
-    return f"use {step.tool}"
+    return f"use {step.tool} with {json.dumps(step.args)}"
 
 
 def task_prompt(s: Scenario) -> str:
     steps = "; then ".join(goal(st) for st in s.steps)
     ask = f" In `answer`, give the result of this step: {goal(s.target_step)}." if s.target_step.fact else ""
-    return f"Please {steps}.{ask} Details you may need: {json.dumps(CONTEXT)}."
+    return f"Please {steps}.{ask} Details you may need: {json.dumps(s.domain.context)}."
 
 
 def tools_for(tools: list[types.Tool]) -> list[dict[str, Any]]:

@@ -97,6 +97,8 @@ def rows_of(episodes: Iterable[dict[str, Any]], scenarios: dict[str, Any]) -> li
                 "sim_time_s": e["sim_time_s"],
                 "seed": e["seed"],
                 "variant": f"{s.fault}|{s.target_class}|{s.variant}",
+                "domain": s.domain.name,
+                "heldout": s.heldout,
             }
         )
     return rows

@@ -25,7 +25,7 @@ from difflib import get_close_matches
 from typing import Any
 
 from .repair import Decision
-from .spec import CONTEXT
+from .spec import ORDERS
 
 _ADVICE = re.compile(r"\((repair_action=[^)]*)\)")
 _CALL = re.compile(r"[Cc]all (\w+)\(([^)]*)\)")
@@ -57,7 +57,9 @@ TRANSIENT = re.compile(
 )
 NOT_FOUND = re.compile(r"not found|no such|does not exist|\bno order\b", re.IGNORECASE)
 CONFLICT = re.compile(r"conflict|stale|version|already exists|changed", re.IGNORECASE)
-ALTERNATIVES = ("list_orders", "search")
+ALTERNATIVES = ORDERS.alternatives
+"""The order shop's alternative reads; a scenario in another domain brings its own (``Domain.alternatives``)."""
+CONTEXT = ORDERS.context
 _REQUIRED = re.compile(r"'(\w+)' is a required property|missing required argument:? '?(\w+)|Add '(\w+)'")
 
 
@@ -134,7 +136,7 @@ def _fields_named(text: str) -> list[str]:
     return re.findall(r"'(\w+)'|\$\.(\w+)|^(\w+):", text, re.MULTILINE)
 
 
-def fixed_arguments(text: str, args: Any) -> Any:
+def fixed_arguments(text: str, args: Any, context: dict[str, Any] = CONTEXT) -> Any:
     """The arguments with every field the text names taken from the task context, unexpected ones removed, and a
     JSON string decoded; None when nothing changes."""
     if isinstance(args, str):
@@ -148,9 +150,9 @@ def fixed_arguments(text: str, args: Any) -> Any:
     new = dict(args)
     for groups in _fields_named(text):
         name = next((g for g in groups if g), "")
-        if name in CONTEXT and new.get(name) != CONTEXT[name]:
-            new[name] = CONTEXT[name]
-    for name, value in CONTEXT.items():  # a field the text names in passing ("qty: '2' is not of type ...")
+        if name in context and new.get(name) != context[name]:
+            new[name] = context[name]
+    for name, value in context.items():  # a field the text names in passing ("qty: '2' is not of type ...")
         if name in new and new[name] != value and re.search(rf"\b{name}\b", text):
             new[name] = value
     for name in re.findall(r"'(\w+)' was unexpected|[Rr]emove '(\w+)'", text):
@@ -159,7 +161,9 @@ def fixed_arguments(text: str, args: Any) -> Any:
     return new if new != args else None
 
 
-def remap_to_schema(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any] | None:
+def remap_to_schema(
+    args: dict[str, Any], schema: dict[str, Any], context: dict[str, Any] = CONTEXT
+) -> dict[str, Any] | None:
     """Arguments rebuilt for a tool's current input schema (what a model does after reading the new schema):
     properties the schema lost move to a new one of the same JSON type; new required ones come from the context."""
     props = schema.get("properties") or {}
@@ -173,19 +177,30 @@ def remap_to_schema(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, A
         if free:
             new[free[0]] = value
     for name in schema.get("required") or []:
-        if name not in new and name in CONTEXT:
-            new[name] = CONTEXT[name]
+        if name not in new and name in context:
+            new[name] = context[name]
     for name in props:
-        if name not in new and name in CONTEXT:
-            new[name] = CONTEXT[name]
+        if name not in new and name in context:
+            new[name] = context[name]
     return new if new != args else None
 
 
 def read_text(
-    text: str, *, tool: str, args: Any, write: bool, tries: int, fixes: int, tools: list[str], verify: Any
+    text: str,
+    *,
+    tool: str,
+    args: Any,
+    write: bool,
+    tries: int,
+    fixes: int,
+    tools: list[str],
+    verify: Any,
+    context: dict[str, Any] = CONTEXT,
+    alternatives: dict[str, dict[str, Any]] = ALTERNATIVES,
 ) -> Decision:
     """The competent reader's decision about a failed call from its text alone. ``verify`` is the read that shows
-    whether the current write happened (what a model picks from its tool list), or None for reads."""
+    whether the current write happened (what a model picks from its tool list), or None for reads; ``context`` and
+    ``alternatives`` are the domain's (the user's request, the reads that give a fact another way)."""
     call = advised_call(text)
     if APPROVAL.search(text) and not RATE.search(text):
         return Decision("stop", status="asked_user")
@@ -203,12 +218,12 @@ def read_text(
         alts = [a.strip() for a in (named_alt.group(1) or named_alt.group(2)).split(",")]
         alt = next((a for a in alts if a in tools and a != tool), None)
         if alt is not None:
-            return Decision("call", tool=alt, args={} if alt == "list_orders" else {"query": CONTEXT["query"]})
+            return Decision("call", tool=alt, args=dict(alternatives.get(alt, {})))
     if QUOTA.search(text):
         if not write:
-            alt = next((a for a in ALTERNATIVES if a in tools and a != tool), None)
+            alt = next((a for a in alternatives if a in tools and a != tool), None)
             if alt is not None and fixes < 1:
-                return Decision("call", tool=alt, args={} if alt == "list_orders" else {"query": CONTEXT["query"]})
+                return Decision("call", tool=alt, args=dict(alternatives[alt]))
             return Decision("skip", status="degraded")
         return Decision("stop", status="aborted")
     if RATE.search(text):
@@ -222,9 +237,9 @@ def read_text(
         return Decision("fact", value=data) if data else Decision("skip", status="degraded")
     if SCHEMA.search(text) and fixes < 3:
         needed = [n for g in _REQUIRED.findall(text) for n in g if n]
-        if any(n not in CONTEXT and not (isinstance(args, dict) and n in args) for n in needed) and fixes < 1:
+        if any(n not in context and not (isinstance(args, dict) and n in args) for n in needed) and fixes < 1:
             return Decision("refresh", tool=tool)  # a parameter the task does not know: read the tool's schema
-        fixed = fixed_arguments(text, args)
+        fixed = fixed_arguments(text, args, context)
         if fixed is not None:
             return Decision("call", tool=tool, args=fixed)
         return Decision("refresh", tool=tool) if fixes < 1 else Decision("stop", status="asked_user")
@@ -238,15 +253,15 @@ def read_text(
             return Decision("verify", tool=target[0], args=target[1])
         if tries < 3:
             return Decision("repeat", wait_s=wait_seconds(text), counts_as_retry=True)
-        alt = next((a for a in ALTERNATIVES if a in tools and a != tool), None)
+        alt = next((a for a in alternatives if a in tools and a != tool), None)
         if not write and alt is not None and fixes < 1:  # the tool stays down: get the fact another way
-            return Decision("call", tool=alt, args={} if alt == "list_orders" else {"query": CONTEXT["query"]})
+            return Decision("call", tool=alt, args=dict(alternatives[alt]))
         return Decision("stop", status="failed")
     if NOT_FOUND.search(text):
         if write:
             return Decision("stop", status="asked_user")
-        alt = next((a for a in ALTERNATIVES if a in tools and a != tool), None)
+        alt = next((a for a in alternatives if a in tools and a != tool), None)
         if alt is not None and fixes < 1:
-            return Decision("call", tool=alt, args={} if alt == "list_orders" else {"query": CONTEXT["query"]})
+            return Decision("call", tool=alt, args=dict(alternatives[alt]))
         return Decision("skip", status="degraded")
     return Decision("stop", status="failed")

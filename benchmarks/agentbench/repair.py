@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .check import MISSING, extract
-from .spec import CONTEXT, Status
+from .spec import ORDERS, Status
 
 Kind = Literal["repeat", "call", "verify", "refresh", "fact", "skip", "stop"]
-ALT_ARGS: dict[str, dict[str, Any]] = {"list_orders": {}, "search": {"query": CONTEXT["query"]}}
+CONTEXT = ORDERS.context
+ALT_ARGS: dict[str, dict[str, Any]] = ORDERS.alternatives
+"""The order shop's context and alternative reads; a scenario in another domain brings its own (``Domain``)."""
 
 _TRANSIENT = re.compile(r"timeout|timed out|unavailable|503|rate", re.IGNORECASE)
 _FIELD = re.compile(
@@ -42,20 +44,29 @@ class Decision:
     counts_as_retry: bool = field(default=False)
 
 
-def keyword(text: str, tool: str, args: Any, tries: int, fixes: int) -> Decision:
+def keyword(text: str, tool: str, args: Any, tries: int, fixes: int, context: dict[str, Any] = CONTEXT) -> Decision:
     """P3: ``timeout|unavailable|503|rate`` -> wait 1 s and repeat (3 times at most); ``missing|required|invalid
     <field>`` -> fill that field from the task context; anything else -> give up."""
     if _TRANSIENT.search(text) and tries < 3:
         return Decision("repeat", wait_s=1.0, counts_as_retry=True)
     found = _FIELD.search(text)
     name = next((g for g in found.groups() if g), None) if found else None
-    if name in CONTEXT and isinstance(args, dict) and fixes < 3 and args.get(name) != CONTEXT[name]:
-        return Decision("call", tool=tool, args={**args, name: CONTEXT[name]})
+    if name in context and isinstance(args, dict) and fixes < 3 and args.get(name) != context[name]:
+        return Decision("call", tool=tool, args={**args, name: context[name]})
     return Decision("stop", status="failed")
 
 
-def follow(obs: dict[str, Any], tool: str, args: Any, tries: int, fixes: int) -> Decision:
-    """P4: do what ``repair_action`` says, with ``details``; ``max_retry`` bounds identical repeats."""
+def follow(
+    obs: dict[str, Any],
+    tool: str,
+    args: Any,
+    tries: int,
+    fixes: int,
+    context: dict[str, Any] = CONTEXT,
+    alt_args: dict[str, dict[str, Any]] = ALT_ARGS,
+) -> Decision:
+    """P4: do what ``repair_action`` says, with ``details``; ``max_retry`` bounds identical repeats. ``context`` and
+    ``alt_args`` are the domain's (the user's request, the reads that give a fact another way)."""
     action = obs.get("repair_action")
     details = obs.get("details") or {}
     if action is None:  # L1: a classification but no advice
@@ -65,10 +76,10 @@ def follow(obs: dict[str, Any], tool: str, args: Any, tries: int, fixes: int) ->
             return Decision("repeat", wait_s=(obs.get("retry_after_ms") or 1000) / 1000, counts_as_retry=True)
         return Decision("stop", status="degraded")
     if action == "fix_parameter":
-        fixed = fix_arguments(details, args) if fixes < 3 else None
+        fixed = fix_arguments(details, args, context) if fixes < 3 else None
         return Decision("call", tool=tool, args=fixed) if fixed is not None else Decision("stop", status="asked_user")
     if action == "switch_tool":
-        return _switch(obs, details, args)
+        return _switch(obs, details, args, alt_args)
     if action == "refresh_tools":
         added = details.get("tools_added") or details.get("candidates") or []
         return Decision("refresh", tool=added[0] if added else None)
@@ -95,37 +106,37 @@ def _by_class(obs: dict[str, Any], tries: int) -> Decision:
     return Decision("stop", status="failed")
 
 
-def _switch(obs: dict[str, Any], details: dict[str, Any], args: Any) -> Decision:
+def _switch(obs: dict[str, Any], details: dict[str, Any], args: Any, alt_args: dict[str, dict[str, Any]]) -> Decision:
     candidates = details.get("candidates") or []
     if candidates:
         return Decision("call", tool=str(candidates[0]), args=args)
     alternatives = details.get("alternatives") or (obs.get("session") or {}).get("alternatives") or []
     for alt in alternatives:
-        if alt in ALT_ARGS:
-            return Decision("call", tool=alt, args=dict(ALT_ARGS[alt]))
+        if alt in alt_args:
+            return Decision("call", tool=alt, args=dict(alt_args[alt]))
     return Decision("skip", status="degraded")
 
 
-def fix_arguments(details: dict[str, Any], args: Any) -> dict[str, Any] | None:
+def fix_arguments(details: dict[str, Any], args: Any, context: dict[str, Any] = CONTEXT) -> dict[str, Any] | None:
     """New arguments from validation errors, a changed schema or a named field; None when nothing can be fixed."""
     if not isinstance(args, dict):
         return None
     new = dict(args)
     diff = details.get("schema_diff")
     if isinstance(diff, dict):
-        _apply_drift(new, diff, details.get("new_input_schema"))
+        _apply_drift(new, diff, details.get("new_input_schema"), context)
     for err in details.get("validation_errors") or []:
-        _apply_error(new, err)
+        _apply_error(new, err, context)
     for name in details.get("missing") or []:
-        if name in CONTEXT:
-            new[name] = CONTEXT[name]
+        if name in context:
+            new[name] = context[name]
     named = details.get("field")
-    if isinstance(named, str) and named in CONTEXT:
-        new[named] = CONTEXT[named]
+    if isinstance(named, str) and named in context:
+        new[named] = context[named]
     return new if new != args else None
 
 
-def _apply_error(args: dict[str, Any], err: dict[str, Any]) -> None:
+def _apply_error(args: dict[str, Any], err: dict[str, Any], context: dict[str, Any]) -> None:
     path = str(err.get("path", "$"))
     keyword_ = err.get("keyword")
     if keyword_ == "additionalProperties":
@@ -137,11 +148,11 @@ def _apply_error(args: dict[str, Any], err: dict[str, Any]) -> None:
     if keyword_ == "required":
         found = re.search(r"'(\w+)' is a required property", str(err.get("message", "")))
         name = found.group(1) if found else name
-    if name is not None and name in CONTEXT:
-        args[name] = CONTEXT[name]
+    if name is not None and name in context:
+        args[name] = context[name]
 
 
-def _apply_drift(args: dict[str, Any], diff: dict[str, Any], schema: Any) -> None:
+def _apply_drift(args: dict[str, Any], diff: dict[str, Any], schema: Any, context: dict[str, Any]) -> None:
     """Renamed properties: a removed one's value moves to an added one of the same JSON type; other new required
     properties come from the task context."""
     props = schema.get("properties", {}) if isinstance(schema, dict) else {}
@@ -155,8 +166,8 @@ def _apply_drift(args: dict[str, Any], diff: dict[str, Any], schema: Any) -> Non
         if same:
             args[same[0]] = value
     for name in added:
-        if name not in args and name in CONTEXT:
-            args[name] = CONTEXT[name]
+        if name not in args and name in context:
+            args[name] = context[name]
 
 
 def _json_type(value: Any) -> str:

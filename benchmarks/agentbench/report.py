@@ -311,35 +311,144 @@ def honest_section(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | 
     return md
 
 
-def heldout_section(rows: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[str]:
-    """The held-out set's numbers next to the main set's (same policies and modes, same statistics)."""
-    a, b = split(rows), split(held)
-    policies = sorted({r["policy"] for r in held})
+HELD_MODES = ("M0", "M1", "M3")
+DOMAIN_LABELS = {
+    "files": "files",
+    "calendar": "calendar",
+    "tickets": "tickets",
+    "orders": "orders, other templates",
+}
+
+
+def _count(rows: list[dict[str, Any]]) -> str:
+    return f"{len({r['scenario'] for r in rows})} ({len({r['variant'] for r in rows})})"
+
+
+def _sums(by: dict[str, dict[str, Any]], key: str) -> str:
+    return " / ".join(str(by[m][key]) if m in by else "-" for m in HELD_MODES)
+
+
+def _side_by_side(blocks: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
+    """The headline metrics of each block of rows, one column per block."""
+    splits = [split(b) for _, b in blocks]
+    modes = [aggregate(b, ("mode",)) for _, b in blocks]
+
+    def per_policy(h: dict[str, Any], policy: str, diff: str) -> str:
+        d = h["per_policy"].get(policy, {}).get(diff)
+        return fmt_paired(d) if d else "-"
+
+    lines: list[tuple[str, list[str]]] = [
+        ("scenarios (variants)", [_count(b) for _, b in blocks]),
+        ("agent-independent gain, M0 -> M1 (blind_retry, give_up)", [_pts(h["agent_independent"]) for h in splits]),
+        ("give_up, M1 - M0", [per_policy(h, "give_up", "M1-M0") for h in splits]),
+        ("blind_retry, M1 - M0", [per_policy(h, "blind_retry", "M1-M0") for h in splits]),
+        ("text_reader success M0", [fmt_rate(b, "text_reader", "M0") for _, b in blocks]),
+        ("text_reader success M3", [fmt_rate(b, "text_reader", "M3") for _, b in blocks]),
+        ("competent reader gain, text_reader M0 -> M3", [fmt_paired(h["reading_gain"]) for h in splits]),
+        ("repair_follower M3 vs text_reader M0", [fmt_paired(h["follower_over_baseline"]) for h in splits]),
+        ("oracle, M3 - M0", [per_policy(h, "oracle", "M3-M0") for h in splits]),
+        *(
+            (
+                f"task success {m}, policies pooled",
+                [pct(by[m]["task_success_rate"]) if m in by else "-" for by in modes],
+            )
+            for m in HELD_MODES
+        ),
+        ("duplicate side effects M0 / M1 / M3", [_sums(by, "duplicates") for by in modes]),
+        ("lost intended writes M0 / M1 / M3", [_sums(by, "lost_writes") for by in modes]),
+        ("useless proxy attempts M0 / M1 / M3", [_sums(by, "proxy_useless_attempts") for by in modes]),
+        (
+            "loop failures M0 / M3",
+            [" / ".join(pct(by[m]["loop_failure_rate"]) if m in by else "-" for m in ("M0", "M3")) for by in modes],
+        ),
+    ]
+    return _table(["metric", *(name for name, _ in blocks)], [[label, *cells] for label, cells in lines])
+
+
+def heldout_section(
+    rows: list[dict[str, Any]], held: list[dict[str, Any]], episodes: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """The held-out set's numbers next to the main set's: the same policies, modes and statistics, per block and per
+    domain, and every cell where the proxy made an agent worse on the other domains."""
+    policies = tuple(sorted({r["policy"] for r in held}))
+    main = [r for r in rows if r["policy"] in policies and r["mode"] in HELD_MODES]
+    other = [r for r in held if r["domain"] != "orders"]
+    same = [r for r in held if r["domain"] == "orders"]
+    blocks = [
+        (n, b)
+        for n, b in (
+            ("main set", main),
+            ("held-out: other domains", other),
+            ("held-out: orders, other templates", same),
+        )
+        if b
+    ]
+    domains = [d for d in DOMAIN_LABELS if any(r["domain"] == d for r in held)]
     md = [
-        f"## Held-out set ({len({r['scenario'] for r in held})} scenarios, {len({r['variant'] for r in held})} "
-        "variants, `benchmarks/agentbench/heldout.py`)",
+        f"## Held-out set: {_count(other)} scenarios (variants) in other domains, {_count(same)} on the order shop "
+        "with other templates",
         "",
-        "Other templates (four-step tasks, other targets and facts, faults on a later call, two faults in one task, "
-        "other counts and Retry-After values), written once after the readers and never tuned against. Same "
-        "order-shop tools: the chaos server has no other domain. Main set next to it:",
+        "Other domains (`benchmarks/agentbench/heldout_domains.py`, ids `H-files-`, `H-cal-`, `H-tix-`): the chaos "
+        "server's files, calendar and tickets tool surfaces, with their own task lengths (4, 2 and 5 steps), "
+        "fillers, fault positions (tickets tasks call the target's tool before it, so the fault hits a later "
+        "call), facts, typos, bad arguments, counts and Retry-After values, and their own proxy policies written "
+        "like the main set's. Orders, other templates (`heldout.py`, ids `H-<fault>-`): the first held-out block. "
+        "The agent policies were written before both and not changed after their results were seen; what the "
+        "policies know about a domain (the user's request, alternative reads, the read that verifies a write) is "
+        "carried by the scenarios. "
+        f"Policies {', '.join(policies)} in modes {', '.join(HELD_MODES)}; the main set's column is restricted to "
+        "the same policies and modes. Intervals as above: paired differences and per-policy rates with 95 % "
+        "bootstraps over scenario variants, pooled rates with Wilson intervals.",
         "",
-        f"- Agent-independent gain: main {_pts(a['agent_independent'])}; held-out {_pts(b['agent_independent'])}.",
-        f"- Competent reader M0 -> M3: main {fmt_paired(a['reading_gain'])}; held-out {fmt_paired(b['reading_gain'])}.",
-        f"- repair_follower M3 vs competent reader M0: main {fmt_paired(a['follower_over_baseline'])}; held-out "
-        f"{fmt_paired(b['follower_over_baseline'])}.",
-        "",
-    ]
-    table = [[p, *(fmt_rate(src, p, m) for src in (rows, held) for m in ("M0", "M1", "M3"))] for p in policies]
-    md += _table(["policy", "main M0", "main M1", "main M3", "held-out M0", "held-out M1", "held-out M3"], table)
-    hm = aggregate(held, ("mode",))
-    md += [
-        "Held-out safety: duplicates "
-        + ", ".join(f"{m} {v['duplicates']}" for m, v in hm.items())
-        + "; lost intended writes "
-        + ", ".join(f"{m} {v['lost_writes']}" for m, v in hm.items())
-        + ".",
+        *_side_by_side(blocks),
+        "Per policy, task success (variant bootstrap):",
         "",
     ]
+    table = [[p, *(fmt_rate(src, p, m) for _, src in blocks[:2] for m in HELD_MODES)] for p in policies]
+    heads = [f"{name.removeprefix('held-out: ')} {m}" for name, _ in blocks[:2] for m in HELD_MODES]
+    md += _table(["policy", *heads], table)
+    md += ["Per domain:", ""]
+    per = []
+    for d in domains:
+        sub = [r for r in held if r["domain"] == d]
+        h, by = split(sub), aggregate(sub, ("mode",))
+        per.append(
+            [
+                DOMAIN_LABELS[d],
+                _count(sub),
+                _pts(h["agent_independent"]),
+                fmt_rate(sub, "text_reader", "M0"),
+                fmt_rate(sub, "text_reader", "M3"),
+                fmt_paired(h["reading_gain"]),
+                f"{pct(by['M0']['task_success_rate'])} -> {pct(by['M3']['task_success_rate'])}",
+                _sums(by, "duplicates"),
+                _sums(by, "lost_writes"),
+            ]
+        )
+    md += _table(
+        [
+            "domain",
+            "scenarios (variants)",
+            "agent-independent gain M0 -> M1",
+            "text_reader M0",
+            "text_reader M3",
+            "text_reader M3 - M0",
+            "pooled success M0 -> M3",
+            "dup. M0 / M1 / M3",
+            "lost M0 / M1 / M3",
+        ],
+        per,
+    )
+    if other:
+        md += ["Per category, other domains (policies pooled):", "", *headline(other)]
+    if episodes is not None and other:
+        worse = hurts(other, episodes, HELD_MODES)
+        md += [
+            f"Where the proxy makes an agent worse on the other domains ({len(worse)} variant x mode x policy "
+            "cells; same rule as above):",
+            "",
+        ]
+        md += _table(["variant", "mode", "policy", "episodes", "reason"], worse) if worse else ["- (none)", ""]
     return md
 
 
@@ -418,7 +527,9 @@ def render(
         "",
         f"Generated by `{meta['command']}` (seed {meta['seed']}): {meta['scenarios']} scenarios covering "
         f"{meta['fault_types']} of the 27 fault types, {len(all_policies)} scripted policies, modes "
-        f"{', '.join(modes)}: {meta['episodes']} episodes in {meta['wall_s']:.0f} s of wall time on "
+        f"{', '.join(modes)}"
+        + (f", plus {meta['heldout_scenarios']} held-out scenarios" if meta.get("heldout_scenarios") else "")
+        + f": {meta['episodes']} episodes in {meta['wall_s']:.0f} s of wall time on "
         f"{meta['cpus']} CPUs. Method: `docs/fault-catalog.md` §6; code: `benchmarks/agentbench/`. Every "
         "number below except the latency table is reproduced exactly by the same command and seed.",
         "",

@@ -107,7 +107,7 @@ def untyped(rules: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
 
 def world_options(scenario: Scenario, mode: str, seed: int, ledger: Any) -> dict[str, Any]:
     """``open_world`` keywords for an episode: fault plans, policy, the host's timeout and approvals (the same host
-    in every mode)."""
+    in every mode), the scenario's domain."""
     rules = untyped(scenario.server_rules) if mode.endswith("u") else list(scenario.server_rules)
     approval = frozenset(t for t, c in scenario.policy.get("tools", {}).items() if c.get("require_approval"))
     return dict(
@@ -118,6 +118,7 @@ def world_options(scenario: Scenario, mode: str, seed: int, ledger: Any) -> dict
         seed=seed,
         host_timeout_s=HOST_TIMEOUT_S,
         approval=approval,
+        domain=scenario.domain.name,
     )
 
 
@@ -130,7 +131,7 @@ async def run_episode(scenario: Scenario, policy: str, mode: str, seed: int) -> 
     started = time.perf_counter()
     world_kw = world_options(scenario, mode, seed, ledger)
     with anyio.fail_after(EPISODE_LIMIT_S):
-        async with open_world(mode, **world_kw) as world:  # type: ignore[arg-type]
+        async with open_world(mode, **world_kw) as world:
             agent.known(await world.list_tools())
             result: Any = None
             calls = 0

@@ -25,6 +25,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
+from resilient_mcp.chaos.domains import DESTRUCTIVE_TOOLS
 from resilient_mcp.chaos.ledger import Ledger
 
 from .check import MISSING, commit_counts, intended_state, lost_writes, operation, truth
@@ -85,7 +86,8 @@ def _accepted(s: Scenario, failed: dict[str, Any], nxt: dict[str, Any] | None) -
     if o.recipe == "refresh":
         return kind == "listtools" or (kind == "call" and nxt["tool"] == f"{step.tool}_v2")
     if o.recipe in ("verify", "reread"):
-        return kind == "call" and nxt["tool"] == "get_order" and nxt["purpose"] == "verify"
+        verify_tool = step.verify[0] if step.verify else "get_order"
+        return kind == "call" and nxt["tool"] == verify_tool and nxt["purpose"] == "verify"
     if o.recipe == "switch":
         return kind == "call" and nxt["tool"] != step.tool
     if o.recipe == "stop":
@@ -168,7 +170,9 @@ def score(s: Scenario, episode: dict[str, Any], facts: dict[int, Any], ledger: L
     proxy_retries, proxy_useless = _proxy_attempts(s, mode, tape, by_call)
     calls = [e for e in events if e["kind"] == "call"]
     intended = {op: s.expected_commits.get(op, 1) for step in s.steps if (op := operation(step))}
-    destructive = sum(n for op, n in ledger.commits.items() if op.startswith("delete_order:") and not intended.get(op))
+    destructive = sum(
+        n for op, n in ledger.commits.items() if op.split(":", 1)[0] in DESTRUCTIVE_TOOLS and not intended.get(op)
+    )
     return {
         "success": success,
         "fired": fired,

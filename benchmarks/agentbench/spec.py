@@ -2,6 +2,10 @@
 
 A task is three tool calls. One of them is the *target*: the step the fault is aimed at; the other two are reads
 that only have to succeed. The ledger starts from ``SEED_ORDERS``; the end state decides success (``check.py``).
+A scenario runs in a *domain*: the order shop (``ORDERS``, the main set) or another tool surface of the chaos server
+(files, calendar, tickets: the held-out set, ``heldout_domains.py``). The domain carries what the agent knows from
+the user's request (``context``) and which reads can give a fact another way (``alternatives``); a write step
+outside the order shop names the read that verifies it (``Step.verify``) and what that read shows (``Step.shows``).
 The oracle says, as ground truth for scoring, whether the fault is transient, how many identical retries can help,
 whether the outcome of a failed write is ambiguous (S2), whether rule R lets the proxy retry, whether the task is
 recoverable at all and which terminal statuses are correct when it is not, and which recipe the oracle agent (P0)
@@ -14,6 +18,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from resilient_mcp.chaos.domains import surface
 from resilient_mcp.chaos.ledger import Ledger
 
 ToolClass = Literal["read_only", "write_unsafe", "write_idempotent", "destructive"]
@@ -68,6 +73,22 @@ SEED_ORDERS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
+class Domain:
+    """A tool surface of the chaos server and what an agent knows about it from the user's request."""
+
+    name: str
+    """The chaos server's domain (``resilient_mcp.chaos.domains``)."""
+    context: dict[str, Any]
+    """What the agent knows from the user's request (the values a fix may take)."""
+    alternatives: dict[str, dict[str, Any]]
+    """Reads that can give a step's fact another way, with the arguments the request gives them, in the order a
+    reader tries them (what a model picks from the tool list when a read stays down)."""
+
+
+ORDERS = Domain("orders", CONTEXT, {"list_orders": {}, "search": {"query": CONTEXT["query"]}})
+
+
+@dataclass(frozen=True)
 class Step:
     tool: str
     args: dict[str, Any]
@@ -76,6 +97,12 @@ class Step:
     """For reads: which fact the agent must report (``check.FACTS``); None: the call only has to succeed."""
     first: tuple[str, Any] | None = None
     """The agent's own first (mistaken) call for this step: (tool, arguments) (A1, B1-B4)."""
+    verify: tuple[str, dict[str, Any]] | None = None
+    """For a write outside the order shop: the read that shows whether it happened (the benchmark policy's
+    ``verify_with``); None: the order shop's ``get_order`` by client_ref or order id."""
+    shows: dict[str, Any] | None = None
+    """With ``verify``: what the read shows once the write happened, as fields of a returned record (a list field
+    contains the value); None: the read fails, the record is gone."""
 
     def call(self) -> tuple[str, dict[str, Any]]:
         return self.tool, dict(self.args)
@@ -120,7 +147,7 @@ class Scenario:
     policy: dict[str, Any] = field(default_factory=dict)
     """Per-scenario additions to the benchmark's base policy (short attempt timeouts for hangs, approval)."""
     state: dict[str, Any] = field(default_factory=dict)
-    """Changes to the seed orders: order id -> fields (a field dict, or None to leave the order out)."""
+    """Changes to the seed records (orders, or the domain's): key -> fields (a field dict, or None to leave it out)."""
     expected_commits: dict[str, int] = field(default_factory=dict)
     """Write operation ("create_order:R1") -> commits a correct run makes; every other commit is unintended."""
     fired_always: bool = False
@@ -129,6 +156,8 @@ class Scenario:
     """Short per-attempt timeout of the target tool for hangs (the proxy's; the host keeps its own)."""
     probabilistic: bool = False
     """The fault fires with a probability drawn from the seed: the scenario runs with several seeds (pass^k)."""
+    domain: Domain = ORDERS
+    """The chaos server's tool surface and what the agent knows about it."""
 
     @property
     def category(self) -> str:
@@ -138,8 +167,22 @@ class Scenario:
     def target_step(self) -> Step:
         return self.steps[self.target]
 
+    @property
+    def heldout(self) -> bool:
+        return self.id.startswith("H-")
+
     def ledger(self) -> Ledger:
         ledger = Ledger()
+        if self.domain.name != "orders":  # the surface's own seed records, changed as ``state`` says
+            where = surface(self.domain.name)
+            where.prepare(ledger)
+            records = ledger.collection(str(where.collection))
+            for key, fields in self.state.items():
+                if fields is None:
+                    records.pop(key, None)
+                else:
+                    records[key] = {**records.get(key, {}), **copy.deepcopy(fields)}
+            return ledger
         orders = copy.deepcopy(SEED_ORDERS)
         for oid, fields in self.state.items():
             if fields is None:

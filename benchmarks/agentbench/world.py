@@ -312,11 +312,12 @@ async def open_world(
     seed: int,
     host_timeout_s: float = HOST_TIMEOUT_S,
     approval: frozenset[str] = frozenset(),
+    domain: str = "orders",
 ) -> AsyncIterator[World]:
-    """A running world for one episode in ``mode`` (M0-M4)."""
+    """A running world for one episode in ``mode`` (M0-M4), the chaos server serving ``domain``'s tools."""
     clock = FakeClock()
     tape = Tape()
-    chaos = ChaosServer(server_plan, ledger=ledger, clock=clock)
+    chaos = ChaosServer(server_plan, ledger=ledger, clock=clock, domain=domain)
     chaos.planner = TaggedPlanner(server_plan, tape=tape, where="server")
     level = MODES[mode]
     if level is None:

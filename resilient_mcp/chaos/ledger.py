@@ -1,4 +1,5 @@
-"""The chaos server's state: orders and stock, and a count of committed writes per logical operation.
+"""The chaos server's state: orders and stock (or the records of another domain's surface: files, events, tickets),
+and a count of committed writes per logical operation.
 
 The count is what a benchmark's oracle reads: "exactly one order for client_ref=R1" is
 ``ledger.commits_for("create_order", "R1") == 1``; a duplicate caused by an unsafe retry shows up as 2. Each commit is
@@ -29,6 +30,10 @@ class Ledger:
         """Logical operation ("create_order:R1") -> committed writes."""
         self.log: list[dict[str, Any]] = []
         """Every commit in order: {"n", "tool", "op", "args"}."""
+        self.records: dict[str, dict[str, dict[str, Any]]] = {}
+        """The other domains' state: collection ("files", "events", "tickets") -> key -> record."""
+        self.counters: dict[str, int] = {}
+        """Collection -> the next number of a new record's id (events, tickets)."""
         self.spawns = 0
         self.next_id = 1
         if self.path is not None and self.path.exists() and self.path.stat().st_size:
@@ -49,9 +54,15 @@ class Ledger:
     def orders_with_ref(self, client_ref: str) -> list[dict[str, Any]]:
         return [o for o in self.orders.values() if o.get("client_ref") == client_ref]
 
+    def collection(self, name: str) -> dict[str, dict[str, Any]]:
+        """The records of one collection (created empty on first use)."""
+        return self.records.setdefault(name, {})
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "orders": self.orders,
+            "records": self.records,
+            "counters": self.counters,
             "stock": self.stock,
             "commits": self.commits,
             "log": self.log,
@@ -73,6 +84,13 @@ class Ledger:
         self.next_id += 1
         return oid
 
+    def new_number(self, collection: str) -> int:
+        """The next number for a new record of ``collection`` (past every number its keys already use)."""
+        used = [int(k.rsplit("-", 1)[1]) for k in self.collection(collection) if k.rsplit("-", 1)[-1].isdigit()]
+        n = max(self.counters.get(collection, 1), max(used, default=0) + 1)
+        self.counters[collection] = n + 1
+        return n
+
     def count_spawn(self) -> int:
         self.spawns += 1
         self.save()
@@ -92,6 +110,8 @@ class Ledger:
         self.stock = dict(data.get("stock", START_STOCK))
         self.commits = {str(k): int(v) for k, v in data.get("commits", {}).items()}
         self.log = list(data.get("log", []))
+        self.records = {str(c): dict(r) for c, r in data.get("records", {}).items()}
+        self.counters = {str(c): int(n) for c, n in data.get("counters", {}).items()}
         self.spawns = int(data.get("spawns", 0))
         self.next_id = int(data.get("next_id", len(self.orders) + 1))
 

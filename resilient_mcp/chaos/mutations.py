@@ -56,8 +56,9 @@ def make_incomplete(result: types.CallToolResult, params: IncompleteParams) -> t
         text = _text(result)
         return _with(result, text=text[: max(1, len(text) // 2)], structured_content=None)
     data = dict(result.structured_content or {})
-    if isinstance(data.get("orders"), list):
-        data["orders"] = data["orders"][: max(0, len(data["orders"]) // 2)]
+    for key, value in data.items():  # the page's items ("orders", "entries", "events"), half of them
+        if isinstance(value, list):
+            data[key] = value[: max(0, len(value) // 2)]
     data["next_cursor"] = None
     return _with(result, text=json.dumps(data), structured_content=data)
 

@@ -1,4 +1,5 @@
-"""The chaos MCP server: the order service of ``tools.py``, faulted call by call as a ``FaultPlan`` says.
+"""The chaos MCP server: the order service of ``tools.py`` (or another domain's surface, ``domains/``: files, calendar,
+tickets), faulted call by call as a ``FaultPlan`` says.
 
 Every ``tools/call`` is counted by the plan's ``Planner``; the fault it picks is shown the way a real server would
 show it (see ``responses.py`` for reported errors, ``mutations.py`` for altered results):
@@ -37,11 +38,12 @@ from ..faults.error_results import ERROR_META_KEY
 from . import mutations as mut
 from . import params as pm
 from .clock import Clock, RealClock
+from .domains import surface
 from .ledger import Ledger
 from .params import ErrorParams, HangParams, InjectionParams, MalformedParams
 from .plan import Decision, FaultPlan, Planner
 from .responses import realize_error, reported_as
-from .tools import ToolError, default_tools, execute
+from .tools import ToolError
 
 log = structlog.get_logger(__name__)
 Ctx = ServerRequestContext[Any, Any]
@@ -108,23 +110,28 @@ class ChaosServer:
         *,
         ledger: Ledger | None = None,
         clock: Clock | None = None,
-        name: str = "chaos-orders",
+        name: str | None = None,
+        domain: str = "orders",
     ) -> None:
         self.plan = plan or FaultPlan()
         problems = check_plan(self.plan)
         if problems:
             raise ValueError("; ".join(problems))
+        self.surface = surface(domain)
+        """The tools served: ``orders`` (default), ``files``, ``calendar`` or ``tickets``."""
+        self.name = name or f"chaos-{domain}"
         self.planner = Planner(self.plan)
         self.ledger = ledger or Ledger()
+        self.surface.prepare(self.ledger)
         self.clock = clock or RealClock()
-        self.tools = default_tools()
+        self.tools = self.surface.tools()
         self.renamed: dict[str, str] = {}
         """New tool name -> the tool it runs (A2 renames)."""
         self.link: Link = _NoLink()
         """The connection being served (set by ``transports.py``; in-process, the latest one)."""
         self.bus = InMemorySubscriptionBus()
         self.server: Server[Any] = Server(
-            name,
+            self.name,
             version="1.0",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
@@ -181,7 +188,7 @@ class ChaosServer:
     def run(self, name: str, args: dict[str, Any]) -> types.CallToolResult:
         """The tool's honest outcome (its effect happens here); business failures as typed ``isError`` results."""
         try:
-            return execute(self.renamed.get(name, name), args, self.ledger)
+            return self.surface.execute(self.renamed.get(name, name), args, self.ledger)
         except ToolError as exc:
             hint = {
                 "type": exc.type,
@@ -248,7 +255,7 @@ class ChaosServer:
         result = self.run(name, args) if p.commit else types.CallToolResult(content=[])
         link = self.link
         if p.variant == "log_line":
-            line = p.text or f"INFO chaos-orders: handling {name} (a log line printed to stdout by mistake)"
+            line = p.text or f"INFO {self.name}: handling {name} (a log line printed to stdout by mistake)"
             if await link.pollute(line):
                 return result
         elif p.variant in ("truncated", "wrong_id"):

@@ -15,7 +15,8 @@ delete_order        destructive
 ==================  ==================  ==========================================================
 
 Business failures (an unknown order, a stale version) are ``ToolError``s: the server shows them as ``isError``
-results with the typed hint, as a convention-following server would.
+results with the typed hint, as a convention-following server would. The other domains' surfaces (files, calendar,
+tickets: ``domains/``) follow the same conventions and use the helpers here.
 """
 
 from __future__ import annotations
@@ -38,13 +39,23 @@ class ToolError(Exception):
         self.type, self.message, self.retryable, self.field, self.extra = type_, message, retryable, field, extra
 
 
-def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def object_schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
-_STR = {"type": "string", "minLength": 1}
+NONEMPTY = {"type": "string", "minLength": 1}
 READ = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
-STOCK_OUTPUT = _schema(
+WRITE_UNSAFE = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+WRITE_IDEMPOTENT = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+DESTRUCTIVE = types.ToolAnnotations(read_only_hint=False, destructive_hint=True)
+OP_KEYS = {
+    "create_order": "client_ref",
+    "update_order": "order_id",
+    "set_status": "order_id",
+    "delete_order": "order_id",
+}
+"""Write tool -> the argument that names its logical operation in the ledger ("create_order:R1")."""
+STOCK_OUTPUT = object_schema(
     {"sku": {"type": "string"}, "quantity": {"type": "integer", "minimum": 0}, "updated_at": {"type": "string"}},
     ["sku", "quantity", "updated_at"],
 )
@@ -58,7 +69,7 @@ def default_tools() -> list[types.Tool]:
             description="Look up one order by order_id or by your client_ref.",
             input_schema={
                 "type": "object",
-                "properties": {"order_id": _STR, "client_ref": _STR},
+                "properties": {"order_id": NONEMPTY, "client_ref": NONEMPTY},
                 "additionalProperties": False,
                 "minProperties": 1,
             },
@@ -67,13 +78,13 @@ def default_tools() -> list[types.Tool]:
         types.Tool(
             name="search",
             description="Search orders by customer or sku.",
-            input_schema=_schema({"query": _STR}, ["query"]),
+            input_schema=object_schema({"query": NONEMPTY}, ["query"]),
             annotations=READ,
         ),
         types.Tool(
             name="list_orders",
             description="All orders, a page at a time (pass next_cursor back as cursor).",
-            input_schema=_schema(
+            input_schema=object_schema(
                 {"cursor": {"type": "string"}, "page_size": {"type": "integer", "minimum": 1, "maximum": 100}}, []
             ),
             annotations=READ,
@@ -81,63 +92,86 @@ def default_tools() -> list[types.Tool]:
         types.Tool(
             name="get_stock",
             description="Units in stock of one sku.",
-            input_schema=_schema({"sku": {"type": "string", "enum": list(SKUS)}}, ["sku"]),
+            input_schema=object_schema({"sku": {"type": "string", "enum": list(SKUS)}}, ["sku"]),
             output_schema=STOCK_OUTPUT,
             annotations=READ,
         ),
         types.Tool(
             name="export_orders",
             description="A CSV export with `rows` lines (large).",
-            input_schema=_schema({"rows": {"type": "integer", "minimum": 1, "maximum": 10_000_000}}, []),
+            input_schema=object_schema({"rows": {"type": "integer", "minimum": 1, "maximum": 10_000_000}}, []),
             annotations=READ,
         ),
         types.Tool(
             name="create_order",
             description="Create an order. Not idempotent: each call creates one.",
-            input_schema=_schema(
+            input_schema=object_schema(
                 {
-                    "customer": _STR,
+                    "customer": NONEMPTY,
                     "sku": {"type": "string", "enum": list(SKUS)},
                     "qty": {"type": "integer", "minimum": 1},
-                    "client_ref": _STR,
+                    "client_ref": NONEMPTY,
                 },
                 ["customer", "sku", "qty", "client_ref"],
             ),
-            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+            annotations=WRITE_UNSAFE,
         ),
         types.Tool(
             name="update_order",
             description="Change an order's qty; `version` must be the current one.",
-            input_schema=_schema(
+            input_schema=object_schema(
                 {
-                    "order_id": _STR,
+                    "order_id": NONEMPTY,
                     "qty": {"type": "integer", "minimum": 1},
                     "version": {"type": "integer", "minimum": 1},
                 },
                 ["order_id", "qty", "version"],
             ),
-            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+            annotations=WRITE_UNSAFE,
         ),
         types.Tool(
             name="set_status",
             description="Set an order's status.",
-            input_schema=_schema(
-                {"order_id": _STR, "status": {"type": "string", "enum": ["open", "shipped", "cancelled"]}},
+            input_schema=object_schema(
+                {"order_id": NONEMPTY, "status": {"type": "string", "enum": ["open", "shipped", "cancelled"]}},
                 ["order_id", "status"],
             ),
-            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+            annotations=WRITE_IDEMPOTENT,
         ),
         types.Tool(
             name="delete_order",
             description="Delete an order for good.",
-            input_schema=_schema({"order_id": _STR}, ["order_id"]),
-            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
+            input_schema=object_schema({"order_id": NONEMPTY}, ["order_id"]),
+            annotations=DESTRUCTIVE,
         ),
     ]
 
 
 def ok(text: str, structured: dict[str, Any] | None = None) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
+
+
+def paged(items: list[dict[str, Any]], args: dict[str, Any], key: str, **extra: Any) -> types.CallToolResult:
+    """One page of ``items`` under ``key`` (``cursor`` / ``page_size`` in, ``next_cursor`` out), as JSON text and
+    structured content."""
+    try:
+        start = int(args.get("cursor") or 0)
+    except ValueError:
+        raise ToolError("invalid_argument", f"invalid cursor {args.get('cursor')!r}", field="cursor") from None
+    size = int(args.get("page_size", 10))
+    nxt = str(start + size) if start + size < len(items) else None
+    body = {**extra, key: items[start : start + size], "next_cursor": nxt}
+    return ok(json.dumps(body), body)
+
+
+def stale(what: str, sent: Any, current: int) -> ToolError:
+    """D5 as a server shows it: the optimistic lock's ``version`` is not the current one."""
+    return ToolError(
+        "aborted",
+        f"version {sent} is stale; the {what} is at {current}",
+        field="version",
+        current_version=current,
+    )
 
 
 def _order(ledger: Ledger, order_id: Any) -> dict[str, Any]:
@@ -199,12 +233,7 @@ def _write(name: str, args: dict[str, Any], ledger: Ledger) -> types.CallToolRes
     order = _order(ledger, args.get("order_id"))
     if name == "update_order":
         if int(args["version"]) != order["version"]:
-            raise ToolError(
-                "aborted",
-                f"version {args['version']} is stale; the order is at {order['version']}",
-                field="version",
-                current_version=order["version"],
-            )
+            raise stale("order", args["version"], order["version"])
         order.update(qty=args["qty"], version=order["version"] + 1)
     elif name == "set_status":
         if order["status"] == args["status"]:

@@ -146,8 +146,16 @@ def check_startup(plan: FaultPlan, ledger: Ledger) -> None:
         _exit_now(plan.startup.exit_code, f"spawn {spawn} fails before reading (startup.fail_spawns: {fail})")
 
 
-def chaos_server_main(plan_path: str | None, *, http: str | None, ledger_path: str | None, seed: int | None) -> int:
-    """``resilient-mcp chaos-server``: load the plan (``SourceError`` on a bad one), apply startup faults, serve."""
+def chaos_server_main(
+    plan_path: str | None,
+    *,
+    http: str | None,
+    ledger_path: str | None,
+    seed: int | None,
+    domain: str = "orders",
+) -> int:
+    """``resilient-mcp chaos-server``: load the plan (``SourceError`` on a bad one), apply startup faults, serve the
+    ``domain``'s tools."""
     plan = load_plan(plan_path) if plan_path else FaultPlan()
     if seed is not None:
         plan = plan.model_copy(update={"seed": seed})
@@ -159,7 +167,7 @@ def chaos_server_main(plan_path: str | None, *, http: str | None, ledger_path: s
         raise SourceError(where, [f"{where}: {p}" for p in problems])
     ledger = Ledger(ledger_path)
     check_startup(plan, ledger)
-    chaos = ChaosServer(plan, ledger=ledger)
+    chaos = ChaosServer(plan, ledger=ledger, domain=domain)
     if http:
         anyio.run(serve_http, chaos, http)
     else:
