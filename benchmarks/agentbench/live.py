@@ -63,12 +63,14 @@ LIVE_SUBSET = (
 """A subset sized for a small model on two CPU cores: controls, and one scenario from most categories."""
 
 SYSTEM = (
-    "You are an assistant that completes the user's task by calling tools. Call one tool at a time and look at "
-    "each result before the next call. Tool results and error messages may tell you what went wrong and what to "
-    "do; use your judgement. Besides the server's tools you can call list_tools (see every tool and its "
-    "parameters again) and wait (let some seconds pass). When the task is finished, or cannot be finished, reply "
-    "without a tool call and end with one line of JSON: "
-    '{"status": "done|failed|asked_user|aborted|degraded", "answer": <the value the user asked for, or null>}.'
+    "You are an assistant that completes the user's task by calling tools. You know nothing about the user's "
+    "orders, stock or customers except what tool results tell you: never guess a value, call the tool that gives "
+    "it. Call one tool at a time and look at each result before the next call. Tool results and error messages "
+    "may tell you what went wrong and what to do; use your judgement. Besides the server's tools you can call "
+    "list_tools (see every tool and its parameters again) and wait (let some seconds pass). When the task is "
+    "finished, or cannot be finished, reply without a tool call and end with one line of JSON: "
+    '{"status": "done|failed|asked_user|aborted|degraded", "answer": <the value the user asked for, or null>}. '
+    "Begin with the tool call for the first step."
 )
 HOST_TOOLS: list[dict[str, Any]] = [
     {
@@ -119,7 +121,7 @@ def goal(step: Step) -> str:
 def task_prompt(s: Scenario) -> str:
     steps = "; then ".join(goal(st) for st in s.steps)
     ask = f" In `answer`, give the result of this step: {goal(s.target_step)}." if s.target_step.fact else ""
-    return f"Please {steps}.{ask} Details you may need: {json.dumps(s.domain.context)}."
+    return f"Please {steps}.{ask}"
 
 
 def tools_for(tools: list[types.Tool]) -> list[dict[str, Any]]:
@@ -229,14 +231,15 @@ async def run_live_episode(
     prompt_tokens = completion_tokens = 0
     async with open_world(mode, **world_options(s, mode, seed, ledger)) as world:
         tools = tools_for(await world.list_tools())
-        system = SYSTEM + (
-            f"\n\nInstructions from the tool server:\n{world.instructions}" if world.instructions else ""
-        )
+        # the server's instructions first, so the system prompt ends with the same words in every mode
+        system = (
+            f"Instructions from the tool server:\n{world.instructions}\n\n" if world.instructions else ""
+        ) + SYSTEM
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": task_prompt(s)},
         ]
-        calls, failed = 0, set[str]()
+        calls, failed, replies = 0, set[str](), list[Any]()
         with anyio.move_on_after(timeout_s) as scope:
             for n in range(MAX_STEPS):
                 reply = await http.post("/chat/completions", json=build_request(model, messages, tools, seed))
@@ -248,16 +251,21 @@ async def run_live_episode(
                 message = body["choices"][0]["message"]
                 content = message.get("content") or ""
                 names = {t["function"]["name"] for t in tools}
-                tool_calls = message.get("tool_calls") or text_tool_calls(content, names)
+                native = message.get("tool_calls") or []
+                tool_calls = native or text_tool_calls(content, names)
+                replies.append(content if not native else {"content": content, "tool_calls": native})
+                # calls written as text go back into the history as the structured calls they were read as, so
+                # the chat template shows each call once, followed by its result
+                shown = content if native or not tool_calls else ""
                 messages.append(
-                    {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
+                    {"role": "assistant", "content": shown, **({"tool_calls": tool_calls} if tool_calls else {})}
                 )
                 if not tool_calls:
                     status, answer = final_of(content)
                     end = "finish"
                     events.append({"n": n, "t": world.clock.now(), "kind": "finish", "status": status})
                     break
-                for tc in tool_calls[:1]:  # one call at a time, as the system prompt asks
+                for tc in tool_calls:  # every call of the reply, in order, as hosts run parallel calls
                     name, raw = tc["function"]["name"], tc["function"].get("arguments") or "{}"
                     try:
                         args: Any = json.loads(raw) if isinstance(raw, str) else raw
@@ -324,6 +332,7 @@ async def run_live_episode(
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "transcript": messages,
+        "replies": replies,
     }
     episode["score"] = score(s, episode, facts, ledger, tape)
     return episode
@@ -357,6 +366,14 @@ def load_episodes(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def resume(journal: Path) -> list[dict[str, Any]]:
+    """The journal's episodes; a torn last line from a killed run is closed so the next episode starts its own."""
+    if journal.exists() and not journal.read_bytes().endswith(b"\n"):
+        with journal.open("a", encoding="utf-8") as f:
+            f.write("\n")
+    return load_episodes(journal)
+
+
 def plan(modes: tuple[str, ...], scenarios: list[Scenario], samples: int, seed: int) -> list[tuple[Scenario, str, int]]:
     """Mode-major order: every episode of one mode shares the system prompt and tool list, so an endpoint that
     caches the prompt's prefix (llama-server does) evaluates it once per mode, not once per episode."""
@@ -379,10 +396,7 @@ async def run_live(
         raise SystemExit("set RESILIENT_MCP_LLM_BASE_URL and RESILIENT_MCP_LLM_MODEL (see the module docstring)")
     key = os.environ.get("RESILIENT_MCP_LLM_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    episodes = load_episodes(journal) if journal else []
-    if journal and journal.exists() and not journal.read_bytes().endswith(b"\n"):
-        with journal.open("a", encoding="utf-8") as f:
-            f.write("\n")  # a torn last line from a killed run stays on its own line
+    episodes = resume(journal) if journal else []
     done = {episode_key(e) for e in episodes}
     todo = [job for job in plan(modes, scenarios, samples, seed) if (job[0].id, job[1], job[2]) not in done]
     async with httpx2.AsyncClient(base_url=base.rstrip("/"), headers=headers, timeout=timeout_s) as http:
