@@ -140,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="seeds for noisy_follower (default 3)")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--no-latency", action="store_true", help="skip the real-transport latency measurement")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=HERE,
+        help="folder for RESULTS.md, charts/ and out/results.json (default: benchmarks/); a second run written "
+        "elsewhere can be compared with `python -m benchmarks.agentbench.same A B`",
+    )
     args = parser.parse_args(argv)
     command = "python -m benchmarks.agentbench " + " ".join(sys.argv[1:] if argv is None else argv)
     calls = None if args.no_latency else (40 if args.quick else 200)
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         repeats=args.repeats,
         workers=args.workers,
         latency_calls=calls,
+        root=args.out,
         command=command.strip(),
     )
     m0, m3 = results["by_mode"]["M0"], results["by_mode"]["M3"]

@@ -452,59 +452,14 @@ def heldout_section(
     return md
 
 
-def live_section(path: Path) -> list[str]:
-    """The committed real-model run (``live.py``), when there is one: success per mode and the paired differences."""
-    if not path.exists():
-        return ["## Real model", "", f"No real-model run is committed (`{path.name}` is absent).", ""]
-    data = json.loads(path.read_text(encoding="utf-8"))
-    eps = [e for e in data["episodes"] if "score" in e]
-    rows = [
-        {
-            "policy": "live",
-            "mode": e["mode"],
-            "scenario": e["scenario"],
-            "seed": e["seed"],
-            "variant": e["scenario"].rsplit("-", 1)[0],
-            "success": e["score"]["success"],
-        }
-        for e in eps
-    ]
-    modes = [m for m in ("M0", "M1", "M3") if any(r["mode"] == m for r in rows)]
-    by = aggregate(
-        [
-            {
-                **e["score"],
-                "mode": e["mode"],
-                "policy": "live",
-                "scenario": e["scenario"],
-                "fault": "",
-                "category": "",
-                "recoverable": True,
-                "surfaces": True,
-                "sim_time_s": 0.0,
-            }
-            for e in eps
-        ],
-        ("mode",),
-    )
-    md = [
-        "## Real model (live track)",
-        "",
-        f"Model: `{data.get('model')}`; {len(eps)} episodes ({len({r['scenario'] for r in rows})} scenarios x "
-        f"{len({r['seed'] for r in rows})} samples x modes {', '.join(modes)}) in {data.get('wall_s', 0) / 60:.0f} "
-        "minutes on two CPU cores; raw episodes with transcripts in `benchmarks/live/live-results.json`.",
-        "",
-    ]
-    md += _table(
-        ["mode", "task success (Wilson 95 %)", "duplicates", "lost intended writes"],
-        [[m, pct(by[m]["task_success_rate"]), by[m]["duplicates"], by[m]["lost_writes"]] for m in modes],
-    )
-    for m in modes[1:]:
-        md.append(
-            f"- {m} - M0 (paired by scenario and sample): {fmt_paired(paired(rows, ('live', 'M0'), ('live', m)))}"
-        )
-    md.append("")
-    return md
+def live_section(folder: Path) -> list[str]:
+    """The committed real-model run (``live.py`` writes it, ``livereport.py`` renders it), when there is one."""
+    from .livereport import section
+
+    text = section(folder)
+    if not text:
+        return ["## A real model (live track)", "", f"No real-model run is committed (`{folder}` holds none).", ""]
+    return [*text.rstrip("\n").split("\n"), ""]
 
 
 def _pts(d: dict[str, Any]) -> str:
@@ -539,7 +494,7 @@ def render(
         "",
         *honest_section(rows, episodes),
         *meta.get("extra", []),
-        *live_section(HERE / "live" / "live-results.json"),
+        *live_section(HERE / "live"),
         "## Pooled view: direct (M0) vs proxy with L2 observations (M3), all policies pooled",
         "",
         "This pooled table mixes policies with very different reading skills (and counts followers of the proxy's "
