@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,14 @@ SYSTEM = (
     "it. Call one tool at a time and look at each result before the next call. Tool results and error messages "
     "may tell you what went wrong and what to do; use your judgement. Besides the server's tools you can call "
     "list_tools (see every tool and its parameters again) and wait (let some seconds pass). When the task is "
-    "finished, or cannot be finished, reply without a tool call and end with one line of JSON: "
-    '{"status": "done|failed|asked_user|aborted|degraded", "answer": <the value the user asked for, or null>}. '
-    "Begin with the tool call for the first step."
+    "finished, or cannot be finished, reply without a tool call. Begin with the tool call for the first step."
 )
+FINAL_ASK = (
+    "Now reply with only one line of JSON: "
+    '{"status": "done|failed|asked_user|aborted|degraded", "answer": <the value I asked for, or null>}'
+)
+"""Asked once the model stops calling tools: the answer's format is not in the system prompt, where a small model
+takes it as the first thing to do (it then answers with a guess, without calling any tool)."""
 HOST_TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
@@ -136,12 +141,14 @@ def tools_for(tools: list[types.Tool]) -> list[dict[str, Any]]:
     return offered + HOST_TOOLS
 
 
-def build_request(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+def build_request(
+    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int, choice: str = "auto"
+) -> dict[str, Any]:
     return {
         "model": model,
         "messages": messages,
         "tools": tools,
-        "tool_choice": "auto",
+        "tool_choice": choice,
         "temperature": 0.7,
         "seed": seed,
         "max_tokens": MAX_TOKENS,
@@ -189,6 +196,10 @@ def text_tool_calls(content: str, names: set[str]) -> list[dict[str, Any]]:
     return calls
 
 
+def _has_status(content: str) -> bool:
+    return any(isinstance(obj, dict) and "status" in obj for obj in _objects(content))
+
+
 def final_of(content: str) -> tuple[str, Any]:
     """(status, answer) from the model's last message: its JSON line, else a lenient reading."""
     for obj in reversed(_objects(content)):
@@ -221,6 +232,18 @@ def purpose_of(s: Scenario, tool: str, failed: set[str]) -> str:
     return "step"
 
 
+async def complete(http: httpx2.AsyncClient, request: dict[str, Any], tokens: Counter[str]) -> dict[str, Any]:
+    """One chat completion: the reply's message; the usage is added to ``tokens``."""
+    reply = await http.post("/chat/completions", json=request)
+    reply.raise_for_status()
+    body = reply.json()
+    usage = body.get("usage") or {}
+    tokens["prompt"] += int(usage.get("prompt_tokens") or 0)
+    tokens["completion"] += int(usage.get("completion_tokens") or 0)
+    message: dict[str, Any] = body["choices"][0]["message"]
+    return message
+
+
 async def run_live_episode(
     http: httpx2.AsyncClient, model: str, s: Scenario, mode: str, seed: int, *, timeout_s: float = EPISODE_TIMEOUT_S
 ) -> dict[str, Any]:
@@ -228,7 +251,7 @@ async def run_live_episode(
     events: list[dict[str, Any]] = []
     status, end, answer = "failed", "max_steps", MISSING
     started = time.perf_counter()
-    prompt_tokens = completion_tokens = 0
+    tokens: Counter[str] = Counter()
     async with open_world(mode, **world_options(s, mode, seed, ledger)) as world:
         tools = tools_for(await world.list_tools())
         # the server's instructions first, so the system prompt ends with the same words in every mode
@@ -242,13 +265,7 @@ async def run_live_episode(
         calls, failed, replies = 0, set[str](), list[Any]()
         with anyio.move_on_after(timeout_s) as scope:
             for n in range(MAX_STEPS):
-                reply = await http.post("/chat/completions", json=build_request(model, messages, tools, seed))
-                reply.raise_for_status()
-                body = reply.json()
-                usage = body.get("usage") or {}
-                prompt_tokens += int(usage.get("prompt_tokens") or 0)
-                completion_tokens += int(usage.get("completion_tokens") or 0)
-                message = body["choices"][0]["message"]
+                message = await complete(http, build_request(model, messages, tools, seed), tokens)
                 content = message.get("content") or ""
                 names = {t["function"]["name"] for t in tools}
                 native = message.get("tool_calls") or []
@@ -261,6 +278,12 @@ async def run_live_episode(
                     {"role": "assistant", "content": shown, **({"tool_calls": tool_calls} if tool_calls else {})}
                 )
                 if not tool_calls:
+                    if not _has_status(content):
+                        messages.append({"role": "user", "content": FINAL_ASK})
+                        request = build_request(model, messages, tools, seed, "none")
+                        content = (await complete(http, request, tokens)).get("content") or ""
+                        replies.append(content)
+                        messages.append({"role": "assistant", "content": content})
                     status, answer = final_of(content)
                     end = "finish"
                     events.append({"n": n, "t": world.clock.now(), "kind": "finish", "status": status})
@@ -329,8 +352,8 @@ async def run_live_episode(
         "sim_time_s": sim,
         "answer": None if answer is MISSING else answer,
         "wall_s": round(time.perf_counter() - started, 1),
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
+        "prompt_tokens": tokens["prompt"],
+        "completion_tokens": tokens["completion"],
         "transcript": messages,
         "replies": replies,
     }
