@@ -232,9 +232,15 @@ def purpose_of(s: Scenario, tool: str, failed: set[str]) -> str:
     return "step"
 
 
-async def complete(http: httpx2.AsyncClient, request: dict[str, Any], tokens: Counter[str]) -> dict[str, Any]:
-    """One chat completion: the reply's message; the usage is added to ``tokens``."""
-    reply = await http.post("/chat/completions", json=request)
+async def complete(
+    http: httpx2.AsyncClient, request: dict[str, Any], tokens: Counter[str], deadline: float
+) -> dict[str, Any]:
+    """One chat completion before ``deadline`` (``time.monotonic``): the reply's message; the usage is added to
+    ``tokens``. ``TimeoutError`` once the deadline has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    reply = await http.post("/chat/completions", json=request, timeout=left)
     reply.raise_for_status()
     body = reply.json()
     usage = body.get("usage") or {}
@@ -263,9 +269,12 @@ async def run_live_episode(
             {"role": "user", "content": task_prompt(s)},
         ]
         calls, failed, replies = 0, set[str](), list[Any]()
-        with anyio.move_on_after(timeout_s) as scope:
+        # a deadline checked per request, not a cancel scope: the direct world reopens its connection inside the
+        # episode when the server dies, and that connection's task group must not straddle a scope's edge
+        deadline = time.monotonic() + timeout_s
+        try:
             for n in range(MAX_STEPS):
-                message = await complete(http, build_request(model, messages, tools, seed), tokens)
+                message = await complete(http, build_request(model, messages, tools, seed), tokens, deadline)
                 content = message.get("content") or ""
                 names = {t["function"]["name"] for t in tools}
                 native = message.get("tool_calls") or []
@@ -281,7 +290,7 @@ async def run_live_episode(
                     if not _has_status(content):
                         messages.append({"role": "user", "content": FINAL_ASK})
                         request = build_request(model, messages, tools, seed, "none")
-                        content = (await complete(http, request, tokens)).get("content") or ""
+                        content = (await complete(http, request, tokens, deadline)).get("content") or ""
                         replies.append(content)
                         messages.append({"role": "assistant", "content": content})
                     status, answer = final_of(content)
@@ -332,7 +341,7 @@ async def run_live_episode(
                     messages.append({"role": "tool", "tool_call_id": tc.get("id", ""), "content": text})
                 if end == "max_calls":
                     break
-        if scope.cancelled_caught:
+        except (TimeoutError, httpx2.TimeoutException):
             end = "timeout"
         tape, sim = world.tape, world.clock.now()
     facts: dict[int, Any] = {}
