@@ -19,6 +19,7 @@ import pytest
 from anyio.abc import SocketStream
 
 from benchmarks.agentbench.live import (
+    FINAL_ASK,
     final_of,
     load_episodes,
     plan,
@@ -58,6 +59,7 @@ class FakeModel:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.script = SCRIPT
 
     async def handle(self, stream: SocketStream) -> None:
         buf = b""
@@ -82,7 +84,7 @@ class FakeModel:
                 body, buf = json.loads(buf[:length]), buf[length:]
                 self.requests.append(body)
                 turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
-                message = SCRIPT[min(turn, len(SCRIPT) - 1)]
+                message = self.script[min(turn, len(self.script) - 1)]
                 out = json.dumps(
                     {"choices": [{"message": message}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
                 ).encode()
@@ -179,3 +181,48 @@ async def test_a_run_is_journaled_resumed_without_rerunning_and_reported(
     assert f"| {SCENARIO} | ✓✓ | ✓✓ |" in text
     assert "M3 - M0 (paired by scenario and sample): +0.0 pts" in text
     assert "(0 cells: direct success, proxy failure)" in text
+
+
+WRITE = {"customer": "carol", "sku": "apple", "qty": 2, "client_ref": "R1"}
+
+
+async def test_a_server_dying_mid_episode_and_a_reply_without_the_answer_line_are_handled(
+    fake_model: tuple[FakeModel, str],
+) -> None:
+    """C2 direct: the server commits the order and dies; the host reconnects for the verifying read. The model then
+    stops without the JSON line, so the track asks for it once, with tools switched off."""
+    model, url = fake_model
+    model.script = [
+        _native("create_order", WRITE),
+        _native("get_order", {"client_ref": "R1"}),
+        _native("get_stock", {"sku": "pear"}),
+        _native("search", {"query": "alice"}),
+        {"role": "assistant", "content": "The order is placed."},
+        {"role": "assistant", "content": '{"status": "done", "answer": null}'},
+    ]
+    scenario = {s.id: s for s in generate()}["C2-write_unsafe-commit-first"]
+    with anyio.fail_after(60):
+        async with httpx2.AsyncClient(base_url=url, timeout=30) as http:
+            episode = await run_live_episode(http, "fake", scenario, "M0", 7, timeout_s=45)
+    calls = [e for e in episode["events"] if e["kind"] == "call"]
+    assert [(c["tool"], c["ok"]) for c in calls] == [
+        ("create_order", False),  # committed, then the connection was lost
+        ("get_order", True),  # a new connection to the restarted server
+        ("get_stock", True),
+        ("search", True),
+    ]
+    assert calls[1]["purpose"] == "verify"
+    asked = model.requests[-1]
+    assert asked["tool_choice"] == "none" and asked["messages"][-1] == {"role": "user", "content": FINAL_ASK}
+    assert (episode["end"], episode["status"]) == ("finish", "done")
+    assert episode["score"]["success"] is True and episode["score"]["duplicates"] == 0
+
+
+async def test_the_time_limit_ends_an_episode_between_requests(fake_model: tuple[FakeModel, str]) -> None:
+    model, url = fake_model
+    model.script = [_native("list_orders", {})]  # never finishes on its own
+    scenario = {s.id: s for s in generate()}[SCENARIO]
+    with anyio.fail_after(60):
+        async with httpx2.AsyncClient(base_url=url, timeout=30) as http:
+            episode = await run_live_episode(http, "fake", scenario, "M0", 7, timeout_s=0)
+    assert episode["end"] == "timeout" and episode["events"] == [] and model.requests == []
