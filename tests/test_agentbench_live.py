@@ -163,10 +163,10 @@ async def test_a_run_is_journaled_resumed_without_rerunning_and_reported(
     journal = tmp_path / "live-episodes.jsonl"
     assert [(s.id, m, k) for s, m, k in plan(("M0", "M3"), [scenario], 2, 7)] == [
         (SCENARIO, "M0", 7),
-        (SCENARIO, "M0", 8),
         (SCENARIO, "M3", 7),
+        (SCENARIO, "M0", 8),
         (SCENARIO, "M3", 8),
-    ]  # mode-major: one mode's episodes share a prompt prefix
+    ]  # whole samples first; within one, a mode's episodes run together and share a prompt prefix
     with anyio.fail_after(120):
         first = await run_live(("M0",), [scenario], 2, 7, 45, journal)
         journal.write_text(journal.read_text() + '{"torn', encoding="utf-8")  # a run killed mid-write

@@ -407,9 +407,10 @@ def resume(journal: Path) -> list[dict[str, Any]]:
 
 
 def plan(modes: tuple[str, ...], scenarios: list[Scenario], samples: int, seed: int) -> list[tuple[Scenario, str, int]]:
-    """Mode-major order: every episode of one mode shares the system prompt and tool list, so an endpoint that
-    caches the prompt's prefix (llama-server does) evaluates it once per mode, not once per episode."""
-    return [(s, mode, seed + k) for mode in modes for s in scenarios for k in range(samples)]
+    """Sample by sample, and within a sample mode by mode: a run stopped early still holds complete, paired samples,
+    and the episodes of one mode run together, sharing the system prompt and tool list, so an endpoint that caches
+    the prompt's prefix (llama-server does) evaluates it once per mode and sample, not once per episode."""
+    return [(s, mode, seed + k) for k in range(samples) for mode in modes for s in scenarios]
 
 
 async def run_live(
