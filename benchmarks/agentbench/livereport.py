@@ -59,18 +59,26 @@ def section(folder: Path, heading: str = "##") -> str:
     )
     lines += [
         "",
-        "| mode | task success | loop failures | duplicates | lost writes | calls / episode | tokens / episode |",
+        "| mode | task success | fault fired | loop failures | duplicates | lost writes | calls / episode "
+        "| tokens / episode |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    lines.append("|---|---|---:|---:|---:|---:|---:|")
+    fired = Counter(r["mode"] for r in rows if r["fired"] and r["fault"] != "none")
     for m in modes:
         g = by_mode[m]
         mine = [e for e in episodes if e["mode"] == m]
         tokens = sum(e.get("prompt_tokens", 0) + e.get("completion_tokens", 0) for e in mine) / len(mine)
         lines.append(
-            f"| {m} {MODES[m]} | {fmt_rate(rows, policy, m)} | {g['loop_failure_rate']['k']}/{g['episodes']} | "
+            f"| {m} {MODES[m]} | {fmt_rate(rows, policy, m)} | {fired[m]}/{g['episodes']} "
+            f"| {g['loop_failure_rate']['k']}/{g['episodes']} | "
             f"{g['duplicates']} | {g['lost_writes']} | {g['agent_calls'] / g['episodes']:.1f} | {tokens:,.0f} |"
         )
-    lines.append("")
+    lines += [
+        "",
+        "A fault fires only when the model makes the call it is planted on: scenarios whose fault rides on a "
+        "scripted agent's mistake (A1's typo, B2's wrong type) fire only if the model makes that mistake itself.",
+        "",
+    ]
     for m in modes[1:]:
         lines.append(
             f"- {m} - M0 (paired by scenario and sample): {fmt_paired(paired(rows, (policy, 'M0'), (policy, m)))}"
