@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 import structlog
@@ -23,7 +23,9 @@ from ..stages.idempotency import REPLAY_META
 from ..stages.output import TRUNCATED_META
 
 if TYPE_CHECKING:
-    from ..core.pipeline import Pipeline
+    from ..stages.breaker import BreakerBoard
+    from ..state import StateStore
+    from ..state.redis import RedisStateStore
     from ..upstream import Upstream
 
 log = structlog.get_logger(__name__)
@@ -36,11 +38,22 @@ CATEGORY_NAMES = {category.value: category.name.lower() for category in FaultCat
 
 @dataclass(frozen=True, slots=True)
 class ProxyView:
-    """What the ops side channel reads of a running proxy at scrape or page time: its upstreams and its pipeline
-    (breakers, state store). Read only; built with the pipeline, so nothing here holds the whole proxy."""
+    """What the ops side channel reads of a running proxy at scrape or page time: its upstreams and the pipeline's
+    shared services (breakers, state store). Read only; built with the pipeline, so nothing here holds the whole
+    proxy or the pipeline."""
 
     upstreams: Mapping[str, Upstream]
-    pipeline: Pipeline
+    services: SharedServices
+
+
+class SharedServices(Protocol):
+    """The part of the pipeline's ``Services`` the ops side reads (the store is set when the pipeline opens)."""
+
+    @property
+    def board(self) -> BreakerBoard: ...
+
+    @property
+    def store(self) -> StateStore | RedisStateStore | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,7 +208,7 @@ class ProxyCollector(Collector):
             "Circuit state: 0 closed, 1 half-open, 2 open (tool '' = the upstream's).",
             labels=["upstream", "tool"],
         )
-        for upstream_name, tool, circuit_state, _ in proxy.pipeline.services.board.circuit_states():
+        for upstream_name, tool, circuit_state, _ in proxy.services.board.circuit_states():
             label = "" if tool is None else self._tool(tool)
             breaker.add_metric([upstream_name, label], _BREAKER.get(circuit_state, 0.0))
         yield breaker
@@ -216,7 +216,7 @@ class ProxyCollector(Collector):
             "resilient_mcp_idempotency_records", "Live idempotency records by status.", labels=["status"]
         )
         errors = CounterMetricFamily("resilient_mcp_state_backend_errors", "Failed state backend operations.")
-        store = proxy.pipeline.services.store
+        store = proxy.services.store
         counts = store.idempotency_counts() if store is not None else {}
         if counts is not None:  # None: a shared backend, whose records no single replica can count
             for status in ("in_flight", "unknown", "completed"):

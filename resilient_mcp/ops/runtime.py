@@ -111,7 +111,7 @@ class Ops:
             shared = services or Services()
             shared.events = self.events
             pipeline = Pipeline(router, policy, shared)
-            self.proxy = ProxyView(router.upstreams, pipeline)
+            self.proxy = ProxyView(router.upstreams, shared)
             if self.events is not NULL:
                 for upstream in router.upstreams.values():
                     upstream.on_state = self.events.upstream_state

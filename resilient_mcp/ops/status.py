@@ -134,7 +134,7 @@ class StatusRecorder(CallEvents):
         since = now - WINDOW_S
         breakers: dict[str, str] = {}
         open_tools: dict[str, list[str]] = {}
-        for upstream, tool, state, _ in proxy.pipeline.services.board.circuit_states():
+        for upstream, tool, state, _ in proxy.services.board.circuit_states():
             if tool is None:
                 breakers[upstream] = state
             elif state != "closed":
