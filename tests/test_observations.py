@@ -220,6 +220,18 @@ def test_l0_without_an_upstream_result_is_the_raw_error_text_only() -> None:
     assert text(res) == "bad qty"
 
 
+def test_l0_of_a_result_the_proxy_refused_still_gives_its_text_content() -> None:
+    """An outputSchema violation says "its text content is given instead": at L0 too (a real model answered a
+    made-up number when it was not)."""
+    fault = f.OutputSchemaViolation.of("mismatch", details={"degraded_text": '{"sku": "apple", "quantity": 40}'})
+    res = observe(fault, make_call(), L.L0)
+    assert res.is_error and res.structured_content is None and res.meta is None
+    assert [c.text for c in res.content if isinstance(c, types.TextContent)] == [
+        "The tool's structured result does not match its outputSchema; its text content is given instead.",
+        'Degraded data (the result\'s text content):\n{"sku": "apple", "quantity": 40}',
+    ]
+
+
 def test_l1_has_exactly_the_classification() -> None:
     res = observe(f.RateLimited("slow", retry_after_ms=5, upstream_message="429"), make_call(), L.L1)
     assert structured(res) == {

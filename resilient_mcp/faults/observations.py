@@ -197,13 +197,15 @@ def _text(fault: Fault, obs: Mapping[str, Any], *, quote_upstream: bool = True) 
 
 
 def build_observation(seen: Observed) -> types.CallToolResult:
-    """The ``isError`` result the host gets for ``seen.fault``. At L0 the upstream's raw result or raw error text."""
+    """The ``isError`` result the host gets for ``seen.fault``. At L0 the upstream's raw result or raw error text,
+    with the degraded data of a result the proxy refused (its own text content, which the message promises)."""
     fault = seen.fault
     if seen.level is ObservationLevel.L0:
         if isinstance(fault.upstream_result, types.CallToolResult):
             return fault.upstream_result
         raw = fault.upstream_message or fault.message
-        return types.CallToolResult(content=[types.TextContent(text=raw)], is_error=True)
+        # a result the proxy itself refused (E2, E4) still carries the upstream's own text, as a direct call shows it
+        return types.CallToolResult(content=[types.TextContent(text=raw), *_degraded(fault)], is_error=True)
     obs = observation_dict(seen)
     original = fault.upstream_result if isinstance(fault.upstream_result, types.CallToolResult) else None
     if original is None:
