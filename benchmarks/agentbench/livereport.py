@@ -116,7 +116,11 @@ def _worse(episodes: list[dict[str, Any]], modes: list[str]) -> list[str]:
             continue
         calls = [ev for ev in e["events"] if ev["kind"] == "call"]
         failed = [ev for ev in calls if not ev["ok"]]
-        why = f"first error seen: {failed[0]['tool']}: {failed[0]['text'][:140]!r}" if failed else "no error seen"
+        why = (
+            f"first error seen: {failed[0]['tool']}: {failed[0]['text'][:140]!r}"
+            if failed
+            else "no error seen (the prompt differs from direct only by the proxy's instructions; sampling)"
+        )
         out.append(
             f"- {sid}, {mode}, seed {seed}: ended `{e['end']}` with status `{e['status']}`, answer "
             f"{json.dumps(e.get('answer'))}, {len(calls)} calls; {why}"
