@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.core.fingerprint import FailureStats
-from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState, signature
+from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState, provider_for, signature
 from resilient_mcp.diagnosis.prompt import build_messages
 from resilient_mcp.diagnosis.providers import Answer, OpenAICompatible
 from resilient_mcp.diagnosis.settings import DiagnosisRule
@@ -237,6 +237,15 @@ async def test_the_openai_provider_posts_a_chat_completion_with_the_key_from_the
     assert seen[0].headers["authorization"] == "Bearer k-123"
     assert json.loads(seen[0].content)["model"] == "small"
     assert (state.stats["tokens_in"], state.stats["tokens_out"]) == (321, 40)
+    assert seen[0].extensions["timeout"]["read"] == 10.0  # the rule's timeout_s, not httpx's 5 s default
+
+
+def test_the_openai_provider_waits_as_long_as_the_policy_says() -> None:
+    rule = DiagnosisRule.model_validate(
+        {"enabled": True, "provider": "openai", "url": "http://127.0.0.1:9/v1", "model": "small", "timeout_s": 45}
+    )
+    provider = provider_for(rule)
+    assert isinstance(provider, OpenAICompatible) and provider.timeout_s == 45
 
 
 async def test_a_provider_error_falls_back_and_a_missing_key_is_named() -> None:

@@ -122,7 +122,7 @@ async def _run(
     seed: int,
 ) -> tuple[list[Verdict], str]:
     provider: Provider = (
-        ScriptedModel(noise or 0.0, seed) if live is None else OpenAICompatible(live, model, api_key_env)
+        ScriptedModel(noise or 0.0, seed) if live is None else OpenAICompatible(live, model, api_key_env, timeout_s=60)
     )
     m = await measure(records, rules, provider)
     s = m.stats

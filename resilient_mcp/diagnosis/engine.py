@@ -127,7 +127,7 @@ class DiagnosisState:
 def provider_for(rule: DiagnosisRule) -> Provider:
     if rule.provider == "openai":
         assert rule.url is not None and rule.model is not None  # the settings validator guarantees both
-        return OpenAICompatible(rule.url, rule.model, rule.api_key_env)
+        return OpenAICompatible(rule.url, rule.model, rule.api_key_env, timeout_s=rule.timeout_s)
     return Sampling(rule.model)
 
 

@@ -57,10 +57,15 @@ class OpenAICompatible:
 
     name = "openai"
 
-    def __init__(self, url: str, model: str, api_key_env: str | None, *, transport: Any = None) -> None:
+    def __init__(
+        self, url: str, model: str, api_key_env: str | None, *, timeout_s: float = 10.0, transport: Any = None
+    ) -> None:
         self.url = url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        """The HTTP client's own limits: ``diagnosis.timeout_s`` (the diagnoser's deadline is the same), not httpx's
+        5 s default, which cut a slower model short whatever ``timeout_s`` said."""
         self._transport = transport
 
     async def ask(self, system: str, user: str, host: object | None) -> Answer:
@@ -77,7 +82,7 @@ class OpenAICompatible:
             "response_format": {"type": "json_object"},
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
-        async with httpx2.AsyncClient(transport=self._transport) as client:
+        async with httpx2.AsyncClient(transport=self._transport, timeout=self.timeout_s) as client:
             response = await client.post(self.url, json=body, headers=headers)
             response.raise_for_status()
             data = response.json()
