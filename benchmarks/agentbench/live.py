@@ -447,12 +447,13 @@ async def run_live(
 
 
 def summary(episodes: list[dict[str, Any]], model: str | None, wall_s: float | None) -> dict[str, Any]:
+    """The run's aggregates; the episodes themselves are in the journal (``live-episodes.jsonl``), not copied here."""
     rows = rows_of(episodes, {s.id: s for s in every()})
     return {
         "model": model,
+        "episodes": len(episodes),
         "by_mode": aggregate(rows, ("mode",)),
         "by_category_mode": aggregate(rows, ("category", "mode")),
-        "episodes": episodes,
         "wall_s": wall_s,
     }
 
