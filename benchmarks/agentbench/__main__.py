@@ -25,7 +25,7 @@ from .report import HERE, heldout_section, render, write
 from .runner import Job, run_jobs
 from .scenarios import generate, quick
 
-QUICK_POLICIES = ("oracle", "text_reader", "blind_retry", "give_up", "repair_follower")
+QUICK_POLICIES = ("oracle", "strong_reader", "text_reader", "blind_retry", "give_up", "repair_follower")
 NOTES = [
     "Known limits, stated in advance (§7.5) and measured above: E5 (semantic corruption) passes through the proxy "
     "unless a declared outputSchema catches it (E5 negative stock is caught as an E2 violation of `minimum: 0`, "
@@ -51,7 +51,7 @@ NOTES = [
 PASS_K = 4
 """Seeds per scenario with a probabilistic fault (pass^k)."""
 ABLATION = ("text_reader", "repair_follower")
-HELDOUT_POLICIES = ("oracle", "text_reader", "blind_retry", "give_up", "repair_follower")
+HELDOUT_POLICIES = ("oracle", "strong_reader", "text_reader", "blind_retry", "give_up", "repair_follower")
 """Policies also run without the chaos server's typed hints (modes M1u, M3u)."""
 
 

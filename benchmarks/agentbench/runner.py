@@ -45,6 +45,7 @@ from .heldout import every
 from .oracle import OracleAgent
 from .scoring import score
 from .spec import Scenario
+from .strong import StrongReader
 from .virtualtime import run_virtual
 from .world import HOST_TIMEOUT_S, open_world
 
@@ -54,6 +55,7 @@ CONTEXT_BYTES = 256_000
 EPISODE_LIMIT_S = 30.0
 AGENTS: dict[str, type[Agent]] = {
     "oracle": OracleAgent,
+    "strong_reader": StrongReader,
     "text_reader": TextReader,
     "blind_retry": BlindRetry,
     "give_up": GiveUp,
