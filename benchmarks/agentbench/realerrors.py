@@ -126,4 +126,3 @@ def real_error_scenarios() -> list[Scenario]:
                 )
             )
     return out
-
