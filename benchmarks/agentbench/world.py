@@ -152,12 +152,21 @@ class BenchPipeline(Pipeline):
             pipeline_module.Idempotency, pipeline_module.Retry = idempotency, retry  # type: ignore[misc]
 
 
+class EpisodeClock(FakeClock):
+    """The episode's fake clock, which also knows when on the event loop's clock the episode began."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop_start = anyio.current_time()
+
+
 def episode_now(clock: FakeClock) -> float:
-    """The episode's own time: its simulated sleeps (the fake clock) plus its waits on the event loop's virtual
-    clock (hangs meeting their timeouts). Neither depends on how fast the machine runs; every clock the proxy reads
-    in an episode (retry deadline, breaker countdown, loop guard, idempotency records) is this one or the fake
-    clock itself."""
-    return clock.now() + anyio.current_time()
+    """The episode's own time since it began: its simulated sleeps (the fake clock) plus its waits on the event
+    loop's virtual clock (hangs meeting their timeouts). Neither depends on how fast the machine runs, nor on the
+    episodes running beside it; every clock the proxy reads in an episode (retry deadline, breaker countdown, loop
+    guard, idempotency records) is this one or the fake clock itself."""
+    start = clock.loop_start if isinstance(clock, EpisodeClock) else anyio.current_time()
+    return clock.now() + anyio.current_time() - start
 
 
 _TIMINGS = re.compile(r'"(elapsed_ms|latency_ms|timeout_ms|delay_before_ms)":\s*-?\d+')
@@ -330,7 +339,7 @@ async def open_world(
     domain: str = "orders",
 ) -> AsyncIterator[World]:
     """A running world for one episode in ``mode`` (M0-M4), the chaos server serving ``domain``'s tools."""
-    clock = FakeClock()
+    clock = EpisodeClock()
     tape = Tape()
     chaos = ChaosServer(server_plan, ledger=ledger, clock=clock, domain=domain)
     chaos.planner = TaggedPlanner(server_plan, tape=tape, where="server")
