@@ -116,8 +116,9 @@ def _strict_lines(
     lines = [
         "",
         "Strict scoring (`benchmarks/agentbench/strict.py`): a success also needs every step of the user's request "
-        "done (each read step's tool, or an alternative read, answered), the answer exact (the value, not a "
-        "sentence holding it) and found in a tool result, and no tool result the model made up in its reply. The "
+        "done (each read step's tool answered; the faulted step may use an alternative read), the answer exact "
+        "(the value, not a sentence holding it) and found in a tool result, and no tool result the model made up "
+        "in its reply. The "
         "lenient rate is the track's own (answer read type-tolerantly, a sentence by its first integer).",
         "",
         "| mode | lenient success | strict success | lenient successes that fail strictly: why |",

@@ -7,8 +7,9 @@ sentence counts by its first integer) and nothing checks that the model called t
 to report on, or that a result it quotes came from a tool. Strictly, an episode succeeds when, on top of the lenient
 success:
 
-- **every step of the user's request was done**: each read step has a successful call of its tool (or of one of the
-  domain's alternative reads for that fact); write steps are already checked against the ledger;
+- **every step of the user's request was done**: each read step has a successful call of its tool (the faulted step
+  may also get its fact from one of the domain's alternative reads); write steps are already checked against the
+  ledger;
 - **the answer is exact**: the value itself ("40" or 40), not a sentence that contains it;
 - **nothing was invented**: the answer appears in a tool result the model received, and no JSON object the model
   wrote outside a tool call and outside its answer line carries a value no tool result holds (a tool result made
@@ -92,7 +93,9 @@ def strict_verdict(s: Scenario, episode: dict[str, Any]) -> tuple[bool, list[str
         for i, step in enumerate(s.steps):
             if step.cls != "read_only":
                 continue  # the ledger decides a write (lenient success checks the intended state)
-            tools = {step.tool, f"{step.tool}_v2", *s.domain.alternatives}
+            tools = {step.tool, f"{step.tool}_v2"}
+            if i == s.target:  # the step the fault is aimed at may get its fact from another read
+                tools |= set(s.domain.alternatives)
             if not any(e["ok"] and e["tool"] in tools for e in calls):
                 reasons.append(f"step {i + 1} ({step.tool}) not done")
         answer = episode.get("answer")
