@@ -57,6 +57,8 @@ def section(folder: Path, heading: str = "##") -> str:
         + ". Command: `"
         + meta.get("command", "python -m benchmarks.agentbench.live")
         + "`. Raw episodes with transcripts: `benchmarks/live/live-episodes.jsonl`."
+        + (f" Code: {meta['code']}." if meta.get("code") else "")
+        + (f" {meta['note']}" if meta.get("note") else "")
     )
     lines += [
         "",
