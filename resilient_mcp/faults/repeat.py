@@ -4,7 +4,8 @@
 
     repeat = helps and safe
     helps  = the fault is transient (an identical call can succeed), and it is not the caller's mistake, a policy
-             refusal, a guard decision or an unknown tool; a read_only tool's result that broke its outputSchema
+             refusal, a guard decision (the shared state being unreachable is not one: once it is back the
+             identical write runs) or an unknown tool; a read_only tool's result that broke its outputSchema
              or the policy's result_invariants may be re-read once (the corruption may not come back)
     safe   = not_sent or rejected                                    (provably nothing ran)
              or maybe_executed and (read_only, write_idempotent, or the upstream honours the forwarded key)
@@ -37,6 +38,7 @@ from . import (
     RetrySafety,
     SemanticCorruption,
     SideEffectStatus,
+    StateUnavailableFault,
     UnknownTool,
 )
 
@@ -102,7 +104,7 @@ def decide(fault: Fault, rule: ToolRule) -> Decision:
         safety is RetrySafety.EXECUTED_FAILED and fault.side_effect_status in _NOTHING_DONE
     )
     max_repeats = fault.max_retry
-    if isinstance(fault, _NEVER_REPEATED):
+    if isinstance(fault, _NEVER_REPEATED) and not isinstance(fault, StateUnavailableFault):
         helps, why_not = False, "caller_must_change"
     elif isinstance(fault, OutputSchemaViolation | SemanticCorruption) and rule.effect is EffectClass.READ_ONLY:
         helps, why_not, max_repeats = True, "", max(max_repeats, 1)

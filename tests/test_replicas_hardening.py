@@ -1,0 +1,63 @@
+"""Issue 20 (hardening, round two), the Redis items, against a real ``redis-server`` and real replicas
+(``resilient-mcp serve --http`` on loopback ports, two bearer tokens; ``tests/test_replicas.py`` starts them).
+
+- 11: a write refused ``STATE_UNAVAILABLE`` during a Redis outage runs once Redis is back, in the same session (the
+  loop guard answered it "already failed ... will fail the same way", then ``abort``);
+- 12: a Redis wiped (restart without persistence, ``FLUSHALL``) loses the shared HMAC secret: every replica checks it
+  on reconnect, refuses writes while it differs, recreates it consistently, and reports the wipe (``state: reset``);
+- 14: explicit idempotency keys are scoped to the principal: token B sending A's key never gets A's result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.helpers import wait_until
+from tests.redis_server import RedisServer, needs_redis
+from tests.test_replicas import TOKENS, Replica, lines, replicas
+
+pytestmark = [pytest.mark.anyio, needs_redis()]
+
+
+async def _session_calls(replica: Replica, steps: list[Any]) -> list[types.CallToolResult]:
+    """One stateful MCP session (legacy era, alice's token) on ``replica``: each step is either a ``(tool, args,
+    key)`` call, whose result is collected, or a callable run (in a thread) between calls."""
+    results: list[types.CallToolResult] = []
+    headers = {"authorization": f"Bearer {TOKENS['alice']}"}
+    with anyio.fail_after(180):
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            transport = streamable_http_client(replica.url, http_client=http)
+            async with Client(transport, mode="legacy", cache=None) as client:
+                for step in steps:
+                    if callable(step):
+                        await anyio.to_thread.run_sync(step)
+                        continue
+                    name, arguments, key = step
+                    results.append(await client.call_tool(name, arguments, meta={"idempotency-key": key}))
+    return results
+
+
+async def test_a_write_refused_while_redis_was_down_runs_once_redis_is_back_in_the_same_session(
+    tmp_path: Path, redis: RedisServer
+) -> None:
+    write = ("append", {"entry": "w1"}, "w1")
+    with replicas(tmp_path, redis, 1, stateless=False) as (one,):
+
+        def back() -> None:
+            redis.start()
+            wait_until(lambda: one.health()["state"] == "ok", 60, "reconnected", stderr=one.stderr)
+
+        down, after = await _session_calls(one, [redis.stop, write, back, write])
+    refused = down.structured_content or {}
+    assert refused["code"] == "STATE_UNAVAILABLE" and refused["repair_action"] == "backoff_retry"
+    assert refused["max_retry"] > 0, "the observation says repeating helps"
+    assert not after.is_error, after.structured_content
+    assert lines(tmp_path / "ledger") == ["w1"], "run once, after Redis came back"
