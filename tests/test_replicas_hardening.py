@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer, needs_redis
-from tests.test_replicas import TOKENS, Replica, lines, replicas
+from tests.test_replicas import TOKENS, Replica, fault, lines, replicas
 
 pytestmark = [pytest.mark.anyio, needs_redis()]
 
@@ -61,3 +61,17 @@ async def test_a_write_refused_while_redis_was_down_runs_once_redis_is_back_in_t
     assert refused["max_retry"] > 0, "the observation says repeating helps"
     assert not after.is_error, after.structured_content
     assert lines(tmp_path / "ledger") == ["w1"], "run once, after Redis came back"
+
+
+async def test_an_explicit_key_is_scoped_to_the_token_that_sent_it(tmp_path: Path, redis: RedisServer) -> None:
+    with replicas(tmp_path, redis, 2) as (one, two):
+        alice = one.call("append", {"entry": "alice-pays"}, key="order-42", who="alice")
+        bob_same = two.call("append", {"entry": "alice-pays"}, key="order-42", who="bob")
+        bob_other = one.call("append", {"entry": "bob-pays"}, key="order-42", who="bob")
+        alice_again = two.call("append", {"entry": "alice-pays"}, key="order-42", who="alice")
+    assert not alice.get("isError") and not bob_same.get("isError"), bob_same
+    assert "io.github.resilient-mcp/replay" not in bob_same.get("_meta", {}), "bob was told alice's write was his"
+    # bob's own key now holds bob's arguments: other arguments are bob's own mismatch, nothing about alice
+    assert fault(bob_other)["fault_type"] == "B4_semantic_argument_rejection"
+    assert "io.github.resilient-mcp/replay" in alice_again["_meta"], "alice's own retry is still deduplicated"
+    assert lines(tmp_path / "ledger") == ["alice-pays", "alice-pays"], "one write each: alice's and bob's"
