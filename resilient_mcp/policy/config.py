@@ -119,6 +119,9 @@ class RemoteUpstream(_UpstreamCommon):
     the first); "legacy" serves every host over the handshake connection (2026-07-28 hosts bridged)."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers sent with every request, e.g. Authorization: "Bearer ${TOKEN}"."""
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Largest response body or SSE event read from the server (`type: sse`: at most 1 MiB per event, the MCP SDK's
+    limit); a larger result becomes an E4 oversized observation, the rest of it unread."""
 
     @model_validator(mode="before")
     @classmethod
