@@ -183,6 +183,8 @@ class ListenConfig(_Strict):
     """Stateless HTTP: no sessions, no cancellation, no out-of-band notifications. Off by default."""
     header_timeout_s: float = Field(10.0, gt=0, le=600)
     """A connection must send a request's complete headers within this many seconds (else 408 and closed)."""
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """A request's whole body must arrive within this many seconds of its headers (else 408 and closed)."""
     max_connections: int | None = Field(None, ge=8)
     """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see the README's HTTP section."""
     max_json_items: int = Field(100_000, ge=100)
