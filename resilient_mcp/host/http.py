@@ -11,8 +11,9 @@ Hostile clients are bounded before authentication (``GuardedH11Protocol``): a re
 ``listen.header_timeout_s`` and its whole body within ``listen.body_timeout_s`` of them, and at most
 ``listen.max_connections`` connections are open: a new one closes, to make room, the oldest one without a request in
 progress, else the one whose request body has gone longest without a byte, so that partial-header and slow-body
-sockets can neither exhaust the descriptors nor crowd out health checks and real calls. Request bodies (``JsonBodyGuard``) are checked before the SDK parses them: a
-batch array, or more than ``listen.max_json_items`` JSON items, gets a short JSON-RPC error.
+sockets can neither exhaust the descriptors nor crowd out health checks and real calls. Request bodies
+(``JsonBodyGuard``) are checked before the SDK parses them: a batch array, or more than ``listen.max_json_items`` JSON
+items, gets a short JSON-RPC error.
 """
 
 from __future__ import annotations
