@@ -66,8 +66,15 @@ class BearerAuth:
     An accepted request gets ``scope["user"]``: the SDK's session manager then serves a session only to requests
     carrying the token that opened it (any other gets 404, as for an unknown session)."""
 
-    def __init__(self, app: ASGIApp, tokens: list[str], exempt: tuple[str, ...] = ("/healthz",)) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: list[str],
+        exempt: tuple[str, ...] = ("/healthz",),
+        setting: str = "listen.auth_tokens",
+    ) -> None:
         self.app = app
+        self.setting = setting
         self.tokens = [t.encode() for t in tokens]
         self.exempt = exempt
         self.users = [
@@ -89,7 +96,7 @@ class BearerAuth:
                 await self.app(scope, receive, send)
                 return
         response = JSONResponse(
-            {"error": "unauthorized", "error_description": "send Authorization: Bearer <token> (listen.auth_tokens)"},
+            {"error": "unauthorized", "error_description": f"send Authorization: Bearer <token> ({self.setting})"},
             status_code=401,
             headers={"WWW-Authenticate": 'Bearer realm="resilient-mcp"'},
         )
@@ -475,7 +482,7 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
         routes=[
             Route(listen.path, endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),
             Route("/healthz", endpoint=health),
-            *(ops_routes(ops, security.allowed_hosts or []) if ops is not None else []),
+            *(ops_routes(ops, security.allowed_hosts or [], per_principal=bool(listen.auth_tokens)) if ops else []),
         ],
         lifespan=lifespan,
     )

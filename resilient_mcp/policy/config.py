@@ -413,6 +413,12 @@ def _expand(
                 f"{doc.path}:{doc.line_of(loc) or '?'}: listen.auth_tokens[{i}]: a token must have at least 8 "
                 "characters (is its environment variable set?)"
             )
+    metrics = cfg.metrics
+    if metrics.token is not None:
+        metrics = metrics.model_copy(update={"token": ex(metrics.token, ("metrics", "token"))})
+        if len((metrics.token or "").strip()) < 8:
+            line = doc.line_of(("metrics", "token")) or "?"
+            problems.append(f"{doc.path}:{line}: metrics.token: use at least 8 characters (is its variable set?)")
     state = cfg.state
     if state.backend == "redis":
         expanded = {
@@ -427,7 +433,7 @@ def _expand(
     if problems:
         raise SourceError(doc.path, problems)
     listen = cfg.listen.model_copy(update={"auth_tokens": tokens})
-    return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state})
+    return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state, "metrics": metrics})
 
 
 class _OneUpstream(RootModel[UpstreamConfig]):
