@@ -17,6 +17,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+import redis as redis_client
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -53,7 +54,7 @@ async def test_a_write_refused_while_redis_was_down_runs_once_redis_is_back_in_t
 
         def back() -> None:
             redis.start()
-            wait_until(lambda: one.health()["state"] == "ok", 60, "reconnected", stderr=one.stderr)
+            wait_until(lambda: one.health()["state"] != "unavailable", 60, "reconnected", stderr=one.stderr)
 
         down, after = await _session_calls(one, [redis.stop, write, back, write])
     refused = down.structured_content or {}
@@ -75,3 +76,34 @@ async def test_an_explicit_key_is_scoped_to_the_token_that_sent_it(tmp_path: Pat
     assert fault(bob_other)["fault_type"] == "B4_semantic_argument_rejection"
     assert "io.github.resilient-mcp/replay" in alice_again["_meta"], "alice's own retry is still deduplicated"
     assert lines(tmp_path / "ledger") == ["alice-pays", "alice-pays"], "one write each: alice's and bob's"
+
+
+async def test_a_redis_flush_is_found_reported_and_replicas_agree_on_the_secret_again(
+    tmp_path: Path, redis: RedisServer
+) -> None:
+    def flush() -> None:
+        client = redis_client.Redis.from_url(redis.url)
+        try:
+            client.flushall()
+        finally:
+            client.close()
+
+    def call_until_sent(r: Replica, key: str) -> dict[str, Any]:
+        """A write that is refused STATE_UNAVAILABLE (the wipe just found) is repeated once, as rule R allows."""
+        result = r.call("append", {"entry": key}, key=key)
+        if result.get("isError") and fault(result)["code"] == "STATE_UNAVAILABLE":
+            result = r.call("append", {"entry": key}, key=key)
+        return dict(result)
+
+    with replicas(tmp_path, redis, 1) as (one,):
+        assert not one.call("append", {"entry": "before"}, key="before").get("isError")
+        flush()
+        with replicas(tmp_path, redis, 1, first=2) as (two,):  # a replica started after the wipe makes a secret
+            first = call_until_sent(two, "after")
+            again = call_until_sent(one, "after")  # the other replica, same key and arguments
+            wait_until(lambda: one.health()["state"] == "reset", 60, "the wipe reported", stderr=one.stderr)
+            log = one.stderr.read_text()
+    assert not first.get("isError"), first
+    assert not again.get("isError") and "io.github.resilient-mcp/replay" in again["_meta"], again
+    assert lines(tmp_path / "ledger") == ["before", "after"]
+    assert "state_reset" in log

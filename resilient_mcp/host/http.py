@@ -469,7 +469,7 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
         body: dict[str, Any] = {"ok": ok, "ready": ready, "upstreams": len(proxy.upstreams)}
         store = proxy.pipeline.services.store
         if store is not None and store.journal_mode == "redis":  # reads still work without it: not a 503
-            body["state"] = "ok" if getattr(store, "available", True) else "unavailable"
+            body["state"] = getattr(store, "state", "ok")  # ok | unavailable | reset (Redis was wiped)
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @asynccontextmanager
