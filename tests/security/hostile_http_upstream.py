@@ -11,7 +11,11 @@ Tools (all read-only):
 - ``endless_json()``: a JSON body that never ends (chunks of text until the client goes away); the bytes it got out
   are appended to ``--sent PATH`` when the client closes;
 - ``big_sse(bytes)``: an SSE answer (streamable HTTP) whose one event is ``bytes`` long, or over the legacy stream;
-- ``echo(text)``: ``text``.
+- ``echo(text)``: ``text``;
+- ``raw_reply(body, content_type)``: answers with ``body`` verbatim (``{{id}}`` replaced by the request's id, as JSON)
+  as the HTTP response, whatever it is (the fuzzer's hostile upstream answers);
+- ``fail(text)``: an ``isError`` result whose only content is ``text`` (free text: the proxy's diagnosis asks the
+  host's model about it).
 
 Every response says ``Connection: close`` (one request per connection, a body ends when the connection does).
 Run as ``python tests/security/hostile_http_upstream.py --port N [--sent PATH]``.
@@ -38,6 +42,8 @@ TOOLS = [
         ("endless_json", {}),
         ("big_sse", {"bytes": {"type": "integer"}}),
         ("echo", {"text": {"type": "string"}}),
+        ("raw_reply", {"body": {"type": "string"}, "content_type": {"type": "string"}}),
+        ("fail", {"text": {"type": "string"}}),
     ]
 ]
 CHUNK = 1 << 16
@@ -110,6 +116,15 @@ class Hostile:
             name, args = params.get("name"), params.get("arguments") or {}
             if name == "endless_json" and not legacy:
                 await self.endless(rid, writer)
+                return
+            if name == "raw_reply" and not legacy:
+                body = str(args.get("body", "")).replace("{{id}}", json.dumps(rid)).encode("utf-8", "replace")
+                ctype = "".join(c for c in str(args.get("content_type") or "application/json") if " " <= c <= "~")
+                await self.send(writer, 200, body, ctype[:100] or "application/json")
+                return
+            if name == "fail":
+                result = {"content": [{"type": "text", "text": str(args.get("text", ""))}], "isError": True}
+                await self.reply({"jsonrpc": "2.0", "id": rid, "result": result}, writer, sse=sse, legacy=legacy)
                 return
             size = int(args.get("bytes", 0))
             text = args.get("text", "") if name == "echo" else "x" * size
