@@ -139,7 +139,7 @@ cases = st.one_of(
     st.tuples(st.just("request"), requests),
     st.tuples(st.just("upstream"), st.tuples(upstream_bodies, content_types)),
     st.tuples(st.just("sampling"), st.tuples(st.integers(0, 10**9), sampling_answers)),
-    st.tuples(st.just("write"), st.sampled_from(KEYS)),
+    st.tuples(st.just("write"), st.tuples(st.sampled_from(KEYS), st.integers(1, 3))),
 )
 
 
@@ -335,9 +335,11 @@ class Fuzz:
             n, answer = data
             host.sampling_answer = answer
             return host.send("tools/call", {"name": "hostile__fail", "arguments": {"text": f"odd {n}"}})
-        return host.send(
-            "tools/call", {"name": "ledger__append", "arguments": {"entry": data}, "_meta": {"idempotency-key": data}}
-        )
+        key, times = data
+        write = {"name": "ledger__append", "arguments": {"entry": key}, "_meta": {"idempotency-key": key}}
+        for _ in range(times - 1):  # the same write again: replayed, never run twice
+            assert "result" in host.request("tools/call", write)
+        return host.send("tools/call", write)
 
     @staticmethod
     def _check(kind: str, reply: dict[str, Any]) -> None:
@@ -387,4 +389,134 @@ def http_listen_config(tmp: Path, hostile_port: int) -> tuple[Path, int]:
     return _config(tmp, hostile_port, {"http": f"127.0.0.1:{port}"}), port
 
 
-__all__ = ["ANSWER_S", "KEYS", "Fuzz", "Stats", "cases", "garbage", "http_listen_config", "stdio_fuzz", "wait_healthy"]
+# --- over streamable HTTP ---------------------------------------------------------------------------------------
+
+http_cases = st.one_of(
+    st.tuples(st.just("garbage"), garbage),
+    st.tuples(st.just("request"), requests),
+    st.tuples(st.just("upstream"), st.tuples(upstream_bodies, content_types)),
+    st.tuples(st.just("write"), st.tuples(st.sampled_from(KEYS), st.integers(1, 3))),
+)
+
+
+class HttpSession:
+    """One MCP session over raw streamable HTTP (its own connection per request, like ``RawSession``)."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.sid, self._ids = port, "", itertools.count(1)
+
+    def post(self, body: bytes) -> tuple[int, str]:
+        import http.client
+
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Host": f"127.0.0.1:{self.port}",
+        }
+        if self.sid:
+            headers |= {"Mcp-Session-Id": self.sid, "Mcp-Protocol-Version": "2025-11-25"}
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=ANSWER_S)
+        try:
+            conn.request("POST", "/mcp", body=body, headers=headers)
+            response = conn.getresponse()
+            if not self.sid:
+                self.sid = response.getheader("mcp-session-id") or ""
+            return response.status, response.read().decode(errors="replace")
+        finally:
+            conn.close()
+
+    def request(self, method: str, params: Any) -> tuple[int, str]:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
+        if params is not None:
+            message["params"] = params
+        return self.post(json.dumps(message).encode())
+
+    def open(self) -> HttpSession:
+        status, text = self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "0"}},
+        )
+        assert status == 200 and self.sid, (status, text[:300])
+        self.post(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        return self
+
+
+@dataclass
+class HttpFuzz:
+    tmp: Path
+    port: int
+    proxy_pid: int
+    hostile: HttpSession
+    calm_session: HttpSession
+    stats: Stats = field(default_factory=Stats)
+    statuses: dict[int, int] = field(default_factory=dict)
+    calm_n: int = 0
+
+    def calm(self) -> float:
+        self.calm_n += 1
+        t0 = time.perf_counter()
+        status, text = self.calm_session.request(
+            "tools/call", {"name": "ledger__ping", "arguments": {"n": self.calm_n}}
+        )
+        assert status == 200 and f"pong {self.calm_n}" in text, (status, text[:300])
+        return (time.perf_counter() - t0) * 1000
+
+    def run(self, case: tuple[str, Any]) -> None:
+        """The case on one session and a calm call on another, at once (two threads)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        kind, data = case
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            answer = pool.submit(self._send, kind, data)
+            calm_ms = self.calm()
+            status, text = answer.result(timeout=ANSWER_S)
+        self.stats.count(kind, time.perf_counter() - started)
+        self.stats.calm(kind, calm_ms)
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        assert 200 <= status < 600, (status, text[:300])
+        if kind == "write":
+            assert status == 200 and '"result"' in text, (status, text[:300])
+        self.stats.rss_peak_kb = max(self.stats.rss_peak_kb, rss_kb(self.proxy_pid))
+
+    def _send(self, kind: str, data: Any) -> tuple[int, str]:
+        session = self.hostile
+        if kind == "garbage":
+            return session.post(data)
+        if kind == "request":
+            return session.request(data["method"], data["params"])
+        if kind == "upstream":
+            body, ctype = data
+            args = {"body": body, "content_type": ctype}
+            return session.request("tools/call", {"name": "hostile__raw_reply", "arguments": args})
+        key, times = data
+        write = {"name": "ledger__append", "arguments": {"entry": key}, "_meta": {"idempotency-key": key}}
+        for _ in range(times - 1):  # the same write again: replayed, never run twice
+            assert session.request("tools/call", write)[0] == 200
+        return session.request("tools/call", write)
+
+    def ledger(self) -> list[str]:
+        path = self.tmp / "ledger"
+        return path.read_text().splitlines() if path.exists() else []
+
+
+@contextmanager
+def http_fuzz(tmp: Path) -> Iterator[HttpFuzz]:
+    """The proxy over streamable HTTP in front of the ledger and the hostile upstream; the calm baseline measured."""
+    hostile_port = free_port()
+    with ExitStack() as stack:
+        hostile = stack.enter_context(
+            running([sys.executable, str(HOSTILE), "--port", str(hostile_port)], tmp / "hostile.stderr")
+        )
+        wait_until(
+            lambda: http_get_status(f"http://127.0.0.1:{hostile_port}/x") is not None, 30, "hostile up", process=hostile
+        )
+        config, port = http_listen_config(tmp, hostile_port)
+        stderr = tmp / "proxy.stderr"
+        process = stack.enter_context(running(proxy_argv("serve", "--config", str(config)), stderr))
+        wait_healthy(f"http://127.0.0.1:{port}", process, stderr)
+        fuzz = HttpFuzz(tmp, port, process.pid, HttpSession(port).open(), HttpSession(port).open())
+        calm = sorted(fuzz.calm() for _ in range(20))
+        fuzz.stats.baseline_ms = calm[len(calm) // 2]
+        fuzz.stats.rss_start_kb = fuzz.stats.rss_peak_kb = rss_kb(process.pid)
+        yield fuzz

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.security.fuzz import Fuzz, cases, stdio_fuzz
+from tests.security.fuzz import Fuzz, HttpFuzz, cases, http_cases, http_fuzz, stdio_fuzz
 
 CI_CASES = 200
+HTTP_CASES = 100
 RSS_BOUND_KB = 300 * 1024
 """The proxy may grow by this much over the run (caches, pools); a leak per case of the sizes drawn would pass it."""
 CALM_RATIO = 100.0
@@ -59,3 +60,36 @@ def test_after_the_run_no_write_ran_twice_and_rss_stayed_bounded(fuzz: Fuzz) -> 
     stalled = {kind: round(fuzz.stats.ratio(kind), 1) for kind in STALL_CHECKED if fuzz.stats.ratio(kind) > CALM_RATIO}
     assert not stalled, f"a calm call was held up (x calm latency): {stalled}; {fuzz.stats.summary()}"
     print(f"\nfuzz (stdio): {fuzz.stats.summary()}")
+
+
+@pytest.fixture(scope="module")
+def http_fuzzing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpFuzz]:
+    with http_fuzz(tmp_path_factory.mktemp("http-fuzz")) as running:
+        yield running
+
+
+@settings(
+    max_examples=HTTP_CASES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+@given(case=http_cases)
+def test_over_http_every_hostile_body_is_answered_while_another_sessions_calm_call_comes_back_right(
+    http_fuzzing: HttpFuzz, case: tuple[str, object]
+) -> None:
+    http_fuzzing.run(case)
+
+
+def test_over_http_after_the_run_no_write_ran_twice_rss_stayed_bounded_and_no_call_was_held_up(
+    http_fuzzing: HttpFuzz,
+) -> None:
+    stats = http_fuzzing.stats
+    assert sum(stats.cases.values()) >= HTTP_CASES, stats.cases
+    counts = collections.Counter(http_fuzzing.ledger())
+    assert all(n == 1 for n in counts.values()), counts
+    assert stats.rss_peak_kb - stats.rss_start_kb < RSS_BOUND_KB, stats.summary()
+    stalled = {kind: round(stats.ratio(kind), 1) for kind in STALL_CHECKED if stats.ratio(kind) > CALM_RATIO}
+    assert not stalled, f"a calm call was held up (x calm latency): {stalled}; {stats.summary()}"
+    print(f"\nfuzz (http): {stats.summary()}; HTTP statuses {dict(sorted(http_fuzzing.statuses.items()))}")
