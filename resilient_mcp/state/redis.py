@@ -9,7 +9,9 @@ Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
                                 replica (or given as ``state.secret``): every replica derives the same fingerprints
 ``idem:<key>``                  a hash per idempotency record (status, args_hash, tool, times, result); every status
                                 change is one Lua script (claim, complete, mark unknown), so a claim is atomic across
-                                replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry
+                                replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry. A
+                                default write is three round trips: both of its records claimed in one script, both
+                                settled in one, its own record released once the host has the result
 ``out:<key>`` / ``out:<key>:m``  a stored output's UTF-8 text (appended chunk by chunk, read by ``GETRANGE`` pages)
                                 and its manifest; both expire after ``output_ttl_s``; the key binds handle and owner
 ``audit``                       a Redis Stream capped with ``XADD MAXLEN ~ audit_max_entries``
@@ -46,7 +48,17 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.fingerprint import call_arguments_hash, keyed_fingerprint
-from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, iter_utf8, output_key, utf8_len
+from . import (
+    AuditFields,
+    Claim,
+    IdempotencyRecord,
+    StateError,
+    StateLimits,
+    StateUnavailable,
+    iter_utf8,
+    output_key,
+    utf8_len,
+)
 from .sqlite import AUDIT_FIELDS
 
 if TYPE_CHECKING:
@@ -73,6 +85,47 @@ redis.call('HSET', KEYS[1], 'args_hash', ARGV[2], 'tool', ARGV[3], 'status', 'in
   'created_at', ARGV[1], 'expires_at', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[4]) * 1000))
 return {}
+"""
+
+# KEYS[1] own record, KEYS[2] upstream-wide marker · ARGV: now, args_hash, tool, own expiry, marker expiry.
+# {1, own}: own holds a completed result (nothing claimed) · {2, marker}: own claimed, the marker held · {0}: both.
+_CLAIM_WRITE = """
+local now = tonumber(ARGV[1])
+local function live(key)
+  local r = redis.call('HGETALL', key)
+  for i = 1, #r, 2 do if r[i] == 'expires_at' and tonumber(r[i + 1]) > now then return r end end
+  return nil
+end
+local function claim(key, exp)
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'args_hash', ARGV[2], 'tool', ARGV[3], 'status', 'in_flight',
+    'created_at', ARGV[1], 'expires_at', exp)
+  redis.call('PEXPIREAT', key, math.ceil(tonumber(exp) * 1000))
+end
+local own = live(KEYS[1])
+if own then
+  for i = 1, #own, 2 do if own[i] == 'status' and own[i + 1] == 'completed' then return {1, own} end end
+end
+claim(KEYS[1], ARGV[4])
+local held = live(KEYS[2])
+if held then return {2, held} end
+claim(KEYS[2], ARGV[5])
+return {0}
+"""
+
+# KEYS[1] own record, KEYS[2] (optional) marker · ARGV: '1' completed / '0' released, expires_at, result ('' = none).
+_SETTLE_WRITE = """
+if ARGV[1] == '1' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    redis.call('HSET', KEYS[1], 'status', 'completed', 'expires_at', ARGV[2])
+    if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[3]) else redis.call('HDEL', KEYS[1], 'result') end
+    redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+  end
+else
+  redis.call('DEL', KEYS[1])
+end
+if #KEYS > 1 then redis.call('DEL', KEYS[2]) end
+return 1
 """
 
 # KEYS[1] bucket · ARGV: delta, max. The shared retry budget of one upstream, clamped to [0, max]; starts full.
@@ -133,6 +186,8 @@ class RedisStateStore:
         self.redis: aioredis.Redis = aioredis.Redis.from_url(config.url, **kwargs)
         self._claim = self.redis.register_script(_CLAIM)
         self._settle = self.redis.register_script(_SETTLE)
+        self._claim_write = self.redis.register_script(_CLAIM_WRITE)
+        self._settle_write = self.redis.register_script(_SETTLE_WRITE)
         self._bucket = self.redis.register_script(_BUCKET)
 
     @classmethod
@@ -265,11 +320,36 @@ class RedisStateStore:
         flat = [v.decode() if isinstance(v, bytes) else str(v) for v in held]
         return _record(key, dict(zip(flat[::2], flat[1::2], strict=True)))
 
-    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+    async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
+        """One round trip (a Lua script, atomic across replicas) for both claims of a derived-key write."""
+        args = [repr(claim.now), claim.args_hash, claim.tool, repr(claim.expires_at), repr(claim.marker_expires_at)]
+        got = await self._do(lambda: self._claim_write(keys=[self._idem(key), self._idem(marker)], args=args))
+        which = int(got[0])
+        if which == 0:
+            return None, None
+        flat = [v.decode() if isinstance(v, bytes) else str(v) for v in got[1]]
+        record = _record(key if which == 1 else marker, dict(zip(flat[::2], flat[1::2], strict=True)))
+        return (record, None) if which == 1 else (None, record)
+
+    async def settle_write(
+        self, key: str, marker: str | None, result: types.CallToolResult | None, *, expires_at: float
+    ) -> None:
+        """One round trip: the own record completed (or deleted) and the marker deleted."""
+        text = self._kept(key, result) if result is not None else ""
+        keys = [self._idem(key)] + ([self._idem(marker)] if marker is not None else [])
+        args = ["1" if result is not None else "0", repr(expires_at), text]
+        await self._do(lambda: self._settle_write(keys=keys, args=args))
+
+    def _kept(self, key: str, result: types.CallToolResult) -> str:
+        """The result as stored for a replay ('' when it is larger than ``idempotency_max_result_bytes``)."""
         text = result.model_dump_json(by_alias=True, exclude_none=True)
         if len(text) > self.limits.idempotency_max_result_bytes:
             log.info("idempotency_result_not_kept", key=key, bytes=len(text))
-            text = ""
+            return ""
+        return text
+
+    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+        text = self._kept(key, result)
         await self._do(lambda: self._settle(keys=[self._idem(key)], args=["completed", repr(expires_at), text]))
 
     async def mark_unknown(self, key: str, *, expires_at: float) -> None:
