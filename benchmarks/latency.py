@@ -319,9 +319,9 @@ def report(
         "ratio_resilient_read_only_to_direct": by["resilient_read_only"]["ratio_to_direct"],
         "target_ratio_to_direct": RATIO_TARGET,
     }
-    summary["meets_ratio_target"] = max(
-        summary["ratio_resilient_to_direct"], summary["ratio_resilient_read_only_to_direct"]
-    ) <= RATIO_TARGET
+    summary["meets_ratio_target"] = (
+        max(summary["ratio_resilient_to_direct"], summary["ratio_resilient_read_only_to_direct"]) <= RATIO_TARGET
+    )
     if "fastmcp" in by:
         fm_added = by["fastmcp"]["added_ms"]
         for name in ("resilient", "resilient_read_only"):

@@ -3,11 +3,13 @@
 A read waits for no state write; a default write (write_unsafe, derived key) waits for exactly one write before it
 is sent, committed to the database file (the claim that reads as "outcome unknown" after a crash), and for none
 after (the settlement and the delivery are queued, one job each). The audit is queued off the path and every row is
-on disk once the proxy has shut down. On Redis a default write costs three round trips (claim, settle, delivered).
+on disk once the proxy has shut down. On Redis a default write waits for two round trips (claim, settle); the
+delivery's delete runs in the background.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -157,13 +159,16 @@ WRITE = ToolRule(effect=EffectClass.WRITE_UNSAFE, idempotency=IdempotencyRule())
 
 
 @needs_redis()
-async def test_a_default_write_costs_three_redis_round_trips(redis: RedisServer) -> None:
+async def test_a_default_write_waits_for_two_redis_round_trips_and_deletes_its_record_off_the_path(
+    redis: RedisServer,
+) -> None:
     store = await RedisStateStore.open(StateConfig(backend="redis", url=redis.url, command_timeout_s=5.0))
-    sent: list[str] = []
+    sent: list[tuple[str, bool]] = []
     execute = store.redis.execute_command
+    path: set[asyncio.Task[Any] | None] = set()
 
     async def counted(*args: Any, **options: Any) -> Any:  # every command the store sends is one round trip
-        sent.append(str(args[0]))
+        sent.append((str(args[0]), asyncio.current_task() in path))
         return await execute(*args, **options)
 
     store.redis.execute_command = counted  # type: ignore[method-assign]
@@ -171,7 +176,7 @@ async def test_a_default_write_costs_three_redis_round_trips(redis: RedisServer)
     async def terminal(c: ToolCall) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(text="done")])
 
-    async def write(n: int) -> list[str]:
+    async def write(n: int) -> list[tuple[str, bool]]:
         call = ToolCall(
             name="create", arguments={"n": n}, upstream="shop", upstream_tool="create", rule=WRITE, session_id="s"
         )
@@ -182,10 +187,49 @@ async def test_a_default_write_costs_three_redis_round_trips(redis: RedisServer)
             await hook()
         return sent[before:]
 
+    path.add(asyncio.current_task())
     try:
         stage = Idempotency(WRITE, store, InFlight())
         await write(0)  # loads the scripts into Redis (a first EVALSHA is answered NOSCRIPT)
-        for _ in range(3):  # the same write three times: each was delivered, so each runs
-            assert await write(1) == ["EVALSHA", "EVALSHA", "DEL"], "claim both, settle both, delivered"
+        for _ in range(3):  # the same write three times: each was delivered, so each runs, never a replay
+            commands = await write(1)
+            waited = [name for name, on_path in commands if on_path]
+            assert waited == ["EVALSHA", "EVALSHA"], "claim both, then settle both: all the call waits for"
+        await store.get("anything", now=0.0)  # a later command: the last background delete has been sent
+        assert [name for name, on_path in sent if not on_path].count("DEL") == 4, "each delivery deleted its record"
+    finally:
+        await store.aclose()
+
+
+@needs_redis()
+async def test_a_failed_background_delete_is_redone_before_the_next_identical_write(redis: RedisServer) -> None:
+    store = await RedisStateStore.open(StateConfig(backend="redis", url=redis.url, command_timeout_s=5.0))
+    execute = store.redis.execute_command
+    failures = {"DEL": 1}
+
+    async def flaky(*args: Any, **options: Any) -> Any:
+        if failures.get(str(args[0]), 0) > 0:
+            failures[str(args[0])] -= 1
+            raise ConnectionError("connection reset by peer")
+        return await execute(*args, **options)
+
+    store.redis.execute_command = flaky  # type: ignore[method-assign]
+    ran: list[int] = []
+
+    async def terminal(c: ToolCall) -> types.CallToolResult:
+        ran.append(1)
+        return types.CallToolResult(content=[types.TextContent(text="done")])
+
+    try:
+        stage = Idempotency(WRITE, store, InFlight())
+        for _ in range(2):
+            call = ToolCall(
+                name="create", arguments={"n": 1}, upstream="shop", upstream_tool="create", rule=WRITE, session_id="s"
+            )
+            result = await stage(call, terminal)
+            assert "replay" not in str(result.meta), result
+            for hook in call.record.on_delivered:
+                await hook()  # the first delete fails in the background
+        assert len(ran) == 2 and failures["DEL"] == 0, "the delivered write was replayed instead of run"
     finally:
         await store.aclose()

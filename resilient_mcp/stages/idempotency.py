@@ -343,7 +343,7 @@ class Idempotency:
         store, stored = self._store, key.stored
 
         async def forget() -> None:
-            await store.release(stored)
+            store.forget(stored)  # off the call's path: the store's next operation on the key sees it gone
 
         call.record.on_delivered.append(forget)
 

@@ -186,6 +186,11 @@ class IdempotencyStore(Protocol):
         or, without one, released; ``marker`` (when given) released."""
         ...
 
+    def forget(self, key: str) -> None:
+        """Release ``key`` off the caller's path (a write-behind or background delete); every later operation of
+        this store on ``key`` sees it gone. For the own record of a write whose result the host has received."""
+        ...
+
     async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None: ...
     async def mark_unknown(self, key: str, *, expires_at: float) -> None: ...
     async def release(self, key: str) -> None: ...
@@ -539,6 +544,9 @@ class StateStore:
         self._queue(lambda: sql.idem_update(self._db(), key, "unknown", None, expires_at))
 
     async def release(self, key: str) -> None:
+        self.forget(key)
+
+    def forget(self, key: str) -> None:
         self._index.delete(key)
         self._queue(lambda: sql.idem_delete(self._db(), key))
 

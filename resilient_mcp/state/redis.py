@@ -10,8 +10,9 @@ Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
 ``idem:<key>``                  a hash per idempotency record (status, args_hash, tool, times, result); every status
                                 change is one Lua script (claim, complete, mark unknown), so a claim is atomic across
                                 replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry. A
-                                default write is three round trips: both of its records claimed in one script, both
-                                settled in one, its own record released once the host has the result
+                                default write waits for two round trips: both of its records claimed in one script,
+                                both settled in one; its own record is deleted in the background once the host has
+                                the result (``forget``: the next operation on it waits for that, redoes a failed one)
 ``out:<key>`` / ``out:<key>:m``  a stored output's UTF-8 text (appended chunk by chunk, read by ``GETRANGE`` pages)
                                 and its manifest; both expire after ``output_ttl_s``; the key binds handle and owner
 ``audit``                       a Redis Stream capped with ``XADD MAXLEN ~ audit_max_entries``
@@ -70,6 +71,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
 
+_MAX_UNFORGOTTEN = 10_000
 _DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
 
 # KEYS[1] record · ARGV: now, args_hash, tool, expires_at. Returns {} when claimed, else the record that holds it.
@@ -171,6 +173,10 @@ class RedisStateStore:
         self._back.set()
         self._writing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._forgetting: dict[str, asyncio.Task[None]] = {}
+        """Records being deleted in the background (``forget``): this store's next operation on one waits for it."""
+        self._unforgotten: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Records whose background delete failed: deleted before this store's next operation on them."""
         self._hash_key = b""
         kwargs: dict[str, Any] = {
             "socket_timeout": config.command_timeout_s,
@@ -233,6 +239,8 @@ class RedisStateStore:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+        if self._forgetting:
+            await asyncio.wait(list(self._forgetting.values()), timeout=self.config.command_timeout_s)
         try:
             await self._write_audit()
         except (StateError, RedisError):
@@ -310,9 +318,44 @@ class RedisStateStore:
     def _idem(self, key: str) -> str:
         return f"{self.prefix}idem:{key}"
 
+    def forget(self, key: str) -> None:
+        """Delete the record in a background task (off the call's path); ``_settled`` makes this store's next
+        operation on ``key`` wait for it, and redo it if it failed, so a record the host received is never
+        replayed."""
+        if self._task is None:
+            raise StateError("the state store is closed")
+        task = asyncio.get_running_loop().create_task(self._forget(key))
+        self._forgetting[key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._forgetting.get(key) is t:
+                del self._forgetting[key]
+
+        task.add_done_callback(done)
+
+    async def _forget(self, key: str) -> None:
+        try:
+            await self._do(lambda: self.redis.delete(self._idem(key)))
+        except Exception as exc:
+            self._unforgotten[key] = None
+            while len(self._unforgotten) > _MAX_UNFORGOTTEN:  # bounded: the oldest then only expire (window_s)
+                self._unforgotten.popitem(last=False)
+            log.warning("idempotency_forget_deferred", key=key, error=str(exc))
+
+    async def _settled(self, *keys: str) -> None:
+        """Wait for background deletes of ``keys`` (never cancelling them); redo the ones that failed."""
+        for key in keys:
+            task = self._forgetting.get(key)
+            if task is not None:
+                await asyncio.wait([task])
+            if key in self._unforgotten:
+                await self._do(lambda k=key: self.redis.delete(self._idem(k)))  # type: ignore[misc]
+                self._unforgotten.pop(key, None)
+
     async def begin(
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
+        await self._settled(key)
         args = [repr(now), args_hash, tool, repr(expires_at)]
         held = await self._do(lambda: self._claim(keys=[self._idem(key)], args=args))
         if not held:
@@ -322,6 +365,7 @@ class RedisStateStore:
 
     async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
         """One round trip (a Lua script, atomic across replicas) for both claims of a derived-key write."""
+        await self._settled(key, marker)
         args = [repr(claim.now), claim.args_hash, claim.tool, repr(claim.expires_at), repr(claim.marker_expires_at)]
         got = await self._do(lambda: self._claim_write(keys=[self._idem(key), self._idem(marker)], args=args))
         which = int(got[0])
@@ -359,6 +403,7 @@ class RedisStateStore:
         await self._do(lambda: self.redis.delete(self._idem(key)))
 
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
+        await self._settled(key)
         raw: dict[bytes, bytes] = await self._do(lambda: self.redis.hgetall(self._idem(key)))
         if not raw:
             return None
