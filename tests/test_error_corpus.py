@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.errors.accuracy import AXES, overall, right, run
+from benchmarks.errors.accuracy import AXES, harms, overall, right, run
 from benchmarks.errors.measure import ScriptedModel, measure
 from benchmarks.errors.replay import CORPUS, load, rules_verdict
 from resilient_mcp.faults import BY_TYPE, RepairAction, RetrySafety
@@ -51,3 +51,24 @@ async def test_a_scripted_model_never_loosens_retry_safety_and_a_right_one_impro
         for r, v, ruled in zip(RECORDS, measured.verdicts, rules, strict=True):
             if v is not ruled:
                 assert right(r, v, "fault_type") and right(r, v, "transient"), r["id"]
+
+
+def test_leave_one_server_out_switches_rules_off_and_no_verdict_makes_the_proxy_repeat_what_cannot_pass() -> None:
+    insample = [rules_verdict(r) for r in RECORDS]
+    loso = [rules_verdict(r, loso=True) for r in RECORDS]
+    assert overall(RECORDS, loso)["fault_type"] < overall(RECORDS, insample)["fault_type"], "LOSO turned nothing off"
+    for verdicts in (insample, loso):
+        found = {h for r, v in zip(RECORDS, verdicts, strict=True) for h in harms(r, v)}
+        assert "transient_of_permanent" not in found and "proxy_retry_of_permanent" not in found
+    report = run(CORPUS)
+    assert "| fault_type | " in report and "LOSO" in report and "harmful-verdict rate" in report
+
+
+@pytest.mark.anyio
+async def test_diagnosis_is_asked_only_where_the_rules_recognised_nothing_and_helps_held_out_servers() -> None:
+    loso = [rules_verdict(r, loso=True) for r in RECORDS]
+    measured = await measure(RECORDS, loso, ScriptedModel(0.0, seed=7), loso=True)
+    assert measured.loosened == 0
+    assert measured.asked == sum(v.basis == "unrecognised" for v in loso)
+    before, after = overall(RECORDS, loso), overall(RECORDS, measured.verdicts)
+    assert after["fault_type"] > before["fault_type"]
