@@ -62,6 +62,7 @@ class Basis(StrEnum):
     WORDING = "wording"  # a known wording (a standard's or a server's message shape, or a generic keyword)
     UNRECOGNISED = "unrecognised"  # nothing recognised: the proxy does not know
     OBSERVED = "observed"  # the proxy saw it itself: a timeout, a lost connection, its own checks
+    POLICY = "policy"  # the admin's policy named the fault type (``result_errors``)
 
 
 STANDARD = ("standard",)
