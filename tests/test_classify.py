@@ -125,7 +125,15 @@ EXCEPTIONS: list[tuple[str, BaseException, bool, type[f.Fault], S, bool, int | N
         False,
         None,
     ),
-    ("legacy-code-0", MCPError(0, "division by zero"), True, f.PermanentExecutionError, S.MAYBE_EXECUTED, False, None),
+    (
+        "legacy-code-0",
+        MCPError(0, "something went wrong"),
+        True,
+        f.PermanentExecutionError,
+        S.MAYBE_EXECUTED,
+        False,
+        None,
+    ),
     (
         "http-401",
         http_error(401, **{"WWW-Authenticate": 'Bearer realm="x"'}),

@@ -202,3 +202,24 @@ async def test_without_the_policy_the_proxy_passes_the_success_shaped_failure_on
             await proxied.call_tool("write_query", {"query": INSERT})
             again = await proxied.call_tool("write_query", {"query": INSERT})
     assert not again.is_error and _text(again) == "Database error: UNIQUE constraint failed: u.email"
+
+
+def test_the_collected_success_shaped_failures_of_the_reference_server_all_become_faults_with_the_example_policy() -> (
+    None
+):
+    """The corpus's success-shaped records (benchmarks/errors/success_shaped.jsonl, collected from the real server)
+    through the shipped policy: every one becomes a fault, none is called transient unless the label says so."""
+    import yaml
+
+    from benchmarks.errors.replay import load, server_of
+
+    policy = PolicyFile.model_validate(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
+    entries = policy.upstreams["sqlite"].defaults.result_errors
+    records = [r for r in load(REPO / "benchmarks/errors/success_shaped.jsonl") if server_of(r) == "sqlite-ref"]
+    assert len(records) >= 10
+    for record in records:
+        result = types.CallToolResult.model_validate(record["raw"]["result"])
+        assert not result.is_error
+        fault = success_shaped_failure(result, entries, tool=None)
+        assert fault is not None, record["id"]
+        assert fault.is_transient is record["gold"]["transient"], record["id"]

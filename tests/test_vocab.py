@@ -59,6 +59,8 @@ def check(text: str, cls: type[Fault], transient: bool, basis: str, family: str)
         ("sorry, too many clients already (SQLSTATE 53300)", D1, True),
         ("cannot execute INSERT in a read-only transaction (SQLSTATE 25006)", F2, False),
         ("ERROR 1146 (42S02): Table 'shop.orders' doesn't exist", B4, False),
+        # cancelled at the statement timeout: the same query meets the same limit (not transient)
+        ("canceling statement due to statement timeout (SQLSTATE 57014)", D4, False),
     ],
 )
 def test_sqlstate_classes_and_codes(text: str, cls: type[Fault], transient: bool) -> None:
@@ -253,9 +255,9 @@ def test_text_beyond_the_scan_cap_is_not_read() -> None:
 def test_holding_a_server_out_switches_off_only_the_rules_learned_from_it() -> None:
     sandbox = "Access denied - path outside allowed directories: /etc/passwd not in /srv"
     assert of_text(sandbox).repair_action is RepairAction.FIX_PARAMETER  # the filesystem server's wording
-    with held_out(frozenset({"server-filesystem"})):
+    with held_out(frozenset({"fs"})):
         generic = of_text(sandbox)  # the generic keyword "access denied" is all that is left
         assert type(generic) is F2 and generic.details["vocabulary"] == "keyword"
         assert of_text("ENOENT: no such file").details["basis"] == "standard_code"  # standards stay on
-    with held_out(frozenset({"mcp-server-git"})):
+    with held_out(frozenset({"git"})):
         assert of_text(sandbox).repair_action is RepairAction.FIX_PARAMETER

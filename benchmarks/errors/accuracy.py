@@ -200,6 +200,56 @@ def summary(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+SUCCESS_SHAPED = CORPUS.parent / "success_shaped.jsonl"
+EXAMPLE_POLICIES = {"sqlite-ref": (Path("policies/server-sqlite.yaml"), "sqlite")}
+"""Servers with a shipped example policy whose ``result_errors`` the success-shaped records are read through."""
+
+
+def success_shaped(path: Path = SUCCESS_SHAPED) -> str:
+    """The success-shaped failures (no ``isError``) through the example policy of their server: without a policy the
+    proxy passes every one on as a success (by design); with it, how many become the right fault."""
+    import mcp_types as types
+    import yaml
+
+    from resilient_mcp.policy import PolicyFile
+    from resilient_mcp.stages.result_errors import success_shaped_failure
+
+    from .replay import tool_of, verdict_of
+
+    if not path.exists():
+        return "(no success-shaped records)"
+    root = Path(__file__).resolve().parents[2]
+    records = load(path)
+    lines = [
+        "| server | policy | n | made a fault | fault_type | repair_action | transient | harmful |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for server in sorted({server_of(r) for r in records}):
+        group = [r for r in records if server_of(r) == server]
+        if server not in EXAMPLE_POLICIES:
+            lines.append(f"| {server} | none shipped | {len(group)} | 0 | - | - | - | - |")
+            continue
+        file, upstream = EXAMPLE_POLICIES[server]
+        policy = PolicyFile.model_validate(yaml.safe_load((root / file).read_text(encoding="utf-8")))
+        entries = policy.upstreams[upstream].defaults.result_errors
+        verdicts = []
+        for rec in group:
+            fault = success_shaped_failure(
+                types.CallToolResult.model_validate(rec["raw"]["result"]), entries, tool=tool_of(rec)
+            )
+            if fault is not None:
+                verdicts.append((rec, verdict_of(fault, rec)))
+        cells = [
+            _pct(sum(right(r, v, axis) for r, v in verdicts), len(group))
+            for axis in ("fault_type", "repair_action", "transient")
+        ]
+        harmful = sum(bool(harms(r, v)) for r, v in verdicts)
+        lines.append(
+            f"| {server} | `{file}` | {len(group)} | {len(verdicts)} | " + " | ".join(cells) + f" | {harmful} |"
+        )
+    return "\n".join(lines)
+
+
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
 
 
@@ -234,6 +284,10 @@ def run(path: Path, diagnosed: Diagnosed | None = None) -> str:
         "Each server held out in turn:",
         "",
         per_server(records, insample, loso),
+        "",
+        "Success-shaped failures (`success_shaped.jsonl`) through the shipped example policy's `result_errors`:",
+        "",
+        success_shaped(),
         "",
         "Where the rules are wrong or harmful (LOSO):",
         "",
