@@ -127,7 +127,7 @@ class SqliteRef(Source):
         out: list[Case] = []
 
         def shaped(tool: str, args: dict[str, Any], situation: str, gold: Gold, **kw: Any) -> None:
-            out.append(Case(tool, args, situation, gold, success_shaped=True, **kw))
+            out.append(Case(tool, args, situation, gold, **kw))
 
         for table in ("customers", "user", "order_items"):
             shaped(
@@ -320,11 +320,14 @@ class PostgresRefDown(PostgresRef):
     name = "postgres-ref-down"
 
     def cases(self, ws: Workspace) -> list[Case]:
+        lost = L.custom("C2_connection_lost_after_send", True, "maybe_executed", "backoff_retry", "sql")
+
         def stop(ws: Workspace) -> None:
             ws.extra["pg"].stop()
 
         return [
-            Case("query", {"sql": "select * from users"}, "database_down", service_down("sql"), before=stop),
+            # The server's pool error is unhandled: the MCP server process exits with the database (text reviewed).
+            Case("query", {"sql": "select * from users"}, "database_down_server_exits", lost, before=stop),
             Case("query", {"sql": "select count(*) from orders"}, "database_down", service_down("sql")),
         ]
 
@@ -402,8 +405,8 @@ class RedisPy(Source):
             r.cli("set", "greeting", "hello")
             r.cli("hset", "user:1", "name", "Ann")
             ws.extra["redis"] = r
-            env = {"REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(r.port), "REDIS_PWD": self.password or r.password}
-            yield _stdio(py_bin("redis-py", "redis-mcp-server"), env=env)
+            url = r.url(self.password)
+            yield _stdio(py_bin("redis-py", "redis-mcp-server"), "--url", url)
 
     def cases(self, ws: Workspace) -> list[Case]:
         wrongtype = L.bad_value("key", why="the key holds another type than this command reads")
@@ -566,16 +569,13 @@ class Shell(Source):
             ["grep", "-r", "zzz", "nope"],
             ["head", "-n", "x", "docs/notes.txt"],
         ):
-            out.append(
-                Case("shell_execute", {"command": c, "directory": fs}, "command_failed", ran_read, success_shaped=True)
-            )
+            out.append(Case("shell_execute", {"command": c, "directory": fs}, "command_failed", ran_read))
         out.append(
             Case(
                 "shell_execute",
                 {"command": ["mkdir", "docs"], "directory": fs},
                 "command_failed_write",
                 L.custom("B4_semantic_argument_rejection", False, "maybe_executed", "verify_state", "command"),
-                success_shaped=True,
             )
         )
         del ran
@@ -656,7 +656,7 @@ class Word(Source):
                 "get_document_outline",
                 {"filename": str(d / "notes.txt")},
                 "not_a_document",
-                L.bad_value("filename", "list_available_documents"),
+                L.not_found("filename", "list_available_documents"),
             ),
         ]
         made = str(d / "made.docx")
@@ -714,4 +714,406 @@ SOURCES: list[Source] = [
     DuckDbReadOnly(),
     Shell(),
     Word(),
+]
+
+
+# --- a second web fetcher (npm), through the official client -----------------------------------------------------
+
+
+class FetchServer(Source):
+    """``mcp-fetch-server``: refuses private and loopback addresses by design (no switch), so offline its realistic
+    failures are that refusal, blocked protocols, names that do not resolve, a missing helper binary, bad input.
+    Collected through the official client: the proxy cannot start it yet (``collect.DirectUpstream``)."""
+
+    name = "fetch-server"
+    package = "mcp-fetch-server@1.1.2"
+    kind = "web"
+    language = "node"
+    direct = True
+    effects: dict[str, str] = {}
+
+    def effect(self, tool: str) -> str:
+        return "read_only"
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        return node("mcp-fetch-server", "dist/index.js")
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        private = L.forbidden("url", why="the server refuses private and loopback addresses by design")
+        out = [
+            Case(tool, {"url": url}, "private_address_refused", private)
+            for tool, url in (
+                ("fetch_html", "http://127.0.0.1:8080/"),
+                ("fetch_markdown", "http://localhost:3000/docs"),
+                ("fetch_json", "http://10.0.0.5/api/status"),
+                ("fetch_txt", "http://192.168.1.1/"),
+                ("fetch_readable", "http://[::1]:8000/page"),
+            )
+        ]
+        protocol = L.sandbox("url", why="the server fetches only http and https URLs")
+        out += [
+            Case("fetch_txt", {"url": url}, "protocol_refused", protocol)
+            for url in ("file:///etc/passwd", "ftp://files.example.com/a.txt", "data:text/plain,hello")
+        ]
+        out += [
+            Case("fetch_html", {"url": url}, "host_does_not_exist", L.not_found("url"), timeout_s=40)
+            for url in ("http://no-such-host.invalid/", "https://docs.example.invalid/api")
+        ]
+        out += [
+            Case(tool, {"url": url}, "invalid_url", L.bad_value("url"))
+            for tool, url in (("fetch_html", "not a url"), ("fetch_json", "example.com/page"))
+        ]
+        out.append(
+            Case(
+                "fetch_youtube_transcript",
+                {"url": "https://www.youtube.com/watch?v=dQw4w9WgXcQ"},
+                "helper_binary_missing",
+                setup_broken(why="the server needs yt-dlp, which is not installed"),
+                timeout_s=40,
+            )
+        )
+        out.append(Case("fetch_html", {}, "missing_url", L.missing_arg("url")))
+        out.append(
+            Case(
+                "fetch_markdown",
+                {"url": "https://a.example.invalid/", "max_length": "lots"},
+                "max_length_wrong_type",
+                L.schema("max_length"),
+            )
+        )
+        out.append(
+            Case("fetch_pdf", {"url": "https://example.org/a.pdf"}, "unknown_tool", L.unknown_tool("fetch_html"))
+        )
+        return out
+
+
+# --- DBHub (npm) against PostgreSQL --------------------------------------------------------------------------------
+
+
+class DbHub(Source):
+    name = "dbhub"
+    package = "@bytebase/dbhub@1.4.0"
+    kind = "database"
+    language = "node"
+    effects = {"execute_sql": "write_unsafe", "search_objects": "read_only"}
+
+    @asynccontextmanager
+    async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
+        with postgres(ws.root / self.name) as pg:
+            ws.extra["pg"] = pg
+            yield node("@bytebase/dbhub", "dist/index.js", "--transport", "stdio", "--dsn", self.dsn(pg))
+
+    def dsn(self, pg: Postgres) -> str:
+        return pg.url() + "?sslmode=disable"
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        out = [Case("execute_sql", {"sql": sql}, sit, gold) for sql, sit, gold in pg_read_cases("sql")]
+        out += [Case("execute_sql", {"sql": sql}, sit, gold) for sql, sit, gold in pg_write_cases("sql")]
+        out.append(Case("search_objects", {"object_type": "tables"}, "bad_enum", L.schema("object_type")))
+        out.append(Case("execute_sql", {}, "missing_sql", L.missing_arg("sql")))
+        return out
+
+
+class DbHubBadAuth(DbHub):
+    name = "dbhub-badauth"
+    server = "dbhub"
+    startup = ("startup_password_authentication_failed", bad_credentials())
+
+    def dsn(self, pg: Postgres) -> str:
+        return pg.url("app", "wrong-password") + "?sslmode=disable"
+
+
+class DbHubDown(DbHub):
+    name = "dbhub-down"
+    server = "dbhub"
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        def stop(ws: Workspace) -> None:
+            ws.extra["pg"].stop()
+
+        return [
+            Case("execute_sql", {"sql": "select * from users"}, "database_down", service_down("sql"), before=stop),
+            Case(
+                "execute_sql",
+                {"sql": "update users set name = 'Z' where id = 2"},
+                "database_down",
+                service_down("sql", write=True),
+            ),
+        ]
+
+
+# --- spreadsheets: an npm (Go) server and a Python server ---------------------------------------------------------
+
+
+def _make_xlsx(path: Path) -> None:
+    script = (
+        "import openpyxl, sys; wb = openpyxl.Workbook(); ws = wb.active; ws.title = 'Sales';"
+        " ws.append(['region', 'q1', 'q2']); ws.append(['north', 10, 12]); ws.append(['south', 7, 9]);"
+        " wb.create_sheet('Notes'); wb.save(sys.argv[1])"
+    )
+    subprocess.run([str(py_bin("excel-py", "python")), "-c", script, str(path)], check=True)
+
+
+class ExcelNpm(Source):
+    name = "excel-npm"
+    package = "@negokaz/excel-mcp-server@0.12.0"
+    kind = "office"
+    language = "node (Go binary)"
+    effects: dict[str, str] = {}
+
+    def effect(self, tool: str) -> str:
+        return (
+            "read_only"
+            if tool in ("excel_describe_sheets", "excel_read_sheet", "excel_screen_capture")
+            else "write_unsafe"
+        )
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        xl = ws.root / "excel-npm"
+        xl.mkdir(exist_ok=True)
+        _make_xlsx(xl / "sales.xlsx")
+        (xl / "broken.xlsx").write_bytes(b"PK\x03\x04 not a workbook")
+        (xl / "data.csv").write_text("a,b\n1,2\n")
+        ws.extra["xl_npm"] = xl
+        return node("@negokaz/excel-mcp-server", "dist/launcher.js", env={"EXCEL_MCP_PAGING_CELLS_LIMIT": "4000"})
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        xl = ws.root / "excel-npm"
+        book = str(xl / "sales.xlsx")
+        missing = L.not_found("fileAbsolutePath")
+        out = [
+            Case("excel_describe_sheets", {"fileAbsolutePath": str(xl / "report.xlsx")}, "workbook_missing", missing),
+            Case(
+                "excel_read_sheet",
+                {"fileAbsolutePath": str(xl / "q3/sales.xlsx"), "sheetName": "Sales"},
+                "workbook_missing",
+                missing,
+            ),
+            Case(
+                "excel_read_sheet",
+                {"fileAbsolutePath": book, "sheetName": "Revenue"},
+                "sheet_missing",
+                L.bad_value("sheetName", "excel_describe_sheets"),
+            ),
+            Case(
+                "excel_read_sheet",
+                {"fileAbsolutePath": book, "sheetName": "sales "},
+                "sheet_missing",
+                L.bad_value("sheetName", "excel_describe_sheets"),
+            ),
+            Case(
+                "excel_read_sheet",
+                {"fileAbsolutePath": book, "sheetName": "Sales", "range": "A1:ZZZZ"},
+                "bad_range",
+                L.bad_value("range"),
+            ),
+            Case(
+                "excel_read_sheet",
+                {"fileAbsolutePath": book, "sheetName": "Sales", "range": "B3:A1:C"},
+                "bad_range",
+                L.bad_value("range"),
+            ),
+            Case(
+                "excel_describe_sheets",
+                {"fileAbsolutePath": str(xl / "broken.xlsx")},
+                "workbook_corrupt",
+                setup_broken("fileAbsolutePath", why="the file is not a valid workbook"),
+            ),
+            Case(
+                "excel_describe_sheets",
+                {"fileAbsolutePath": str(xl / "data.csv")},
+                "not_a_workbook",
+                L.bad_value("fileAbsolutePath"),
+            ),
+            Case(
+                "excel_describe_sheets",
+                {"fileAbsolutePath": "sales.xlsx"},
+                "relative_path",
+                L.bad_value("fileAbsolutePath"),
+            ),
+            Case(
+                "excel_copy_sheet",
+                {"fileAbsolutePath": book, "srcSheetName": "Sales", "dstSheetName": "Notes"},
+                "sheet_exists",
+                L.conflict("dstSheetName", "excel_describe_sheets"),
+            ),
+            Case(
+                "excel_write_to_sheet",
+                {
+                    "fileAbsolutePath": book,
+                    "sheetName": "Sales",
+                    "newSheet": False,
+                    "range": "A1:B1",
+                    "values": [["x"]],
+                },
+                "values_shape_mismatch",
+                L.bad_value("values"),
+            ),
+            Case("excel_read_sheet", {"fileAbsolutePath": book}, "missing_sheet_name", L.missing_arg("sheetName")),
+        ]
+        return out
+
+
+class ExcelPy(Source):
+    name = "excel-py"
+    package = "excel-mcp-server==2.2.2"
+    kind = "office"
+    language = "python"
+    effects: dict[str, str] = {}
+
+    def effect(self, tool: str) -> str:
+        return "read_only" if tool.startswith(("read_", "get_", "validate_", "list_")) else "write_unsafe"
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        xl = ws.root / "excel-py"
+        xl.mkdir(exist_ok=True)
+        _make_xlsx(xl / "sales.xlsx")
+        (xl / "broken.xlsx").write_bytes(b"PK\x03\x04 not a workbook")
+        cfg = _stdio(py_bin("excel-py", "excel-mcp-server"), "stdio", env={"EXCEL_FILES_PATH": str(xl)})
+        return cfg.model_copy(update={"cwd": str(xl)})
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        xl = ws.root / "excel-py"
+        book = str(xl / "sales.xlsx")
+        lookup = L.bad_value("sheet", "describe_workbook")
+        missing = L.not_found("path", "list_workbooks")
+        return [
+            Case("describe_workbook", {"path": str(xl / "report.xlsx")}, "workbook_missing", missing),
+            Case("read_range", {"path": "q3/sales.xlsx", "sheet": "Sales"}, "workbook_missing", missing),
+            Case("read_range", {"path": book, "sheet": "Revenue"}, "sheet_missing", lookup),
+            Case("describe_sheet", {"path": book, "sheet": "sales "}, "sheet_missing", lookup),
+            Case(
+                "write_range", {"path": book, "sheet": "Forecast", "at": "A1", "rows": [["a"]]}, "sheet_missing", lookup
+            ),
+            Case("delete_sheet", {"path": book, "sheet": "Budget"}, "sheet_missing", lookup),
+            Case("read_range", {"path": book, "sheet": "Sales", "range": "A0:B2"}, "bad_range", L.bad_value("range")),
+            Case("read_range", {"path": book, "sheet": "Sales", "range": "1A:ZZ"}, "bad_range", L.bad_value("range")),
+            Case(
+                "write_range",
+                {"path": book, "sheet": "Sales", "at": "AAAAA1", "rows": [["x"]]},
+                "bad_cell",
+                L.bad_value("at"),
+            ),
+            Case(
+                "create_sheet",
+                {"path": book, "new_name": "Notes"},
+                "sheet_exists",
+                L.conflict("new_name", "describe_workbook"),
+            ),
+            Case(
+                "rename_sheet",
+                {"path": book, "sheet": "Sales", "new_name": "Notes"},
+                "sheet_exists",
+                L.conflict("new_name", "describe_workbook"),
+            ),
+            Case(
+                "create_sheet", {"path": book, "new_name": "Q1/Q2 [draft]"}, "bad_sheet_name", L.bad_value("new_name")
+            ),
+            Case("create_workbook", {"path": book}, "workbook_exists", L.conflict("path", "describe_workbook")),
+            Case(
+                "describe_workbook",
+                {"path": str(xl / "broken.xlsx")},
+                "workbook_corrupt",
+                setup_broken("path", why="the file is not a valid workbook"),
+            ),
+            Case(
+                "describe_workbook",
+                {"path": "/etc/hosts.xlsx"},
+                "outside_workbook_dir",
+                L.sandbox("path", "list_workbooks"),
+            ),
+            Case("read_range", {"path": book}, "missing_sheet", L.missing_arg("sheet")),
+            Case("read_range", {"path": book, "sheet": "Sales", "mode": "raw"}, "bad_enum", L.schema("mode")),
+        ]
+
+
+# --- git: a second git server (npm) --------------------------------------------------------------------------------
+
+
+class GitCyan(Source):
+    name = "git-cyan"
+    package = "@cyanheads/git-mcp-server@2.15.3"
+    kind = "vcs"
+    language = "node"
+    effects: dict[str, str] = {}
+
+    def effect(self, tool: str) -> str:
+        reads = ("git_status", "git_log", "git_diff", "git_show", "git_blame", "git_reflog", "git_branch", "git_tag")
+        return "read_only" if tool in reads else "write_unsafe"
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        env = {"GIT_BASE_DIR": str(ws.root), "MCP_LOG_LEVEL": "error", "LOG_LEVEL": "error", "HOME": str(ws.root)}
+        return node("@cyanheads/git-mcp-server", "dist/index.js", env=env)
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        repo = str(ws.repo)
+        out: list[Case] = []
+        for ref in ("develop", "v1.0", "HEAD~5", "deadbeef"):
+            out.append(
+                Case(
+                    "git_show", {"path": repo, "object": ref}, "show_unknown_revision", L.bad_value("object", "git_log")
+                )
+            )
+        for ref in ("develop", "release/2.0"):
+            out.append(
+                Case(
+                    "git_checkout",
+                    {"path": repo, "target": ref},
+                    "checkout_unknown_branch",
+                    L.bad_value("target", "git_branch"),
+                )
+            )
+        out.append(
+            Case(
+                "git_branch",
+                {"path": repo, "operation": "create", "name": "feature-x"},
+                "branch_exists",
+                L.conflict("git_branch"),
+            )
+        )
+        out.append(
+            Case(
+                "git_commit",
+                {"path": repo, "message": "nothing staged"},
+                "commit_nothing_staged",
+                L.conflict("git_status", "git_add"),
+            )
+        )
+        out.append(
+            Case(
+                "git_add",
+                {"path": repo, "files": ["missing.txt"]},
+                "add_unknown_path",
+                L.bad_value("files", "git_status"),
+            )
+        )
+        for path in ("/etc", "/tmp/not-a-repo-xyz"):
+            out.append(Case("git_status", {"path": path}, "not_a_repository", L.bad_value("path")))
+        out.append(Case("git_status", {"path": str(ws.fs)}, "outside_base_dir_or_not_repo", L.bad_value("path")))
+        out.append(Case("git_push", {"path": repo}, "no_remote", L.bad_value("path", "git_remote")))
+        out.append(
+            Case("git_pull", {"path": repo, "remote": "origin"}, "no_remote", L.bad_value("remote", "git_remote"))
+        )
+        out.append(
+            Case(
+                "git_clone",
+                {"url": "https://github.invalid/acme/app.git", "path": str(ws.root / "clone")},
+                "clone_unreachable_host",
+                L.not_found("url"),
+                timeout_s=60,
+            )
+        )
+        out.append(Case("git_log", {"path": repo, "maxCount": "ten"}, "max_count_wrong_type", L.schema("maxCount")))
+        out.append(Case("git_clear_working_dir", {"confirm": "no"}, "bad_enum", L.schema("confirm")))
+        return out
+
+
+SOURCES += [
+    FetchServer(),
+    DbHub(),
+    DbHubBadAuth(),
+    DbHubDown(),
+    ExcelNpm(),
+    ExcelPy(),
+    GitCyan(),
 ]
