@@ -7,6 +7,7 @@ Labels follow LABELS.md ("Conventions for the wider corpus"), from the situation
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 from collections.abc import AsyncIterator
@@ -18,7 +19,7 @@ from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
 
 from . import labels as L
 from .labels import Gold
-from .services import Postgres, Redis, postgres, redis
+from .services import Postgres, Redis, fake_api, free_port, postgres, redis
 from .situations import REPO, Case, Source, Workspace, _stdio
 
 CORPUS_TOOLS = REPO / ".tools/corpus"
@@ -767,8 +768,9 @@ class FetchServer(Source):
             Case(
                 "fetch_youtube_transcript",
                 {"url": "https://www.youtube.com/watch?v=dQw4w9WgXcQ"},
-                "helper_binary_missing",
-                setup_broken(why="the server needs yt-dlp, which is not installed"),
+                # It fetches the page before running yt-dlp: offline, the site is unreachable (text reviewed).
+                "site_unreachable",
+                L.remote_transient("url"),
                 timeout_s=40,
             )
         )
@@ -932,12 +934,6 @@ class ExcelNpm(Source):
                 L.bad_value("fileAbsolutePath"),
             ),
             Case(
-                "excel_copy_sheet",
-                {"fileAbsolutePath": book, "srcSheetName": "Sales", "dstSheetName": "Notes"},
-                "sheet_exists",
-                L.conflict("dstSheetName", "excel_describe_sheets"),
-            ),
-            Case(
                 "excel_write_to_sheet",
                 {
                     "fileAbsolutePath": book,
@@ -1043,6 +1039,8 @@ class GitCyan(Source):
 
     def config(self, ws: Workspace) -> StdioUpstream:
         env = {"GIT_BASE_DIR": str(ws.root), "MCP_LOG_LEVEL": "error", "LOG_LEVEL": "error", "HOME": str(ws.root)}
+        who = {"GIT_AUTHOR_NAME": "corpus", "GIT_AUTHOR_EMAIL": "corpus@example.invalid"}
+        env |= who | {"GIT_COMMITTER_NAME": "corpus", "GIT_COMMITTER_EMAIL": "corpus@example.invalid"}
         return node("@cyanheads/git-mcp-server", "dist/index.js", env=env)
 
     def cases(self, ws: Workspace) -> list[Case]:
@@ -1066,7 +1064,7 @@ class GitCyan(Source):
         out.append(
             Case(
                 "git_branch",
-                {"path": repo, "operation": "create", "name": "feature-x"},
+                {"path": repo, "mode": "create", "branchName": "feature-x"},
                 "branch_exists",
                 L.conflict("git_branch"),
             )
@@ -1082,14 +1080,14 @@ class GitCyan(Source):
         out.append(
             Case(
                 "git_add",
-                {"path": repo, "files": ["missing.txt"]},
+                {"path": repo, "paths": ["missing.txt"]},
                 "add_unknown_path",
-                L.bad_value("files", "git_status"),
+                L.bad_value("paths", "git_status"),
             )
         )
-        for path in ("/etc", "/tmp/not-a-repo-xyz"):
-            out.append(Case("git_status", {"path": path}, "not_a_repository", L.bad_value("path")))
-        out.append(Case("git_status", {"path": str(ws.fs)}, "outside_base_dir_or_not_repo", L.bad_value("path")))
+        for path in ("/etc", "/tmp/not-a-repo-xyz"):  # outside GIT_BASE_DIR
+            out.append(Case("git_status", {"path": path}, "outside_base_dir", L.sandbox("path")))
+        out.append(Case("git_status", {"path": str(ws.fs)}, "not_a_repository", L.bad_value("path")))
         out.append(Case("git_push", {"path": repo}, "no_remote", L.bad_value("path", "git_remote")))
         out.append(
             Case("git_pull", {"path": repo, "remote": "origin"}, "no_remote", L.bad_value("remote", "git_remote"))
@@ -1116,4 +1114,603 @@ SOURCES += [
     ExcelNpm(),
     ExcelPy(),
     GitCyan(),
+]
+
+
+# --- cloud-style APIs behind a local fake: two OpenAPI-to-MCP servers ------------------------------------------------
+
+
+def api_cases(tools: dict[str, str], write: bool = True) -> list[Case]:
+    """The fake API's failures through an OpenAPI server whose tool names are ``tools`` (operationId -> name)."""
+    status, get, create, delete = tools["getStatus"], tools["getItem"], tools["createItem"], tools["deleteItem"]
+    quota = L.custom(
+        "F3_quota_exhausted", False, "rejected", "ask_user", why="the API's quota is spent (Retry-After: an hour)"
+    )
+    out = [
+        Case(get, {"id": "sku-404"}, "http_404", L.not_found("id", tools["listItems"])),
+        Case(delete, {"id": "sku-gone"}, "http_404", L.not_found("id", tools["listItems"])),
+        Case(status, {"code": 400}, "http_400", L.bad_value("code")),
+        Case(status, {"code": 401}, "http_401", bad_credentials()),
+        Case(status, {"code": 403}, "http_403", L.forbidden()),
+        Case(status, {"code": 409}, "http_409", L.conflict()),
+        Case(status, {"code": 422}, "http_422", L.bad_value("code")),
+        Case(status, {"code": 429}, "http_429", L.custom("D2_rate_limited", True, "rejected", "backoff_retry")),
+        Case(status, {"code": 4291}, "http_429_quota", quota),
+        Case(status, {"code": 500}, "http_500", L.remote_transient()),
+        Case(status, {"code": 502}, "http_502", L.remote_transient()),
+        Case(status, {"code": 503}, "http_503", service_down(proven_refused=True)),
+        Case(status, {"code": 504}, "http_504", L.remote_transient()),
+        Case(tools["getSlowReport"], {}, "api_slow", L.remote_transient(), timeout_s=12),
+    ]
+    if write:
+        out += [
+            Case(create, {"name": ""}, "http_400_validation", L.bad_value("name")),
+            Case(create, {"name": "bolt", "quantity": -2}, "http_422_validation", L.bad_value("quantity")),
+            Case(create, {"id": "sku-1", "name": "bolt"}, "http_409_exists", duplicate("id", tools["getItem"])),
+        ]
+    return out
+
+
+class OpenApiNpm(Source):
+    name = "openapi-npm"
+    package = "@ivotoby/openapi-mcp-server@1.16.1"
+    kind = "api"
+    language = "node"
+    tools = {
+        "listItems": "lst-items",
+        "createItem": "crt-item",
+        "getItem": "get-item",
+        "deleteItem": "del-item",
+        "getStatus": "get-status",
+        "getSlowReport": "get-slow-report",
+    }
+    token = ""
+
+    @property
+    def effects(self) -> dict[str, str]:  # type: ignore[override]
+        t = self.tools
+        reads = (t["listItems"], t["getItem"], t["getStatus"], t["getSlowReport"])
+        return {name: "read_only" if name in reads else "write_unsafe" for name in t.values()}
+
+    @asynccontextmanager
+    async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
+        with fake_api(slow_s=30) as api:
+            api.items["sku-1"] = {"id": "sku-1", "name": "washer"}
+            yield self.server_config(api.base, api.base + ("/secure" if self.token else ""))
+
+    def server_config(self, base: str, api_base: str) -> StdioUpstream:
+        env = {"API_BASE_URL": api_base, "OPENAPI_SPEC_PATH": base + "/openapi.json"}
+        if self.token:
+            env["API_HEADERS"] = f"Authorization:Bearer {self.token}"
+        return node("@ivotoby/openapi-mcp-server", "bin/mcp-server.js", env=env)
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        return api_cases(self.tools)
+
+
+class OpenApiNpmBadToken(OpenApiNpm):
+    name = "openapi-npm-badtoken"
+    server = "openapi-npm"
+    token = "expired-token"
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        t = self.tools
+        return [
+            Case(t["listItems"], {}, "api_token_refused", bad_credentials()),
+            Case(t["getItem"], {"id": "sku-1"}, "api_token_refused", bad_credentials()),
+            Case(t["createItem"], {"name": "nut"}, "api_token_refused", bad_credentials()),
+        ]
+
+
+class OpenApiPy(OpenApiNpm):
+    name = "openapi-py"
+    server = ""
+    package = "mcp-openapi-proxy==0.4.0"
+    language = "python"
+    tools = {
+        "listItems": "get_items",
+        "createItem": "post_items",
+        "getItem": "get_items_by_id",
+        "deleteItem": "delete_items_by_id",
+        "getStatus": "get_status_by_code",
+        "getSlowReport": "get_slow",
+    }
+
+    def server_config(self, base: str, api_base: str) -> StdioUpstream:
+        env = {"OPENAPI_SPEC_URL": base + "/openapi.json", "SERVER_URL_OVERRIDE": api_base}
+        if self.token:
+            env |= {"API_KEY": self.token, "API_AUTH_TYPE": "Bearer"}
+        return _stdio(py_bin("openapi-py", "mcp-openapi-proxy"), env=env)
+
+
+class OpenApiPyBadToken(OpenApiPy):
+    name = "openapi-py-badtoken"
+    server = "openapi-py"
+    token = "expired-token"
+
+    cases = OpenApiNpmBadToken.cases
+
+
+# --- search: SearXNG's MCP server against a fake instance -----------------------------------------------------------
+
+
+class Searxng(Source):
+    name = "searxng"
+    package = "mcp-searxng@2.4.0"
+    kind = "search"
+    language = "node"
+    effects: dict[str, str] = {}
+    down = False
+
+    def effect(self, tool: str) -> str:
+        return "read_only"
+
+    @asynccontextmanager
+    async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
+        with fake_api(slow_s=30) as api:
+            base = f"http://127.0.0.1:{free_port()}" if self.down else api.base
+            ws.extra["api"] = api
+            yield node("mcp-searxng", "dist/cli.js", env={"SEARXNG_URL": base})
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        api = ws.extra["api"].base
+        search = "searxng_web_search"
+        out = [
+            Case(
+                search,
+                {"query": "!status 429"},
+                "search_429",
+                L.custom("D2_rate_limited", True, "rejected", "backoff_retry"),
+            ),
+            Case(search, {"query": "!status 403"}, "search_403", L.forbidden()),
+            Case(search, {"query": "!status 500"}, "search_500", L.remote_transient()),
+            Case(search, {"query": "!status 502"}, "search_502", L.remote_transient()),
+            Case(search, {"query": "!status 503"}, "search_503", service_down(proven_refused=True)),
+            Case(search, {"query": "!status 401"}, "search_401", bad_credentials()),
+            Case("web_url_read", {"url": api + "/status/404"}, "page_404", L.not_found("url")),
+            Case("web_url_read", {"url": api + "/status/500"}, "page_500", L.remote_transient("url")),
+            Case("web_url_read", {"url": api + "/status/403"}, "page_403", L.forbidden("url")),
+            Case("web_url_read", {"url": "not a url"}, "invalid_url", L.bad_value("url")),
+            Case(search, {"query": "x", "time_range": "decade"}, "bad_enum", L.schema("time_range")),
+            Case(search, {}, "missing_query", L.missing_arg("query")),
+        ]
+        return out
+
+
+class SearxngDown(Searxng):
+    name = "searxng-down"
+    server = "searxng"
+    down = True
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        return [
+            Case("searxng_web_search", {"query": q}, "instance_unreachable", L.remote_transient())
+            for q in ("mcp proxy", "redis wrongtype")
+        ]
+
+
+# --- a job queue: BullMQ's MCP server on the local Redis --------------------------------------------------------------
+
+
+class BullMq(Source):
+    name = "bullmq"
+    package = "@adamhancock/bullmq-mcp@1.0.7"
+    kind = "queue"
+    language = "node"
+    effects: dict[str, str] = {}
+
+    def effect(self, tool: str) -> str:
+        reads = (
+            "stats",
+            "get_jobs",
+            "get_job",
+            "get_job_logs",
+            "list_queues",
+            "list_connections",
+            "query_dead_letter_queue",
+        )
+        return "read_only" if tool in reads else "write_unsafe"
+
+    @asynccontextmanager
+    async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
+        with redis(ws.root) as r:
+            ws.extra["redis"] = r
+            yield node("@adamhancock/bullmq-mcp", "dist/index.js", env={"REDIS_URL": r.url()})
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        r: Redis = ws.extra["redis"]
+        missing = L.not_found("jobId", "get_jobs")
+        out = [
+            Case("get_job", {"queue": "emails", "jobId": "42"}, "job_missing", missing),
+            Case("remove_job", {"queue": "emails", "jobId": "999"}, "job_missing", missing),
+            Case("retry_job", {"queue": "emails", "jobId": "77"}, "job_missing", missing),
+            Case("get_job_logs", {"queue": "reports", "jobId": "5"}, "job_missing", missing),
+            Case("add_job_log", {"queue": "reports", "jobId": "5", "message": "x"}, "job_missing", missing),
+            Case("get_jobs", {"queue": "emails", "status": "broken"}, "bad_status", L.bad_value("status")),
+            Case("switch_connection", {"id": "staging"}, "connection_missing", L.bad_value("id", "list_connections")),
+            Case(
+                "connect",
+                {"id": "prod", "url": r.url("wrong-password")},
+                "connect_wrong_password",
+                bad_credentials("password"),
+            ),
+            Case(
+                "connect",
+                {"id": "other", "url": f"redis://127.0.0.1:{free_port()}"},
+                "connect_refused",
+                service_down("url"),
+                timeout_s=30,
+            ),
+            Case("add_job", {"queue": "emails", "name": "send"}, "missing_data", L.missing_arg("data")),
+            Case("stats", {"queue": 7}, "queue_wrong_type", L.schema("queue")),
+        ]
+        return out
+
+
+class BullMqDown(BullMq):
+    name = "bullmq-down"
+    server = "bullmq"
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        def stop(ws: Workspace) -> None:
+            ws.extra["redis"].stop()
+
+        return [
+            Case("stats", {"queue": "emails"}, "redis_down", service_down("queue"), before=stop, timeout_s=30),
+            Case(
+                "add_job",
+                {"queue": "emails", "name": "send", "data": {"to": "a@example.com"}},
+                "redis_down",
+                service_down("queue", write=True),
+                timeout_s=30,
+            ),
+        ]
+
+
+# --- a text editor with hash-checked edits --------------------------------------------------------------------------
+
+
+class TextEditor(Source):
+    name = "text-editor"
+    package = "mcp-text-editor==1.2.2"
+    kind = "editor"
+    language = "python"
+    effects = {
+        "get_text_file_contents": "read_only",
+        "create_text_file": "write_unsafe",
+        "patch_text_file_contents": "write_unsafe",
+        "append_text_file_contents": "write_unsafe",
+        "delete_text_file_contents": "write_unsafe",
+        "insert_text_file_contents": "write_unsafe",
+    }
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        return _stdio(py_bin("text-editor", "mcp-text-editor"))
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        notes = str(ws.fs / "docs" / "notes.txt")
+        stale = "0" * 64
+        reread = L.conflict("file_hash", "get_text_file_contents", why="the file changed since it was read")
+        out = [
+            Case(
+                "get_text_file_contents",
+                {"files": [{"file_path": str(ws.fs / "docs" / "missing.md"), "ranges": [{"start": 1}]}]},
+                "file_missing",
+                L.not_found("file_path"),
+            ),
+            Case(
+                "patch_text_file_contents",
+                {
+                    "file_path": notes,
+                    "file_hash": stale,
+                    "patches": [{"start": 1, "end": 1, "contents": "A\n", "range_hash": stale}],
+                },
+                "stale_hash",
+                reread,
+            ),
+            Case(
+                "append_text_file_contents",
+                {"file_path": notes, "contents": "z\n", "file_hash": stale},
+                "stale_hash",
+                reread,
+            ),
+            Case(
+                "delete_text_file_contents",
+                {"file_path": notes, "file_hash": stale, "ranges": [{"start": 1, "end": 1, "range_hash": stale}]},
+                "stale_hash",
+                reread,
+            ),
+            Case(
+                "insert_text_file_contents",
+                {"file_path": notes, "file_hash": stale, "contents": "x\n", "after": 1},
+                "stale_hash",
+                reread,
+            ),
+            Case(
+                "create_text_file",
+                {"file_path": notes, "contents": "new\n"},
+                "file_exists",
+                L.conflict("file_path", "get_text_file_contents"),
+            ),
+            Case(
+                "get_text_file_contents",
+                {"files": [{"file_path": "docs/notes.txt", "ranges": [{"start": 1}]}]},
+                "relative_path",
+                L.bad_value("file_path"),
+            ),
+            Case(
+                "get_text_file_contents",
+                {"files": [{"file_path": notes, "ranges": [{"start": 50, "end": 60}]}]},
+                "range_past_end",
+                L.bad_value("ranges"),
+            ),
+            Case(
+                "insert_text_file_contents",
+                {"file_path": notes, "file_hash": stale, "contents": "x\n", "before": 1, "after": 1},
+                "before_and_after",
+                L.bad_value("before", "after"),
+            ),
+            Case("get_text_file_contents", {}, "missing_files", L.missing_arg("files")),
+            Case(
+                "create_text_file",
+                {"file_path": str(ws.fs / "new.txt"), "contents": 5},
+                "contents_wrong_type",
+                L.schema("contents"),
+            ),
+        ]
+        return out
+
+
+# --- a desktop agent server: files, search, processes (npm) ---------------------------------------------------------
+
+
+class DesktopCommander(Source):
+    name = "desktop-commander"
+    package = "@wonderwhy-er/desktop-commander@0.2.52"
+    kind = "shell"
+    language = "node"
+    effects: dict[str, str] = {}
+
+    def effect(self, tool: str) -> str:
+        reads = (
+            "read_file",
+            "read_multiple_files",
+            "list_directory",
+            "get_file_info",
+            "get_config",
+            "list_sessions",
+            "list_processes",
+            "read_process_output",
+            "start_search",
+            "get_more_search_results",
+            "list_searches",
+        )
+        return "read_only" if tool in reads else "write_unsafe"
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        home = ws.root / "dc-home"
+        (home / ".claude-server-commander").mkdir(parents=True, exist_ok=True)
+        config = {
+            "blockedCommands": ["sudo", "mkfs", "shutdown", "rm"],
+            "defaultShell": "bash",
+            "allowedDirectories": [str(ws.fs)],
+            "telemetryEnabled": False,
+            "fileReadLineLimit": 1000,
+            "fileWriteLineLimit": 50,
+        }
+        (home / ".claude-server-commander" / "config.json").write_text(json.dumps(config))
+        return node("@wonderwhy-er/desktop-commander", "dist/index.js", env={"HOME": str(home)})
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        fs = ws.fs
+        lookup = ("list_directory", "start_search")
+        outside = L.sandbox("path", why="outside the server's allowed directories")
+        out = [
+            Case("read_file", {"path": str(fs / "docs" / "missing.md")}, "read_missing_file", L.not_found(*lookup)),
+            Case("get_file_info", {"path": str(fs / "src" / "main.py")}, "info_missing_file", L.not_found(*lookup)),
+            Case("list_directory", {"path": str(fs / "build")}, "list_missing_dir", L.not_found(*lookup)),
+            Case(
+                "move_file",
+                {"source": str(fs / "nope.txt"), "destination": str(fs / "b.txt")},
+                "move_missing_source",
+                L.not_found(*lookup),
+            ),
+            Case("read_file", {"path": "/etc/hostname"}, "read_outside_allowed", outside),
+            Case("write_file", {"path": "/tmp/dc-outside.txt", "content": "x"}, "write_outside_allowed", outside),
+            Case("list_directory", {"path": "/root"}, "list_outside_allowed", outside),
+            Case(
+                "edit_block",
+                {"file_path": str(fs / "docs" / "notes.txt"), "old_string": "delta", "new_string": "DELTA"},
+                "edit_no_match",
+                L.conflict("old_string", "read_file"),
+            ),
+            Case(
+                "edit_block",
+                {
+                    "file_path": str(fs / "docs" / "notes.txt"),
+                    "old_string": "a",
+                    "new_string": "A",
+                    "expected_replacements": 1,
+                },
+                "edit_count_mismatch",
+                L.conflict("expected_replacements", "read_file"),
+            ),
+            Case("start_process", {"command": "sudo ls", "timeout_ms": 2000}, "command_blocked", L.sandbox("command")),
+            Case(
+                "start_process",
+                {"command": "rm -rf /tmp/x", "timeout_ms": 2000},
+                "command_blocked",
+                L.sandbox("command"),
+            ),
+            Case("read_process_output", {"pid": 999999}, "process_missing", L.bad_value("pid", "list_sessions")),
+            Case("kill_process", {"pid": 999999}, "process_missing", L.bad_value("pid", "list_processes")),
+            Case(
+                "interact_with_process",
+                {"pid": 999999, "input": "ls"},
+                "process_missing",
+                L.bad_value("pid", "list_sessions"),
+            ),
+            Case(
+                "get_more_search_results",
+                {"sessionId": "nope"},
+                "search_session_missing",
+                L.bad_value("sessionId", "list_searches"),
+            ),
+            Case(
+                "set_config_value",
+                {"key": "noSuchSetting", "value": 1},
+                "unknown_config_key",
+                L.bad_value("key", "get_config"),
+            ),
+            Case("read_file", {}, "missing_path", L.missing_arg("path")),
+            Case("start_process", {"command": "ls"}, "missing_timeout", L.missing_arg("timeout_ms")),
+        ]
+        return out
+
+
+# --- a second Python git server and a Python SQL server ---------------------------------------------------------------
+
+
+class GitMcpPy(Source):
+    name = "git-mcp-py"
+    package = "git-mcp==0.3.2"
+    kind = "vcs"
+    language = "python"
+    effects = {
+        "get_last_git_tag": "read_only",
+        "list_commits_since_last_tag": "read_only",
+        "list_repositories": "read_only",
+        "refresh_repository": "write_idempotent",
+        "create_git_tag": "write_unsafe",
+        "push_git_tag": "write_unsafe",
+    }
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        return _stdio(py_bin("git-mcp", "git-mcp"), env={"GIT_REPOS_PATH": str(ws.root), "HOME": str(ws.root)})
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        name = ws.repo.name
+        missing = L.not_found("repo_name", "list_repositories")
+        return [
+            Case("get_last_git_tag", {"repo_name": "billing"}, "repo_missing", missing),
+            Case("list_commits_since_last_tag", {"repo_name": "infra"}, "repo_missing", missing),
+            Case("create_git_tag", {"repo_name": "web-app", "tag_name": "v1"}, "repo_missing", missing),
+            Case("get_last_git_tag", {"repo_name": name}, "no_tags", L.conflict("repo_name", "create_git_tag")),
+            Case(
+                "create_git_tag",
+                {"repo_name": name, "tag_name": "bad tag.."},
+                "invalid_tag_name",
+                L.bad_value("tag_name"),
+            ),
+            Case("push_git_tag", {"repo_name": name, "tag_name": "v9"}, "push_unknown_tag", L.bad_value("tag_name")),
+            Case("get_last_git_tag", {}, "missing_repo_name", L.missing_arg("repo_name")),
+        ]
+
+
+class Alchemy(Source):
+    """``mcp-alchemy`` (SQLAlchemy) against PostgreSQL."""
+
+    name = "alchemy"
+    package = "mcp-alchemy==2026.10.15.202659"
+    kind = "database"
+    language = "python"
+    effects = {
+        "all_table_names": "read_only",
+        "filter_table_names": "read_only",
+        "schema_definitions": "read_only",
+        "execute_query": "write_unsafe",
+    }
+    password = "app-secret"
+
+    @asynccontextmanager
+    async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
+        with postgres(ws.root / self.name) as pg:
+            ws.extra["pg"] = pg
+            url = pg.url("app", self.password).replace("postgresql://", "postgresql+psycopg2://")
+            yield _stdio(py_bin("alchemy", "mcp-alchemy"), env={"DB_URL": url})
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        q = "query"
+        out = [Case("execute_query", {q: sql}, sit, gold) for sql, sit, gold in pg_read_cases(q)]
+        out += [Case("execute_query", {q: sql}, sit, gold) for sql, sit, gold in pg_write_cases(q)]
+        out.append(
+            Case(
+                "schema_definitions",
+                {"table_names": ["invoices"]},
+                "describe_missing_table",
+                sql_error("table_names", "all_table_names"),
+            )
+        )
+        out.append(Case("execute_query", {}, "missing_query", L.missing_arg(q)))
+        return out
+
+
+class AlchemyBadAuth(Alchemy):
+    name = "alchemy-badauth"
+    server = "alchemy"
+    password = "wrong-password"
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        return [
+            Case("execute_query", {"query": "select 1"}, "password_authentication_failed", bad_credentials()),
+            Case("all_table_names", {}, "password_authentication_failed", bad_credentials()),
+        ]
+
+
+class McpSqlite(Source):
+    name = "mcp-sqlite"
+    package = "mcp-sqlite==0.3.2"
+    kind = "database"
+    language = "python"
+    effects = {"sqlite_get_catalog": "read_only", "sqlite_execute": "write_unsafe"}
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        db = ws.root / "mcp-sqlite.db"
+        _shop_db(db)
+        return _stdio(py_bin("mcp-sqlite", "mcp-sqlite"), str(db))
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        sql = "sql"
+        return [
+            Case(
+                "sqlite_execute",
+                {sql: "select * from customers"},
+                "no_such_table",
+                sql_error(sql, "sqlite_get_catalog"),
+            ),
+            Case(
+                "sqlite_execute",
+                {sql: "select username from users"},
+                "no_such_column",
+                sql_error(sql, "sqlite_get_catalog"),
+            ),
+            Case("sqlite_execute", {sql: "selec * from users"}, "syntax_error", sql_error(sql)),
+            Case(
+                "sqlite_execute",
+                {sql: "insert into users(id, email) values (9, 'a@example.com')"},
+                "unique_violation",
+                duplicate(sql),
+            ),
+            Case("sqlite_execute", {sql: "insert into users(name) values ('x')"}, "not_null_violation", sql_error(sql)),
+            Case("sqlite_execute", {sql: "update users set age = -1"}, "check_violation", sql_error(sql)),
+            Case("sqlite_execute", {sql: "select 1; select 2"}, "two_statements", sql_error(sql)),
+            Case("sqlite_execute", {}, "missing_sql", L.missing_arg(sql)),
+        ]
+
+
+SOURCES += [
+    OpenApiNpm(),
+    OpenApiNpmBadToken(),
+    OpenApiPy(),
+    OpenApiPyBadToken(),
+    Searxng(),
+    SearxngDown(),
+    BullMq(),
+    BullMqDown(),
+    TextEditor(),
+    DesktopCommander(),
+    GitMcpPy(),
+    Alchemy(),
+    AlchemyBadAuth(),
+    McpSqlite(),
 ]
