@@ -25,13 +25,15 @@ import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
@@ -114,6 +116,42 @@ async def connected(name: str, config: StdioUpstream | RemoteUpstream) -> AsyncI
             tg.cancel_scope.cancel()
 
 
+class _Catalog:
+    def __init__(self, tools: list[types.Tool]) -> None:
+        self.tools = tools
+
+
+class DirectUpstream:
+    """The official client's session, for a server the proxy cannot start yet (``Source.direct``).
+
+    ``mcp-fetch-server@1.1.2`` declares ``resources`` but answers ``resources/list`` with -32601, and the proxy's
+    start-up lists every declared capability (issue 19, item 4). Its tool calls are recorded through this session:
+    the same raw outcomes (an ``isError`` result, a JSON-RPC error) that the proxy's seam would see.
+    """
+
+    def __init__(self, session: ClientSession, tools: list[types.Tool]) -> None:
+        self.session = session
+        self.catalog = _Catalog(tools)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None, *, timeout_s: float) -> Any:
+        try:
+            with anyio.fail_after(timeout_s):
+                return await self.session.call_tool(name, arguments)
+        except Exception as exc:
+            raise _recording_exception(exc, sent=True) from exc
+
+
+@asynccontextmanager
+async def connected_direct(config: StdioUpstream) -> AsyncIterator[DirectUpstream]:
+    params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd)
+    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 (the server's stderr, opened once)
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            with anyio.fail_after(60):
+                await session.initialize()
+                tools = (await session.list_tools()).tools
+            yield DirectUpstream(session, tools)
+
+
 def _fault_dict(fault: Fault) -> dict[str, Any]:
     return {
         "kind": "proxy_fault",
@@ -126,16 +164,14 @@ def _fault_dict(fault: Fault) -> dict[str, Any]:
     }
 
 
-async def call_once(up: Upstream, case: Case) -> dict[str, Any] | None:
-    """The raw outcome of one call; None when the call succeeded (a situation that did not provoke an error),
-    unless the case is a success-shaped failure: then the successful result is the outcome."""
+async def call_once(up: Upstream | DirectUpstream, case: Case) -> dict[str, Any]:
+    """The raw outcome of one call: a fault as the seam caught it, or the result, error or not (a provoked failure
+    the server answers as a success is a success-shaped failure; ``collect_source`` lists them for review)."""
     _captured.clear()
     try:
         result = await up.call_tool(case.tool, case.arguments, timeout_s=case.timeout_s)
     except Fault as fault:
         return _captured[-1] if _captured else _fault_dict(fault)
-    if not result.is_error and not case.success_shaped:
-        return None
     return {"kind": "result", "result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}
 
 
@@ -165,7 +201,7 @@ class Record:
         return json.dumps(self.__dict__, ensure_ascii=False, sort_keys=True)
 
 
-def _tool_dict(up: Upstream, name: str) -> dict[str, Any]:
+def _tool_dict(up: Upstream | DirectUpstream, name: str) -> dict[str, Any]:
     for tool in up.catalog.tools:
         if tool.name == name:
             return {"name": name, "description": tool.description or "", "input_schema": tool.input_schema}
@@ -218,16 +254,21 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
         return
     async with source.started(ws) as config:
         cases = source.cases(ws)
-        async with connected(source.name, config) as up:
+        if source.direct:
+            assert isinstance(config, StdioUpstream)
+            session: AbstractAsyncContextManager[Upstream | DirectUpstream] = connected_direct(config)
+        else:
+            session = connected(source.name, config)
+        async with session as up:
             for i, case in enumerate(cases, 1):
                 if case.before is not None:
                     case.before(ws)
                 raw = await call_once(up, case)
-                if raw is None:
-                    problems.append(f"{source.name}/{case.situation}: no error for {case.arguments}")
-                    continue
                 rid = f"{source.name}-{i:03d}-{case.situation}"
                 shaped = raw["kind"] == "result" and not raw["result"].get("isError", False)
+                if shaped:  # to review: a situation that did not fail at all is removed from situations
+                    text = json.dumps(raw["result"].get("content", []))[:160]
+                    problems.append(f"success-shaped {rid}: {text}")
                 out.append(
                     Record(
                         rid,
@@ -247,6 +288,7 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
                 if case.settle_s:  # a reset HTTP connection is noticed a moment later (REPORT.md, findings)
                     await anyio.sleep(case.settle_s)
                 if case.restart_after:  # the server died on purpose: wait for the supervisor's restart
+                    assert isinstance(up, Upstream)
                     await up.wait_ready(60.0)
 
 
@@ -312,7 +354,7 @@ async def main_async(out_path: Path, only: set[str] | None) -> int:
     _write(shaped_path, kept_shaped, shaped)
     print(f"{len(errors)} records -> {out_path}, {len(shaped)} -> {shaped_path}", file=sys.stderr)
     for p in problems:
-        print(f"  not collected: {p}", file=sys.stderr)
+        print(f"  {'to review' if p.startswith('success-shaped') else 'not collected'}: {p}", file=sys.stderr)
     return 0 if records else 1
 
 

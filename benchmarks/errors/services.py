@@ -284,6 +284,8 @@ class _ApiHandler(BaseHTTPRequestHandler):
             parts = parts[1:]
         if url.path == "/openapi.json":
             self._json(200, openapi_document(self.api.base))
+        elif parts[:1] == ["status"] and len(parts) == 2 and parts[1] == "4291":  # a spent quota, not a short wait
+            self._error(429, quota=True)
         elif parts[:1] == ["status"] and len(parts) == 2 and parts[1].isdigit():
             self._error(int(parts[1]), quota="quota" in url.query)
         elif parts[:1] == ["slow"]:

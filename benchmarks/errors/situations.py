@@ -40,8 +40,6 @@ class Case:
     restart_after: bool = False
     settle_s: float = 0.0
     """Pause after this case: an HTTP upstream needs a moment to notice a reset connection (see REPORT.md)."""
-    success_shaped: bool = False
-    """The server reports this failure as a successful result (no ``isError``): recorded in ``success_shaped.jsonl``."""
 
 
 @dataclass
@@ -97,6 +95,8 @@ class Source:
     language = ""
     """python or node: the SDK the server is built on."""
     effects: dict[str, str] = {}
+    direct = False
+    """Collected through the official client's session, not the proxy's upstream (see ``collect.DirectUpstream``)."""
     startup: tuple[str, Gold] | None = None
     """A source whose server fails while starting: its situation and label (one record, no call)."""
 
