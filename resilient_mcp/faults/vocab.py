@@ -361,15 +361,16 @@ _SDK: tuple[Phrase, ...] = (
     _p("validation", "must have required property", B1),  # ajv
     _p("validation", ("validation error", "field required"), B1),  # pydantic v2
     _p("validation", "input validation error", B2),
-    _p("validation", "validation error for ", B2),  # pydantic: "1 validation error for xArguments"
-    _p("validation", "validation errors for ", B2),
+    # pydantic through the Python SDKs: "1 validation error for fetchArguments" (the arguments; a tool's own
+    # "...Output" model failing is not the caller's argument)
+    _p("validation", ("validation error for ", "arguments"), B2, one_word=True),
+    _p("validation", ("validation errors for ", "arguments"), B2, one_word=True),
     _p("validation", "is not of type", B2),
     _p("validation", "is not one of", B2),
     _p("validation", "additional properties are not allowed", B2),
     _p("validation", "must not have additional properties", B2),
     _p("validation", "unrecognized key", B2),
     _p("validation", "invalid_type", B2),
-    _p("validation", "input should be", B2),
     _p("validation", "-32602", B2),
 )
 
@@ -417,9 +418,9 @@ _SQL: tuple[Phrase, ...] = (
     _p("sql", "canceling statement due to statement timeout", D4, repair=FIX),
 )
 
-# Node's fetch (undici) and the generic words of network failures.
+# Node's runtime messages. Node's fetch (undici) says "fetch failed" for every failure (DNS, refused, reset, TLS):
+# not read, it says nothing about transience.
 _RUNTIME: tuple[Phrase, ...] = (
-    _p("node", "fetch failed", D1, transient=True),
     _p("node", "illegal operation on a directory", B4),
     _p("node", "not a directory", B4),
     _p("node", "no such file or directory", D4),
