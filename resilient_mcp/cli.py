@@ -146,7 +146,7 @@ def load_setup(
         from .chaos.inject import injector_for
 
         injector_for(config)
-    return config, load_policy(config.policy_paths(), _host_policy(config))
+    return config, load_policy(config.policy_paths(), _host_policy(config)).mark_local(config.local_upstreams())
 
 
 def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:

@@ -14,6 +14,7 @@ import anyio
 from .core.catalog import Catalog, CatalogConflict, prefixes_for, public_name
 from .core.pipeline import Pipeline
 from .core.proxy import Proxy
+from .core.routing import retried_on
 from .policy import Policy
 from .policy.config import ProxyConfig, StdioUpstream, command_problem
 from .policy.hostfiles import describe
@@ -47,6 +48,7 @@ def _catalog(config: ProxyConfig, policy: Policy) -> tuple[dict[str, Any], int]:
                         "effect": rule.effect.value,
                         "upstream_name": entry.name,
                         "effect_from": policy.effect_source(entry.upstream, rule, annotations),
+                        "retried_on": retried_on(rule),
                         "identical_call": identical_call(rule, entry.tool),
                     }
                 )
@@ -110,8 +112,9 @@ def explain(args: argparse.Namespace, load: Loader) -> int:
         "upstream_tool_name": tool,
         "visible": policy.is_visible(upstream, tool, public),
         "policy_files": policy.sources,
-        "note": "annotations are used only for upstreams with trust_annotations: true (not consulted here; "
-        "check --connect shows the effect with the server's annotations)",
+        "note": "the server's annotations are not consulted here (a local stdio server's readOnlyHint makes a tool "
+        "read_only unless trust_annotations: false; trust_annotations: true uses every hint); check --connect shows "
+        "the effect with the server's annotations",
         "rule": json.loads(rule.model_dump_json()),
         "effect_from": policy.effect_source(upstream, rule, None),
         "idempotency_on": rule.idempotency_on,

@@ -60,11 +60,13 @@ def test_a_cline_file_is_read_as_it_is_disabled_servers_are_skipped_and_timeouts
     assert set(config.enabled_upstreams()) == {"git", "remote"}, "disabled: true is not started"
     assert config.upstreams["retired"].enabled is False
     assert config.upstreams["remote"].transport == "streamable-http"
-    # timeout: 30 (Cline: seconds) is the per-attempt timeout of git's tool calls; 600000 (Gemini CLI: ms) = 600 s
-    assert policy.resolve("git", "lookup_order", "git__lookup_order").timeouts.attempt_s == 30
+    # timeout: 30 (Cline: seconds) is the host's own timeout of git's tool calls: the proxy's deadline is under it;
+    # 600000 (Gemini CLI: ms) = 600 s
+    git = policy.resolve("git", "lookup_order", "git__lookup_order").timeouts
+    assert (git.attempt_s, git.total_s) == (25, 25)
     remote = policy.resolve("remote", "x", "remote__x").timeouts
-    assert (remote.attempt_s, remote.total_s) == (600, 600)
-    assert policy.resolve("other", "x", "other__x").timeouts.attempt_s == 60, "other upstreams keep the default"
+    assert (remote.attempt_s, remote.total_s) == (500, 500)
+    assert policy.resolve("other", "x", "other__x").timeouts.total_s == 50, "other upstreams keep the default"
     # disabledTools hides and refuses the tool
     assert not policy.is_visible("git", "sales_report", "git__sales_report")
     assert policy.is_visible("git", "lookup_order", "git__lookup_order")

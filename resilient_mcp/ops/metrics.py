@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 OTHER = "other"
 _FAULT_TYPE = re.compile(r"[A-G][0-9]{1,2}_[a-z0-9_]{1,60}")
-_OUTCOMES = frozenset({"ok", "error", "refused", "cancelled"})
+_OUTCOMES = frozenset({"ok", "error", "refused", "abandoned"})
 _STAGES = frozenset(
     {"validate", "access", "guard", "provenance", "idempotency", "breaker", "cache", "fallback", "policy", "output"}
 )

@@ -297,6 +297,10 @@ class ProxyConfig(_Strict):
     def enabled_upstreams(self) -> dict[str, StdioUpstream | RemoteUpstream]:
         return {name: up for name, up in self.upstreams.items() if up.enabled}
 
+    def local_upstreams(self) -> list[str]:
+        """The upstreams started as a local command (stdio): the policy uses their ``readOnlyHint`` by default."""
+        return [name for name, up in self.upstreams.items() if isinstance(up, StdioUpstream)]
+
     @property
     def host(self) -> HostSettings:
         """What a host's file said beyond the servers themselves (``hostfiles.py``); empty for other files."""

@@ -12,8 +12,9 @@ Each server's keys are read as follows:
   ``enabled``: as the host reads them;
 - ``disabled: true`` (Cline, Cursor, Roo Code): the server is not started (``upstream_disabled`` is logged once);
 - ``timeout`` (Cline, Roo Code: seconds; Gemini CLI: milliseconds; a value above 3600 is read as milliseconds): the
-  per-attempt timeout of this upstream's tool calls (policy ``timeouts.attempt_s`` of the upstream, ``total_s`` at
-  least as long); a policy file's timeouts for this upstream or its tools win;
+  host's own timeout of this upstream's tool calls; the proxy's deadline (policy ``timeouts.attempt_s`` and
+  ``total_s`` of the upstream) is 5/6 of it, so the host gets the proxy's observation before it gives up itself; a
+  policy file's timeouts for this upstream or its tools win;
 - ``disabledTools`` (Roo Code), ``excludeTools`` (Gemini CLI): those tools are hidden and refused (policy ``deny`` of
   the upstream);
 - every other key (``autoApprove``, ``alwaysAllow``: the host's own list of tools it runs without asking; ``dev``,
@@ -71,8 +72,9 @@ TYPES = {
 }
 TIMEOUT_MS_ABOVE = 3600
 """A ``timeout`` above this is in milliseconds (Gemini CLI's unit); at most this, in seconds (Cline's, Roo Code's)."""
-DEFAULT_TOTAL_S = 120.0
-"""The policy's default ``timeouts.total_s``; a longer host timeout raises it for that upstream."""
+UNDER_HOST = 5 / 6
+"""The share of a host's own ``timeout`` the proxy's deadline takes (60 s -> 50 s, the default's margin): the host
+gets the proxy's observation before it gives up itself."""
 
 WHY_IGNORED = {
     "autoApprove": "the host's own list of tools it runs without asking the user; the proxy asks only where a "
@@ -113,7 +115,8 @@ class HostSettings:
         """The policy layer the per-server keys imply, as a ``PolicyFile`` mapping (None when there is none)."""
         ups: dict[str, Any] = {}
         for name, seconds in self.attempt_s.items():
-            timeouts = {"attempt_s": seconds, "total_s": max(seconds, DEFAULT_TOTAL_S)}
+            deadline = round(seconds * UNDER_HOST, 3)
+            timeouts = {"attempt_s": deadline, "total_s": deadline}
             ups.setdefault(name, {})["defaults"] = {"timeouts": timeouts}
         for name, tools in self.deny_tools.items():
             ups.setdefault(name, {})["deny"] = list(tools)
@@ -222,7 +225,10 @@ def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc
             settings.attempt_s[name] = seconds
             unit = "milliseconds" if value > TIMEOUT_MS_ABOVE else "seconds"
             settings.notes.append(
-                ("host_timeout_applied", {"upstream": name, "timeout": value, "read_as": unit, "attempt_s": seconds})
+                (
+                    "host_timeout_applied",
+                    {"upstream": name, "timeout": value, "read_as": unit, "deadline_s": round(seconds * UNDER_HOST, 3)},
+                )
             )
         elif key in ("disabledTools", "excludeTools"):
             if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
