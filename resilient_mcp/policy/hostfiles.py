@@ -1,6 +1,7 @@
 """MCP hosts' config files, read as they are: the servers they list become the proxy's upstreams.
 
-- Claude Desktop, Cursor, Cline, Roo Code, Windsurf, Gemini CLI: ``{"mcpServers": {name: {...}}}``;
+- Claude Desktop, Claude Code (``.mcp.json``), Cursor, Cline, Roo Code, Windsurf, Gemini CLI:
+  ``{"mcpServers": {name: {...}}}``;
 - VS Code: ``{"servers": {name: {...}}, "inputs": [...]}`` (``.vscode/mcp.json``), or the same under ``"mcp"`` in its
   ``settings.json``;
 - Zed: ``{"context_servers": {name: {...}}}`` (``command`` as a string or as ``{"path", "args", "env"}``).
@@ -16,19 +17,23 @@ Each server's keys are read as follows:
   ``total_s`` of the upstream) is 5/6 of it, so the host gets the proxy's observation before it gives up itself; a
   policy file's timeouts for this upstream or its tools win;
 - ``disabledTools`` (Roo Code), ``excludeTools`` (Gemini CLI): those tools are hidden and refused (policy ``deny`` of
-  the upstream);
+  the upstream); ``includeTools`` (Gemini CLI): only those tools are offered (policy ``allow`` of the upstream);
+- Windsurf's ``serverUrl`` is its ``url``; an entry with both a command and a url is an error (hosts differ in which
+  one they use), and so is an entry that starts resilient-mcp itself (``resilient-mcp wrap``/``serve``: the proxy
+  would run inside itself); a file that lists no servers is an error naming it;
 - every other key (``autoApprove``, ``alwaysAllow``: the host's own list of tools it runs without asking; ``dev``,
   ``description``, ``source``, ``settings``, ...): ignored, with one info log per server naming them.
 
 VS Code's ``${input:ID}`` (a value the editor prompts for) is read from the environment variable ``MCP_INPUT_<ID>``
 (upper case, other characters as ``_``: ``${input:api-key}`` -> ``MCP_INPUT_API_KEY``); when it is not set, loading
 fails with a message naming that variable. ``${env:NAME}``, ``${userHome}`` and ``${workspaceFolder}`` (the folder
-holding ``.vscode/``, else the file's folder) are supported in every config file.
+holding ``.vscode/`` or ``.cursor/``, i.e. the project, else the file's folder) are supported in every config file.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +69,7 @@ NATIVE_KEYS = frozenset(
 )
 """Keys an upstream entry of resilient-mcp's own format has (a host file may use them too)."""
 
-RENAMED = {"envFile": "env_file", "transportType": "type", "httpUrl": "url"}
+RENAMED = {"envFile": "env_file", "transportType": "type", "httpUrl": "url", "serverUrl": "url"}
 TYPES = {
     "streamableHttp": "streamable-http",
     "streamable_http": "streamable-http",
@@ -83,7 +88,9 @@ WHY_IGNORED = {
     "policy sets require_approval",
 }
 
-_VSCODE_VAR = re.compile(r"\$\{(input|env):([^}]+)\}|\$\{(userHome|workspaceFolder)\}")
+_VSCODE_VAR = re.compile(
+    r"\$\{(input|env):([^}]+)\}|\$\{(userHome|workspaceFolder|workspaceFolderBasename|pathSeparator|/)\}"
+)
 
 
 def input_variable(input_id: str) -> str:
@@ -102,6 +109,8 @@ class HostSettings:
     """upstream -> per-attempt timeout of its tool calls (from ``timeout``)."""
     deny_tools: dict[str, list[str]] = field(default_factory=dict)
     """upstream -> tool names hidden and refused (from ``disabledTools``/``excludeTools``)."""
+    allow_tools: dict[str, list[str]] = field(default_factory=dict)
+    """upstream -> the only tool names offered (Gemini CLI's ``includeTools``)."""
     inputs: dict[str, str] = field(default_factory=dict)
     """VS Code input id -> its description."""
     workspace: str | None = None
@@ -120,6 +129,8 @@ class HostSettings:
             ups.setdefault(name, {})["defaults"] = {"timeouts": timeouts}
         for name, tools in self.deny_tools.items():
             ups.setdefault(name, {})["deny"] = list(tools)
+        for name, tools in self.allow_tools.items():
+            ups.setdefault(name, {})["allow"] = list(tools)
         return {"upstreams": ups} if ups else None
 
     def expand_variables(self, value: str, environ: dict[str, str], path: str) -> str:
@@ -132,6 +143,10 @@ class HostSettings:
                 return str(Path.home())
             if plain == "workspaceFolder":
                 return self.workspace or str(_workspace_of(path))
+            if plain == "workspaceFolderBasename":
+                return Path(self.workspace or _workspace_of(path)).name
+            if plain in ("pathSeparator", "/"):
+                return os.sep
             if kind == "env":
                 if name in environ:
                     return environ[name]
@@ -163,8 +178,9 @@ def _at(data: Any, loc: tuple[str, ...]) -> Any:
 
 
 def _workspace_of(path: str) -> Path:
+    """The project a host file belongs to: the folder holding ``.vscode/`` or ``.cursor/``, else the file's folder."""
     folder = Path(path).resolve().parent
-    return folder.parent if folder.name == ".vscode" else folder
+    return folder.parent if folder.name in (".vscode", ".cursor") else folder
 
 
 def read_host_file(doc: Document, data: dict[str, Any]) -> HostFile | None:
@@ -176,6 +192,8 @@ def read_host_file(doc: Document, data: dict[str, Any]) -> HostFile | None:
         return None
     loc, app = found
     node = _at(data, loc)
+    if isinstance(node, list) and all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in node):
+        node, app = _named_list(node, doc, loc), "Continue"  # Continue: a list of servers, each with its name
     if not isinstance(node, dict):
         line = doc.line_of(loc) or "?"
         raise SourceError(doc.path, [f"{doc.path}:{line}: {'.'.join(loc)}: must map each server's name to its entry"])
@@ -185,6 +203,11 @@ def read_host_file(doc: Document, data: dict[str, Any]) -> HostFile | None:
         settings.inputs = {
             str(i["id"]): str(i.get("description") or "") for i in inputs if isinstance(i, dict) and "id" in i
         }
+    if not node:
+        line = doc.line_of(loc) or "?"
+        raise SourceError(
+            doc.path, [f"{doc.path}:{line}: {'.'.join(loc)}: lists no servers: add the servers the proxy should serve"]
+        )
     problems: list[str] = []
     servers: dict[str, Any] = {}
     for name, raw in node.items():
@@ -194,6 +217,18 @@ def read_host_file(doc: Document, data: dict[str, Any]) -> HostFile | None:
     if problems:
         raise SourceError(doc.path, problems)
     return HostFile(servers, loc, settings)
+
+
+def _named_list(items: list[dict[str, Any]], doc: Document, loc: tuple[str, ...]) -> dict[str, Any]:
+    """Continue's ``mcpServers: [{name, command, ...}]`` as a mapping by name; a repeated name is an error."""
+    out: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        name = item["name"]
+        if name in out:
+            line = doc.line_of((*loc, i)) or "?"
+            raise SourceError(doc.path, [f"{doc.path}:{line}: {'.'.join(loc)}[{i}]: a second server named {name!r}"])
+        out[name] = {k: v for k, v in item.items() if k != "name"}
+    return out
 
 
 def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc, problems: list[str]) -> Any:
@@ -230,15 +265,31 @@ def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc
                     {"upstream": name, "timeout": value, "read_as": unit, "deadline_s": round(seconds * UNDER_HOST, 3)},
                 )
             )
-        elif key in ("disabledTools", "excludeTools"):
+        elif key in ("disabledTools", "excludeTools", "includeTools"):
             if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
                 problems.append(f"{where}: a list of tool names (got {value!r})")
                 continue
-            settings.deny_tools.setdefault(name, []).extend(value)
+            lists = settings.allow_tools if key == "includeTools" else settings.deny_tools
+            lists.setdefault(name, []).extend(value)
         else:
             ignored.append(str(key))
     if isinstance(entry.get("type"), str) and entry["type"] in TYPES:
         entry["type"] = TYPES[entry["type"]]
+    here = f"{doc.path}:{doc.line_of(loc) or '?'}: {'.'.join(map(str, loc))}"
+    if "command" in entry and "url" in entry:
+        via = settings.renamed.get(name, {}).get("url", "url")
+        problems.append(
+            f"{here}: has both command and {via}; hosts differ in which one they use (Gemini CLI prefers the url, "
+            f"most others the command): keep command to start a local server, or {via} for a remote one"
+        )
+        return None
+    proxy = _proxy_itself(entry)
+    if proxy is not None:
+        problems.append(
+            f"{here}: this server is resilient-mcp itself ({proxy}): serving this file would start the proxy inside "
+            "itself. List the servers as they are (resilient-mcp wraps them all), e.g. the command after `wrap --`"
+        )
+        return None
     if "command" not in entry and "url" not in entry and settings.app == "Zed":
         # a server provided by a Zed extension: nothing this proxy can start
         settings.notes.append(
@@ -249,6 +300,47 @@ def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc
         why = sorted({WHY_IGNORED.get(k, "not used by resilient-mcp") for k in ignored})
         settings.notes.append(("host_keys_ignored", {"upstream": name, "keys": ignored, "why": why}))
     return entry
+
+
+_PROXY_NAMES = frozenset({"resilient-mcp", "resilient_mcp", "resilient_mcp.cli"})
+_RUNNERS = frozenset({"uvx", "pipx", "uv", "pip-run"})
+_RUNNER_WORDS = frozenset({"run", "tool"})
+_VALUED_OPTIONS = frozenset({"--log-level", "--log-format", "--from", "--with", "--python"})
+
+
+def _package(word: str) -> str:
+    """``resilient-mcp==1.2`` / ``resilient-mcp@latest`` / ``resilient-mcp[redis]`` -> ``resilient-mcp``."""
+    for sep in "=@[<>~ ":
+        word = word.split(sep, 1)[0]
+    return word
+
+
+def _proxy_itself(entry: dict[str, Any]) -> str | None:
+    """``resilient-mcp wrap/serve ...`` (also as ``python -m resilient_mcp.cli``, ``uvx resilient-mcp``, ``pipx run
+    resilient-mcp``), as the words that start it, or None."""
+    command, args = entry.get("command"), entry.get("args")
+    if not isinstance(command, str):
+        return None
+    words = [command, *(a for a in args if isinstance(a, str))] if isinstance(args, list) else [command]
+    program = Path(command).name.removesuffix(".exe")
+    at: int | None = None
+    if program in _PROXY_NAMES:
+        at = 0
+    elif program.startswith("python") and words[1:2] == ["-m"] and len(words) > 2 and words[2] in _PROXY_NAMES:
+        at = 2
+    elif program in _RUNNERS:
+        i = 1
+        while i < len(words) and (words[i] in _RUNNER_WORDS or words[i].startswith("-")):
+            i += 2 if words[i] in _VALUED_OPTIONS else 1
+        at = i if i < len(words) and _package(words[i]) in _PROXY_NAMES else None
+    if at is None:
+        return None
+    i = at + 1
+    while i < len(words) and words[i].startswith("-"):  # the proxy's own options before its command
+        i += 2 if words[i] in _VALUED_OPTIONS else 1
+    if i < len(words) and words[i] in ("wrap", "serve"):
+        return " ".join(words[: i + 1])
+    return None
 
 
 def _timeout_s(value: Any) -> float | None:
