@@ -139,6 +139,8 @@ def load_setup(
     For a program that builds the proxy itself (``Proxy(config, policy, Pipeline)``). Raises ``SourceError`` naming
     file, line and key."""
     config = load_config(config_path) if config_path else ProxyConfig()
+    if config.host.itself:
+        raise SourceError(str(config_path), config.host.itself)
     extra = [Path(p).resolve() for p in policies]
     if extra:
         config = config.model_copy(update={"policies": [*config.policies, *map(str, extra)]})

@@ -469,10 +469,21 @@ def test_a_server_with_both_command_and_url_is_an_error_saying_hosts_differ(tmp_
 )
 def test_a_host_file_that_lists_the_proxy_itself_is_refused(tmp_path: Path, command: str, args: list[str]) -> None:
     body = {"mcpServers": {"me": {"command": command, "args": args}, "time": {"command": "mcp-server-time"}}}
+    path = _write(tmp_path / "claude_desktop_config.json", json.dumps(body))
     with pytest.raises(SourceError) as err:
-        load_config(_write(tmp_path / "claude_desktop_config.json", json.dumps(body)))
+        load_setup(path)  # what serve, check and explain load
     assert "mcpServers.me: this server is resilient-mcp itself" in str(err.value)
-    assert "inside itself" in str(err.value)
+    assert "inside itself" in str(err.value) and "mcp-server-time" not in str(err.value)
+
+
+def test_serve_of_a_host_file_that_lists_the_proxy_itself_exits_with_the_message_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "started"
+    body = {"mcpServers": {"me": {"command": "resilient-mcp", "args": ["wrap", "--", "touch", str(marker)]}}}
+    done = run_cli("serve", "--config", str(_write(tmp_path / "mcp.json", json.dumps(body))), timeout=60)
+    assert done.returncode == 2 and "resilient-mcp itself (resilient-mcp wrap)" in done.stderr
+    assert not marker.exists()
 
 
 def test_a_server_that_only_mentions_the_proxy_in_its_arguments_is_not_refused(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ Each server's keys are read as follows:
 - ``disabledTools`` (Roo Code), ``excludeTools`` (Gemini CLI): those tools are hidden and refused (policy ``deny`` of
   the upstream); ``includeTools`` (Gemini CLI): only those tools are offered (policy ``allow`` of the upstream);
 - Windsurf's ``serverUrl`` is its ``url``; an entry with both a command and a url is an error (hosts differ in which
-  one they use), and so is an entry that starts resilient-mcp itself (``resilient-mcp wrap``/``serve``: the proxy
-  would run inside itself); a file that lists no servers is an error naming it;
+  one they use), and so is a file that lists no servers; an entry that starts resilient-mcp itself (``resilient-mcp
+  wrap``/``serve``) is noted, and ``serve``/``check`` of such a file refuse it (the proxy would run inside itself);
 - every other key (``autoApprove``, ``alwaysAllow``: the host's own list of tools it runs without asking; ``dev``,
   ``description``, ``source``, ``settings``, ...): ignored, with one info log per server naming them.
 
@@ -111,6 +111,9 @@ class HostSettings:
     """upstream -> tool names hidden and refused (from ``disabledTools``/``excludeTools``)."""
     allow_tools: dict[str, list[str]] = field(default_factory=dict)
     """upstream -> the only tool names offered (Gemini CLI's ``includeTools``)."""
+    itself: list[str] = field(default_factory=list)
+    """Why each server that is resilient-mcp itself cannot be served (a host's file written for the host, listing
+    wrapped servers, is valid; ``serve`` and ``check`` of it refuse, ``ProxyConfig.refuse_itself``)."""
     inputs: dict[str, str] = field(default_factory=dict)
     """VS Code input id -> its description."""
     workspace: str | None = None
@@ -284,12 +287,12 @@ def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc
         )
         return None
     proxy = _proxy_itself(entry)
-    if proxy is not None:
-        problems.append(
+    if proxy is not None and entry.get("enabled") is not False and entry.get("disabled") is not True:
+        settings.itself.append(
             f"{here}: this server is resilient-mcp itself ({proxy}): serving this file would start the proxy inside "
-            "itself. List the servers as they are (resilient-mcp wraps them all), e.g. the command after `wrap --`"
+            "itself. Give resilient-mcp a file that lists the servers as they are (it wraps them all), e.g. the "
+            "command after `wrap --`"
         )
-        return None
     if "command" not in entry and "url" not in entry and settings.app == "Zed":
         # a server provided by a Zed extension: nothing this proxy can start
         settings.notes.append(
