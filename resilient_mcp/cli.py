@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--config", metavar="FILE")
     e.add_argument("--policy", action="append", default=[], metavar="FILE")
     e.add_argument("--upstream", help="the upstream (default: found by the tool's prefix, or the only one)")
+    e.add_argument(
+        "--connect",
+        action="store_true",
+        help="start the upstreams: an unknown tool is said so (with close names), a known one gets its annotations",
+    )
     e.add_argument("tool", help="the tool's host-visible name")
 
     a = sub.add_parser("audit", help="show recent tool calls from the audit trail")

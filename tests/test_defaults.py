@@ -142,3 +142,37 @@ def test_check_connect_says_a_local_servers_read_only_hint_is_used_and_how_to_tu
     assert '"tool_treatment"' in stderr or "tool_treatment" in stderr  # the start-up log says it too
     off, _ = _check(tmp_path, {"upstreams": {"ledger": {"trust_annotations": False}}})
     assert off["read_ledger"]["effect"] == "write_unsafe"
+
+
+def _ledger_config(tmp_path: Path, **more: Any) -> Path:
+    ledger = {"command": sys.executable, "args": [str(LEDGER), "--ledger", str(tmp_path / "l")], **more}
+    return write_yaml(tmp_path / "proxy.yaml", {"upstreams": {"ledger": ledger}, "state_dir": str(tmp_path / "s")})
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        proxy_argv(*argv), capture_output=True, text=True, timeout=60, env=child_env(), cwd=REPO, check=False
+    )
+
+
+def test_explain_connect_says_an_unknown_tool_is_unknown_with_close_names_and_prints_no_policy(tmp_path: Path) -> None:
+    config = _ledger_config(tmp_path)
+    done = _run("explain", "--config", str(config), "--connect", "apend")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "unknown tool 'apend': no upstream offers it; close names: append" in done.stderr
+    known = _run("explain", "--config", str(config), "--connect", "read_ledger")
+    assert known.returncode == 0, known.stderr
+    report = json.loads(known.stdout)
+    assert report["rule"]["effect"] == "read_only" and "readOnlyHint" in report["effect_from"]
+
+
+def test_check_connect_warns_on_tool_names_model_apis_refuse(tmp_path: Path) -> None:
+    done = _run("check", "--config", str(_ledger_config(tmp_path, prefix="acme.marketplace." + "x" * 45)), "--connect")
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if line.startswith("warning: tool ")]
+    assert len(warned) == 4  # append, reject, read_ledger, ping
+    assert all("the character(s) '.'" in line and "(at most 64)" in line for line in warned)
+    assert "^[a-zA-Z0-9_-]{1,64}$" in warned[0] and "prefix" in warned[0]
+    (tmp_path / "plain").mkdir()
+    plain = _run("check", "--config", str(_ledger_config(tmp_path / "plain")), "--connect")
+    assert "warning: tool" not in plain.stderr
