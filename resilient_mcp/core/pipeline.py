@@ -95,6 +95,8 @@ class Services:
     """Replaces the policy's diagnosis provider (tests and the corpus benchmark inject a scripted model)."""
     treatment: list[dict[str, str]] = field(default_factory=list)
     """How each served tool is treated and why (``treatment``), set when the routing is built (the status page)."""
+    public_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(upstream, the upstream's tool name) -> the host-visible name, set when the routing is built (metrics)."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -293,6 +295,7 @@ class Pipeline:
             owner=owner,
             call_id=call_id,
             host=host,
+            known=entry is not None or proxy_tool is not None,
         )
 
         async def refuse(call: ToolCall) -> types.CallToolResult:

@@ -219,6 +219,7 @@ class Proxy:
         visible.extend(t for t in self.pipeline.proxy_tools() if t.name not in catalog.tools)
         self.router.stale = False
         self.router.routing = Routing(catalog=catalog, chains=chains, visible_tools=visible)
+        self.pipeline.services.public_names = {(e.upstream, e.name): public for public, e in catalog.tools.items()}
         self._log_treatment(treatment(chains))
 
     def _log_treatment(self, rows: list[dict[str, str]]) -> None:

@@ -58,6 +58,9 @@ class SharedServices(Protocol):
     @property
     def treatment(self) -> list[dict[str, str]]: ...
 
+    @property
+    def public_names(self) -> dict[tuple[str, str], str]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class CallEnd:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.chain import ToolCall
 from .events import CallEnd, CallEvents, Sleep
-from .metrics import OTHER, CappedLabels
+from .metrics import OTHER, UNKNOWN, CappedLabels
 from .secrets import Scrubber
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class StatusRecorder(CallEvents):
 
     def call_finished(self, call: ToolCall, end: CallEnd) -> None:
         now = self._clock()
-        key = (call.upstream or "-", self._tool(call.name))
+        key = (call.upstream or "-", self._tool(call.name) if call.known else UNKNOWN)
         samples = self._samples.get(key)
         if samples is None:
             samples = self._samples[key] = collections.deque(maxlen=self._per_tool)
