@@ -17,11 +17,10 @@ JSON-RPC error / HTTP status / transport exception the upstream seam caught (cap
 entry points), or a fault the proxy detected itself (its own attempt timeout). ``replay.py`` turns a record back
 into what the rules see. Each record carries the gold label of its situation (``labels.py``).
 
-Servers: npm ``@modelcontextprotocol/server-filesystem``, ``server-memory``, ``server-everything`` (2026.8.31,
-under ``.tools/npm``), PyPI ``mcp-server-git``, ``mcp-server-time`` (2026.10.19), ``mcp-server-fetch``
-(2026.10.24, against a loopback ``http.server``), ``database-mcp-sqlite`` (0.2.1), the project's chaos server over
-stdio, and the chaos server over HTTP behind the fault shim. Scratch files live in a temporary directory; every
-process started here is stopped here.
+Servers: the first nine servers (``situations.py``: the reference filesystem, memory, everything, git, time and
+fetch servers, ``database-mcp-sqlite``, the project's chaos server over stdio and behind the HTTP fault shim) and the
+wider corpus of issue 19 (``servers.py``); the list with versions, kinds and situations is in ``LABELS.md``. Scratch
+files live in a temporary directory; every process started here is stopped here.
 """
 
 from __future__ import annotations
@@ -395,19 +394,27 @@ def server_table(out_path: Path) -> str:
             continue
         for line in path.read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
-            row = rows.setdefault(r["server"], {"package": r["source"], "kind": r["kind"], "errors": 0, "shaped": 0})
+            row = rows.setdefault(
+                r["server"], {"package": r["source"], "kind": r["kind"], "errors": 0, "shaped": 0, "situations": {}}
+            )
             row[key] += 1
-    lines = ["| server | package | kind | SDK | error records | success-shaped |", "|---|---|---|---|---|---|"]
+            mark = "*" if key == "shaped" else ""
+            row["situations"].setdefault(r["situation"] + mark, None)
+    lines = [
+        "| server | package | kind | SDK | error records | success-shaped | situations (* success-shaped) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, row in sorted(rows.items(), key=lambda kv: (kv[1]["kind"], kv[0])):
+        situations = ", ".join(sorted(row["situations"])) if row["kind"] != "fault injector" else "see situations.py"
         lines.append(
             f"| {name} | `{row['package']}` | {row['kind']} | {languages.get(name, '')} | {row['errors']} | "
-            f"{row['shaped']} |"
+            f"{row['shaped']} | {situations} |"
         )
     total_e = sum(r["errors"] for r in rows.values())
     total_s = sum(r["shaped"] for r in rows.values())
     real = sum(1 for row in rows.values() if row["kind"] != "fault injector")
     label = f"**{real} real servers** (+ {len(rows) - real} fault injectors)"
-    lines.append(f"| {label} | | | | **{total_e}** | **{total_s}** |")
+    lines.append(f"| {label} | | | | **{total_e}** | **{total_s}** | |")
     return "\n".join(lines)
 
 
