@@ -229,8 +229,8 @@ async def collect_startup(source: Source, ws: Workspace, out: list[Record], prob
         up = Upstream(source.name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)
         async with anyio.create_task_group() as tg:
             tg.start_soon(up.run)
-            try:
-                await up.wait_ready(30.0)
+            try:  # long enough for a server that retries its own connection a few times and then exits
+                await up.wait_ready(60.0)
             except Fault as fault:
                 raw = _captured[0] if _captured else _fault_dict(fault)
             else:
