@@ -836,19 +836,18 @@ SOURCES: list[Source] = [
 ]
 
 
-# --- a second web fetcher (npm), through the official client -----------------------------------------------------
+# --- a second web fetcher (npm) ----------------------------------------------------------------------------------
 
 
 class FetchServer(Source):
     """``mcp-fetch-server``: refuses private and loopback addresses by design (no switch), so offline its realistic
-    failures are that refusal, blocked protocols, names that do not resolve, a missing helper binary, bad input.
-    Collected through the official client: the proxy cannot start it yet (``collect.DirectUpstream``)."""
+    failures are that refusal, blocked protocols, names that do not resolve, a site out of reach, bad input. (It
+    declares ``resources`` and answers ``resources/list`` with -32601: the proxy starts it since issue 19, item 4.)"""
 
     name = "fetch-server"
     package = "mcp-fetch-server@1.1.2"
     kind = "web"
     language = "node"
-    direct = True
     effects: dict[str, str] = {}
 
     def effect(self, tool: str) -> str:
