@@ -18,6 +18,10 @@ fi
 if [ ! -d .tools/npm/node_modules/@modelcontextprotocol/server-memory ]; then
   npm install --prefix .tools/npm "${NPM_FLAGS[@]}" @modelcontextprotocol/server-memory@2026.8.31
 fi
+# A server that declares `resources` and answers resources/list with -32601 (tests/test_startup.py).
+if [ ! -d .tools/fetch/node_modules/mcp-fetch-server ]; then
+  npm install --prefix .tools/fetch "${NPM_FLAGS[@]}" mcp-fetch-server@1.1.2
+fi
 # The 0.2.0 alpha line of the suite (2026-07-28 scenarios), side by side with 0.1.16: scripts/conformance_matrix.py.
 if [ ! -d .tools/npm-alpha/node_modules/@modelcontextprotocol/conformance ]; then
   npm install --prefix .tools/npm-alpha "${NPM_FLAGS[@]}" @modelcontextprotocol/conformance@0.2.0-alpha.12

@@ -94,6 +94,10 @@ class Services:
     """Verdict cache, per-minute budget and recent calls of the diagnose step (survive policy reloads)."""
     diagnosis_provider: Provider | None = None
     """Replaces the policy's diagnosis provider (tests and the corpus benchmark inject a scripted model)."""
+    treatment: list[dict[str, str]] = field(default_factory=list)
+    """How each served tool is treated and why (``treatment``), set when the routing is built (the status page)."""
+    public_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(upstream, the upstream's tool name) -> the host-visible name, set when the routing is built (metrics)."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -188,7 +192,8 @@ class Pipeline:
             stages.append(Breaker(rule, self.services.board))
         inner = compose(stages, self._terminal)
         chain = compose([self._observe, self._announce, self._guard], inner)
-        return CompiledTool(rule=rule, chain=chain, entry=entry, inner=inner)
+        effect_from = self.policy.effect_source(entry.upstream, rule, entry.tool.annotations)
+        return CompiledTool(rule=rule, chain=chain, entry=entry, inner=inner, effect_from=effect_from)
 
     def _fallback_target(self, name: str) -> CompiledTool | None:
         """A fallback tool by host-visible name, in the routing current when the fallback is needed."""
@@ -293,6 +298,7 @@ class Pipeline:
             owner=owner,
             call_id=call_id,
             host=host,
+            known=entry is not None or proxy_tool is not None,
         )
 
         async def refuse(call: ToolCall) -> types.CallToolResult:
