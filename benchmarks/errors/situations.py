@@ -40,6 +40,8 @@ class Case:
     restart_after: bool = False
     settle_s: float = 0.0
     """Pause after this case: an HTTP upstream needs a moment to notice a reset connection (see REPORT.md)."""
+    setup: bool = False
+    """A call that prepares the server for the next cases (e.g. a queue server's ``connect``): not recorded."""
 
 
 @dataclass
