@@ -6,9 +6,8 @@
 ``--only`` re-collects those sources and keeps every other record of the files. Failures a server answers as a
 successful result go to ``success_shaped.jsonl`` beside the corpus (listed "to review" at the end of a run: a
 situation that did not fail at all is removed from its source). A source with ``startup`` records the error of a
-server that fails while the proxy starts it (tool ``(start-up)``); a ``direct`` source is called through the
-official client's session (``DirectUpstream``). The wider corpus's servers are in ``servers.py``, the local
-services behind them (PostgreSQL, redis-server, a fake HTTP API) in ``services.py``.
+server that fails while the proxy starts it (tool ``(start-up)``). The wider corpus's servers are in
+``servers.py``, the local services behind them (PostgreSQL, redis-server, a fake HTTP API) in ``services.py``.
 
 Every server is started as the proxy starts an upstream (``resilient_mcp.upstream.Upstream``: stdio subprocess or
 streamable HTTP) and called with arguments that provoke one known situation (``situations.py``). What is recorded
@@ -33,15 +32,13 @@ import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
@@ -124,42 +121,6 @@ async def connected(name: str, config: StdioUpstream | RemoteUpstream) -> AsyncI
             tg.cancel_scope.cancel()
 
 
-class _Catalog:
-    def __init__(self, tools: list[types.Tool]) -> None:
-        self.tools = tools
-
-
-class DirectUpstream:
-    """The official client's session, for a server the proxy cannot start yet (``Source.direct``).
-
-    ``mcp-fetch-server@1.1.2`` declares ``resources`` but answers ``resources/list`` with -32601, and the proxy's
-    start-up lists every declared capability (issue 19, item 4). Its tool calls are recorded through this session:
-    the same raw outcomes (an ``isError`` result, a JSON-RPC error) that the proxy's seam would see.
-    """
-
-    def __init__(self, session: ClientSession, tools: list[types.Tool]) -> None:
-        self.session = session
-        self.catalog = _Catalog(tools)
-
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None, *, timeout_s: float) -> Any:
-        try:
-            with anyio.fail_after(timeout_s):
-                return await self.session.call_tool(name, arguments)
-        except Exception as exc:
-            raise _recording_exception(exc, sent=True) from exc
-
-
-@asynccontextmanager
-async def connected_direct(config: StdioUpstream) -> AsyncIterator[DirectUpstream]:
-    params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd)
-    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 (the server's stderr, opened once)
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            with anyio.fail_after(60):
-                await session.initialize()
-                tools = (await session.list_tools()).tools
-            yield DirectUpstream(session, tools)
-
-
 def _fault_dict(fault: Fault) -> dict[str, Any]:
     return {
         "kind": "proxy_fault",
@@ -172,7 +133,7 @@ def _fault_dict(fault: Fault) -> dict[str, Any]:
     }
 
 
-async def call_once(up: Upstream | DirectUpstream, case: Case) -> dict[str, Any]:
+async def call_once(up: Upstream, case: Case) -> dict[str, Any]:
     """The raw outcome of one call: a fault as the seam caught it, or the result, error or not (a provoked failure
     the server answers as a success is a success-shaped failure; ``collect_source`` lists them for review)."""
     _captured.clear()
@@ -209,7 +170,7 @@ class Record:
         return json.dumps(self.__dict__, ensure_ascii=False, sort_keys=True)
 
 
-def _tool_dict(up: Upstream | DirectUpstream, name: str) -> dict[str, Any]:
+def _tool_dict(up: Upstream, name: str) -> dict[str, Any]:
     for tool in up.catalog.tools:
         if tool.name == name:
             return {"name": name, "description": tool.description or "", "input_schema": tool.input_schema}
@@ -229,8 +190,8 @@ async def collect_startup(source: Source, ws: Workspace, out: list[Record], prob
         up = Upstream(source.name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)
         async with anyio.create_task_group() as tg:
             tg.start_soon(up.run)
-            try:
-                await up.wait_ready(30.0)
+            try:  # long enough for a server that retries its own connection a few times and then exits
+                await up.wait_ready(60.0)
             except Fault as fault:
                 raw = _captured[0] if _captured else _fault_dict(fault)
             else:
@@ -262,12 +223,7 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
         return
     async with source.started(ws) as config:
         cases = source.cases(ws)
-        if source.direct:
-            assert isinstance(config, StdioUpstream)
-            session: AbstractAsyncContextManager[Upstream | DirectUpstream] = connected_direct(config)
-        else:
-            session = connected(source.name, config)
-        async with session as up:
+        async with connected(source.name, config) as up:
             for i, case in enumerate(cases, 1):
                 if case.before is not None:
                     case.before(ws)
@@ -300,7 +256,6 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
                 if case.settle_s:  # a reset HTTP connection is noticed a moment later (REPORT.md, findings)
                     await anyio.sleep(case.settle_s)
                 if case.restart_after:  # the server died on purpose: wait for the supervisor's restart
-                    assert isinstance(up, Upstream)
                     await up.wait_ready(60.0)
 
 

@@ -300,21 +300,32 @@ class PostgresRefSlow(PostgresRef):
 
 
 class PostgresRefBadAuth(PostgresRef):
-    """A wrong password: the server lists its resources (tables) while the proxy starts it, and fails there."""
+    """A wrong password. The server lists its resources (tables) while it is started: the proxy keeps its tools usable
+    when that list fails, and the calls meet the error."""
 
     name = "postgres-ref-badauth"
-    startup = ("startup_password_authentication_failed", bad_credentials())
 
     def url(self, pg: Postgres) -> str:
         return pg.url("app", "wrong-password")
 
+    def cases(self, ws: Workspace) -> list[Case]:
+        return [
+            Case("query", {"sql": sql}, "password_authentication_failed", bad_credentials())
+            for sql in ("select 1", "select * from users")
+        ]
+
 
 class PostgresRefNoDb(PostgresRef):
     name = "postgres-ref-nodb"
-    startup = ("startup_database_does_not_exist", setup_broken())
 
     def url(self, pg: Postgres) -> str:
         return pg.url(db="shop_archive")
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        return [
+            Case("query", {"sql": sql}, "database_does_not_exist", setup_broken())
+            for sql in ("select 1", "select * from users")
+        ]
 
 
 class PostgresRefDown(PostgresRef):
@@ -825,19 +836,18 @@ SOURCES: list[Source] = [
 ]
 
 
-# --- a second web fetcher (npm), through the official client -----------------------------------------------------
+# --- a second web fetcher (npm) ----------------------------------------------------------------------------------
 
 
 class FetchServer(Source):
     """``mcp-fetch-server``: refuses private and loopback addresses by design (no switch), so offline its realistic
-    failures are that refusal, blocked protocols, names that do not resolve, a missing helper binary, bad input.
-    Collected through the official client: the proxy cannot start it yet (``collect.DirectUpstream``)."""
+    failures are that refusal, blocked protocols, names that do not resolve, a site out of reach, bad input. (It
+    declares ``resources`` and answers ``resources/list`` with -32601: the proxy starts it since issue 19, item 4.)"""
 
     name = "fetch-server"
     package = "mcp-fetch-server@1.1.2"
     kind = "web"
     language = "node"
-    direct = True
     effects: dict[str, str] = {}
 
     def effect(self, tool: str) -> str:
@@ -1841,4 +1851,88 @@ SOURCES += [
     Alchemy(),
     AlchemyBadAuth(),
     McpSqlite(),
+]
+
+
+# --- start-up failures of more servers (one record each: the error the proxy's seam caught while starting it) --------
+
+
+class RedisRefBadAuth(RedisRef):
+    name = "redis-ref-badauth"
+    server = "redis-ref"
+    startup = ("startup_wrong_password", bad_credentials())
+
+    @asynccontextmanager
+    async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
+        with redis(ws.root) as r:
+            yield node("@modelcontextprotocol/server-redis", "dist/index.js", r.url("wrong-password"))
+
+
+class RedisRefDownAtStart(RedisRef):
+    name = "redis-ref-down-at-start"
+    server = "redis-ref"
+    startup = ("startup_redis_down", service_down(proven_refused=True))
+
+    @asynccontextmanager
+    async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
+        yield node("@modelcontextprotocol/server-redis", "dist/index.js", f"redis://127.0.0.1:{free_port()}/0")
+
+
+class DbHubNoDb(DbHub):
+    name = "dbhub-nodb"
+    server = "dbhub"
+    startup = ("startup_database_does_not_exist", setup_broken())
+
+    def dsn(self, pg: Postgres) -> str:
+        return pg.url(db="shop_archive") + "?sslmode=disable"
+
+
+class OpenApiNpmSpecDown(OpenApiNpm):
+    """The OpenAPI document's host does not answer while the server starts."""
+
+    name = "openapi-npm-spec-down"
+    server = "openapi-npm"
+    startup = ("startup_spec_unreachable", service_down(proven_refused=True))
+
+    @asynccontextmanager
+    async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
+        base = f"http://127.0.0.1:{free_port()}"
+        yield self.server_config(base, base)
+
+
+class ExcelPyBadArgs(ExcelPy):
+    name = "excel-py-bad-args"
+    server = "excel-py"
+    startup = ("startup_unknown_transport_argument", setup_broken(why="the server's command line is wrong"))
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        return _stdio(py_bin("excel-py", "excel-mcp-server"), "--transport", "pipes")
+
+
+class ShellNoCommands(Shell):
+    """Started without ALLOW_COMMANDS: it starts, and every command is refused until the admin sets the list."""
+
+    name = "shell-no-commands"
+    server = "shell"
+
+    def config(self, ws: Workspace) -> StdioUpstream:
+        return _stdio(py_bin("shell", "mcp-shell-server"))
+
+    def cases(self, ws: Workspace) -> list[Case]:
+        why = "the server allows no command at all until its admin configures some"
+        return [
+            Case(
+                "shell_execute", {"command": c, "directory": str(ws.fs)}, "no_commands_configured", L.forbidden(why=why)
+            )
+            for c in (["ls"], ["echo", "hi"])
+        ]
+
+
+SOURCES += [
+    RedisRefBadAuth(),
+    RedisRefDownAtStart(),
+    DbHubNoDb(),
+    OpenApiNpmSpecDown(),
+    ExcelPyBadArgs(),
+    ShellNoCommands(),
 ]

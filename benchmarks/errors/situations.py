@@ -97,8 +97,6 @@ class Source:
     language = ""
     """python or node: the SDK the server is built on."""
     effects: dict[str, str] = {}
-    direct = False
-    """Collected through the official client's session, not the proxy's upstream (see ``collect.DirectUpstream``)."""
     startup: tuple[str, Gold] | None = None
     """A source whose server fails while starting: its situation and label (one record, no call)."""
 
