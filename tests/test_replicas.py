@@ -189,7 +189,10 @@ async def test_a_stored_output_from_replica_1_is_read_in_pages_through_replica_2
 
 
 async def test_a_shared_breaker_opened_on_replica_1_fails_fast_on_replica_2(tmp_path: Path, redis: RedisServer) -> None:
-    policy = {"defaults": {"breaker": {"failure_threshold": 1, "open_s": 60, "shared": True}}}
+    # No retry: the server marks ping read-only, and a retry would meet the breaker its first attempt opened.
+    policy = {
+        "defaults": {"breaker": {"failure_threshold": 1, "open_s": 60, "shared": True}, "retry": {"enabled": False}}
+    }
     gateway = [{"match": {"tool": "ping"}, "fault": "5xx"}]
     with replicas(tmp_path, redis, 2, policy=policy, faults_on_first=gateway) as (one, two):
         assert fault(one.call("ping", {"n": 1}))["fault_type"] == "C4_gateway_5xx"
