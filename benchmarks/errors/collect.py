@@ -1,6 +1,13 @@
 """Regenerates the error corpus (``corpus.jsonl``) by provoking real MCP servers.
 
-    python -m benchmarks.errors.collect [--out benchmarks/errors/corpus.jsonl] [--only fs,git,...]
+    bash scripts/install-corpus-servers.sh      # once: the wider corpus's servers, pinned, under .tools/corpus/
+    python -m benchmarks.errors.collect [--out benchmarks/errors/corpus.jsonl] [--only fs,git,...] [--table]
+
+``--only`` re-collects those sources and keeps every other record of the files. Failures a server answers as a
+successful result go to ``success_shaped.jsonl`` beside the corpus (listed "to review" at the end of a run: a
+situation that did not fail at all is removed from its source). A source with ``startup`` records the error of a
+server that fails while the proxy starts it (tool ``(start-up)``). The wider corpus's servers are in
+``servers.py``, the local services behind them (PostgreSQL, redis-server, a fake HTTP API) in ``services.py``.
 
 Every server is started as the proxy starts an upstream (``resilient_mcp.upstream.Upstream``: stdio subprocess or
 streamable HTTP) and called with arguments that provoke one known situation (``situations.py``). What is recorded
@@ -9,22 +16,22 @@ JSON-RPC error / HTTP status / transport exception the upstream seam caught (cap
 entry points), or a fault the proxy detected itself (its own attempt timeout). ``replay.py`` turns a record back
 into what the rules see. Each record carries the gold label of its situation (``labels.py``).
 
-Servers: npm ``@modelcontextprotocol/server-filesystem``, ``server-memory``, ``server-everything`` (2026.8.31,
-under ``.tools/npm``), PyPI ``mcp-server-git``, ``mcp-server-time`` (2026.10.19), ``mcp-server-fetch``
-(2026.10.24, against a loopback ``http.server``), ``database-mcp-sqlite`` (0.2.1), the project's chaos server over
-stdio, and the chaos server over HTTP behind the fault shim. Scratch files live in a temporary directory; every
-process started here is stopped here.
+Servers: the first nine servers (``situations.py``: the reference filesystem, memory, everything, git, time and
+fetch servers, ``database-mcp-sqlite``, the project's chaos server over stdio and behind the HTTP fault shim) and the
+wider corpus of issue 19 (``servers.py``); the list with versions, kinds and situations is in ``LABELS.md``. Scratch
+files live in a temporary directory; every process started here is stopped here.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +47,12 @@ from resilient_mcp.faults import Fault
 from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
 from resilient_mcp.upstream import Upstream
 
+from .servers import SOURCES as MORE_SOURCES
 from .situations import SOURCES, Case, Source, Workspace
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+ALL_SOURCES: list[Source] = [*SOURCES, *MORE_SOURCES]
 
 
 # --- capture at the seam --------------------------------------------------------------------------------------------
@@ -124,15 +133,14 @@ def _fault_dict(fault: Fault) -> dict[str, Any]:
     }
 
 
-async def call_once(up: Upstream, case: Case) -> dict[str, Any] | None:
-    """The raw outcome of one call; None when the call succeeded (a situation that did not provoke an error)."""
+async def call_once(up: Upstream, case: Case) -> dict[str, Any]:
+    """The raw outcome of one call: a fault as the seam caught it, or the result, error or not (a provoked failure
+    the server answers as a success is a success-shaped failure; ``collect_source`` lists them for review)."""
     _captured.clear()
     try:
         result = await up.call_tool(case.tool, case.arguments, timeout_s=case.timeout_s)
     except Fault as fault:
         return _captured[-1] if _captured else _fault_dict(fault)
-    if not result.is_error:
-        return None
     return {"kind": "result", "result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}
 
 
@@ -143,6 +151,11 @@ async def call_once(up: Upstream, case: Case) -> dict[str, Any] | None:
 class Record:
     id: str
     source: str
+    """The server's package and version."""
+    server: str
+    """The server's short name: what leave-one-server-out groups by."""
+    kind: str
+    """What kind of server (database, cache, shell, ...)."""
     transport: str
     situation: str
     tool: dict[str, Any]
@@ -150,6 +163,8 @@ class Record:
     arguments: dict[str, Any]
     raw: dict[str, Any]
     gold: dict[str, Any]
+    success_shaped: bool = False
+    """The server answered this failure as a successful result (no ``isError``); kept in ``success_shaped.jsonl``."""
 
     def line(self) -> str:
         return json.dumps(self.__dict__, ensure_ascii=False, sort_keys=True)
@@ -162,7 +177,50 @@ def _tool_dict(up: Upstream, name: str) -> dict[str, Any]:
     return {"name": name, "description": "", "input_schema": {"type": "object"}}
 
 
+STARTUP_TOOL = {"name": "(start-up)", "description": "", "input_schema": {"type": "object"}}
+"""The ``tool`` of a start-up record: no call was made; the server failed while the proxy started it."""
+
+
+async def collect_startup(source: Source, ws: Workspace, out: list[Record], problems: list[str]) -> None:
+    """A server that fails while starting: the first error the proxy's seam caught, as one record."""
+    assert source.startup is not None
+    situation, gold = source.startup
+    async with source.started(ws) as config:
+        _captured.clear()
+        up = Upstream(source.name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(up.run)
+            try:  # long enough for a server that retries its own connection a few times and then exits
+                await up.wait_ready(60.0)
+            except Fault as fault:
+                raw = _captured[0] if _captured else _fault_dict(fault)
+            else:
+                problems.append(f"{source.name}: started, no start-up failure")
+                raw = None
+            tg.cancel_scope.cancel()
+    if raw is not None:
+        transport = config.type if isinstance(config, RemoteUpstream) else "stdio"
+        out.append(
+            Record(
+                f"{source.name}-001-{situation}",
+                source.package,
+                source.server or source.name,
+                source.kind,
+                transport,
+                situation,
+                dict(STARTUP_TOOL),
+                "read_only",
+                {},
+                raw,
+                gold.as_dict(),
+            )
+        )
+
+
 async def collect_source(source: Source, ws: Workspace, out: list[Record], problems: list[str]) -> None:
+    if source.startup is not None:
+        await collect_startup(source, ws, out, problems)
+        return
     async with source.started(ws) as config:
         cases = source.cases(ws)
         async with connected(source.name, config) as up:
@@ -170,14 +228,21 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
                 if case.before is not None:
                     case.before(ws)
                 raw = await call_once(up, case)
-                if raw is None:
-                    problems.append(f"{source.name}/{case.situation}: no error for {case.arguments}")
+                if case.setup:
+                    if raw["kind"] != "result" or raw["result"].get("isError"):
+                        problems.append(f"{source.name}: setup call {case.tool} failed: {json.dumps(raw)[:200]}")
                     continue
                 rid = f"{source.name}-{i:03d}-{case.situation}"
+                shaped = raw["kind"] == "result" and not raw["result"].get("isError", False)
+                if shaped:  # to review: a situation that did not fail at all is removed from situations
+                    text = json.dumps(raw["result"].get("content", []))[:160]
+                    problems.append(f"success-shaped {rid}: {text}")
                 out.append(
                     Record(
                         rid,
                         source.package,
+                        source.server or source.name,
+                        source.kind,
                         config.type if isinstance(config, RemoteUpstream) else "stdio",
                         case.situation,
                         _tool_dict(up, case.tool),
@@ -185,6 +250,7 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
                         case.arguments or {},
                         raw,
                         case.gold.as_dict(),
+                        shaped,
                     )
                 )
                 if case.settle_s:  # a reset HTTP connection is noticed a moment later (REPORT.md, findings)
@@ -195,8 +261,18 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
 
 @contextmanager
 def workspace() -> Iterator[Workspace]:
-    # A fixed path, so that paths quoted in error texts are the same on every regeneration.
+    # A fixed path, so that paths quoted in error texts are the same on every regeneration; one run at a time (a
+    # second run would delete the first one's files under its servers).
     root = Path(tempfile.gettempdir()) / "rmcp-errors-corpus"
+    with open(root.with_suffix(".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"another collector is running (it holds {lock.name})") from None
+        yield from _workspace(root)
+
+
+def _workspace(root: Path) -> Iterator[Workspace]:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
     try:
@@ -205,35 +281,107 @@ def workspace() -> Iterator[Workspace]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _kept(path: Path, keep: Callable[[str], bool]) -> list[str]:
+    """The lines of an existing corpus file that this run keeps, by source: ``--only`` keeps the other sources, and a
+    source that failed keeps its old records."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and keep(_source_of(json.loads(line)["id"]))]
+
+
+def _source_of(record_id: str) -> str:
+    """``postgres-ref-writes-003-read_only_transaction`` -> ``postgres-ref-writes`` (ids are source-NNN-situation)."""
+    parts = record_id.split("-")
+    for i, part in enumerate(parts):
+        if len(part) == 3 and part.isdigit():
+            return "-".join(parts[:i])
+    return record_id
+
+
+def _write(path: Path, kept: list[str], records: list[Record]) -> None:
+    lines = sorted([*kept, *(r.line() for r in records)], key=lambda line: str(json.loads(line)["id"]))
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
 async def main_async(out_path: Path, only: set[str] | None) -> int:
     records: list[Record] = []
     problems: list[str] = []
+    sources = ALL_SOURCES
+    unknown = (only or set()) - {s.name for s in sources}
+    if unknown:
+        known = ", ".join(s.name for s in sources)
+        print(f"unknown source(s): {', '.join(sorted(unknown))}; known: {known}", file=sys.stderr)
+        return 2
+    shaped_path = out_path.with_name("success_shaped.jsonl")
+    failed: set[str] = set()
     with workspace() as ws:
-        for source in SOURCES:
+        for source in sources:
             if only and source.name not in only:
                 continue
             before = len(records)
             try:
                 with anyio.fail_after(600):
                     await collect_source(source, ws, records, problems)
-            except Exception as exc:  # one broken peer must not lose the others' records
+            except Exception as exc:  # one broken peer must not lose the others' records (nor its old ones)
                 problems.append(f"{source.name}: {type(exc).__name__}: {exc}")
+                failed.add(source.name)
+                del records[before:]
             print(f"{source.name:12} {len(records) - before:4d} records", file=sys.stderr)
-    records.sort(key=lambda r: r.id)
-    out_path.write_text(  # noqa: ASYNC240 (once, at the end)
-        "".join(r.line() + "\n" for r in records), encoding="utf-8"
-    )
-    print(f"{len(records)} records -> {out_path}", file=sys.stderr)
+    keep = (lambda name: name not in only or name in failed) if only else (lambda name: name in failed)
+    kept, kept_shaped = _kept(out_path, keep), _kept(shaped_path, keep)
+    errors = [r for r in records if not r.success_shaped]
+    shaped = [r for r in records if r.success_shaped]
+    _write(out_path, kept, errors)
+    _write(shaped_path, kept_shaped, shaped)
+    print(f"{len(errors)} records -> {out_path}, {len(shaped)} -> {shaped_path}", file=sys.stderr)
     for p in problems:
-        print(f"  not collected: {p}", file=sys.stderr)
+        print(f"  {'to review' if p.startswith('success-shaped') else 'not collected'}: {p}", file=sys.stderr)
     return 0 if records else 1
+
+
+def server_table(out_path: Path) -> str:
+    """The servers of the committed corpus as a Markdown table (LABELS.md): records and success-shaped per server."""
+    languages = {(s.server or s.name): s.language for s in ALL_SOURCES}
+    rows: dict[str, dict[str, Any]] = {}
+    for path, key in ((out_path, "errors"), (out_path.with_name("success_shaped.jsonl"), "shaped")):
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            row = rows.setdefault(
+                r["server"], {"package": r["source"], "kind": r["kind"], "errors": 0, "shaped": 0, "situations": {}}
+            )
+            row[key] += 1
+            mark = "*" if key == "shaped" else ""
+            row["situations"].setdefault(r["situation"] + mark, None)
+    lines = [
+        "| server | package | kind | SDK | error records | success-shaped | situations (* success-shaped) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, row in sorted(rows.items(), key=lambda kv: (kv[1]["kind"], kv[0])):
+        situations = ", ".join(sorted(row["situations"])) if row["kind"] != "fault injector" else "see situations.py"
+        lines.append(
+            f"| {name} | `{row['package']}` | {row['kind']} | {languages.get(name, '')} | {row['errors']} | "
+            f"{row['shaped']} | {situations} |"
+        )
+    total_e = sum(r["errors"] for r in rows.values())
+    total_s = sum(r["shaped"] for r in rows.values())
+    real = sum(1 for row in rows.values() if row["kind"] != "fault injector")
+    label = f"**{real} real servers** (+ {len(rows) - real} fault injectors)"
+    lines.append(f"| {label} | | | | **{total_e}** | **{total_s}** | |")
+    return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=HERE / "corpus.jsonl")
     parser.add_argument("--only", help="comma-separated source names (fs, memory, everything, git, ...)")
+    parser.add_argument("--table", action="store_true", help="print the corpus's servers as a Markdown table")
     args = parser.parse_args()
+    if args.table:
+        sys.stdout.write(server_table(args.out) + "\n")
+        return 0
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     only = set(args.only.split(",")) if args.only else None
     return anyio.run(main_async, args.out, only)

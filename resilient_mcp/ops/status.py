@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..core.chain import ToolCall
+from ..state.stored_outputs import owner_principal
 from .events import CallEnd, CallEvents, Sleep
-from .metrics import OTHER, CappedLabels
+from .metrics import OTHER, UNKNOWN, CappedLabels
 from .secrets import Scrubber
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 WINDOW_S = 3600.0
 FAILURES_KEPT = 50
+VALUELESS = ("id", "at", "upstream", "tool", "outcome", "fault_type", "category", "repair_action", "attempts")
+"""The fields of a failure shown without its values (no observation: it quotes arguments and error texts)."""
 ABSORBED = (
     ("recovered", "calls that succeeded after a retry"),
     ("retries", "extra upstream attempts"),
@@ -81,11 +84,11 @@ class StatusRecorder(CallEvents):
 
     def call_finished(self, call: ToolCall, end: CallEnd) -> None:
         now = self._clock()
-        key = (call.upstream or "-", self._tool(call.name))
+        key = (call.upstream or "-", self._tool(call.name) if call.known else UNKNOWN)
         samples = self._samples.get(key)
         if samples is None:
             samples = self._samples[key] = collections.deque(maxlen=self._per_tool)
-        failed = end.outcome in ("error", "refused")
+        failed = end.outcome in ("error", "refused", "abandoned")
         samples.append(_Sample(now, end.latency_s, failed, end.category if failed else None))
         absorbed = self.absorbed
         if end.retries:
@@ -112,6 +115,7 @@ class StatusRecorder(CallEvents):
                     "attempts": end.attempts,
                     "decided_by": end.decided_by,
                     "observation": end.observation,
+                    "principal": owner_principal(call.owner),
                 }
             )
 
@@ -129,7 +133,10 @@ class StatusRecorder(CallEvents):
 
     # --- the page's data --------------------------------------------------------------------------------------------
 
-    def snapshot(self, proxy: ProxyView) -> dict[str, Any]:
+    def snapshot(self, proxy: ProxyView, *, viewer: str | None = None, values: bool = True) -> dict[str, Any]:
+        """The page's data. ``viewer``: a bearer-token principal that sees only its own failures (the listener has
+        ``auth_tokens``: tenants never see each other's arguments or errors); ``values=False``: failures without their
+        observations (a page no credential protects). Counts, latencies and upstream states are not per tenant."""
         now = self._clock()
         since = now - WINDOW_S
         breakers: dict[str, str] = {}
@@ -185,8 +192,21 @@ class StatusRecorder(CallEvents):
             "upstreams": upstreams,
             "tools": tools,
             "absorbed": absorbed,
-            "failures": self._scrub.data(list(self._failures)),
+            "failures": self._scrub.data(_failures(self._failures, viewer, values)),
+            "treatment": list(proxy.services.treatment),
         }
+
+
+def _failures(failures: collections.deque[dict[str, Any]], viewer: str | None, values: bool) -> list[dict[str, Any]]:
+    out = []
+    for f in failures:
+        if viewer is not None and f["principal"] != viewer:
+            continue
+        if values:
+            out.append({k: v for k, v in f.items() if k != "principal"})
+        else:
+            out.append({**{k: f[k] for k in VALUELESS}, "observation": None, "values_hidden": True})
+    return out
 
 
 # --- HTML ---------------------------------------------------------------------------------------------------------
@@ -237,6 +257,7 @@ def render_live(snap: dict[str, Any]) -> str:
             )
         out.append("</tbody></table>")
     out.append("</section>")
+    out.append(_render_treatment(snap.get("treatment", [])))
     out.append(f'<section id="failures"><h2>Last {FAILURES_KEPT} failures</h2>')
     if not snap["failures"]:
         out.append('<p class="empty">No failures.</p>')
@@ -244,12 +265,36 @@ def render_live(snap: dict[str, Any]) -> str:
         summary = f"{f['at']} · {f['tool']} · {f['outcome']} · {f['fault_type'] or 'unclassified'}"
         if f.get("decided_by"):
             summary += f" · by {f['decided_by']}"
-        body = json.dumps(f["observation"], indent=2, ensure_ascii=False) if f["observation"] else "(no observation)"
+        if f.get("values_hidden"):
+            body = "(not shown: set metrics.token and send it to see observations)"
+        elif f["observation"]:
+            body = json.dumps(f["observation"], indent=2, ensure_ascii=False)
+        else:
+            body = "(no observation)"
         out.append(
             f'<details class="failure" data-id="{f["id"]}"><summary>{_e(summary)}</summary>'
             f"<pre>{_e(body)}</pre></details>"
         )
     out.append("</section>")
+    return "".join(out)
+
+
+def _render_treatment(rows: list[dict[str, str]]) -> str:
+    """Which tools are treated how and why (effect class, its source, what is retried)."""
+    out = ['<section id="treatment"><h2>How tools are treated</h2>']
+    if not rows:
+        out.append('<p class="empty">No tools served.</p></section>')
+        return "".join(out)
+    out.append(
+        "<table><thead><tr><th>Tool</th><th>Upstream</th><th>Effect</th><th>Why</th><th>Retried on</th></tr>"
+        "</thead><tbody>"
+    )
+    for row in rows:
+        out.append(
+            f'<tr data-treatment="{_e(row["tool"])}"><td>{_e(row["tool"])}</td><td>{_e(row["upstream"])}</td>'
+            f"<td>{_e(row['effect'])}</td><td>{_e(row['effect_from'])}</td><td>{_e(row['retried_on'])}</td></tr>"
+        )
+    out.append("</tbody></table></section>")
     return "".join(out)
 
 

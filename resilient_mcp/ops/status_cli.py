@@ -27,7 +27,7 @@ def status_url(config_path: str | None, url: str | None) -> tuple[str, str | Non
         host = f"[{host}]" if ":" in host and not host.startswith("[") else host
         return f"http://{host}:{port}", token or (config.listen.auth_tokens[0] if config.listen.auth_tokens else None)
     if config.metrics.listen:
-        return f"http://{config.metrics.listen}", token
+        return f"http://{config.metrics.listen}", token or config.metrics.token
     raise ValueError(
         f"{config_path}: the proxy serves no status page: set listen.http (HTTP mode) or metrics.listen (stdio mode)"
     )
@@ -65,6 +65,11 @@ def render_text(snap: dict[str, Any], failures: int = 10) -> str:
         out += ["  " + line for line in _table(rows)]
     else:
         out.append("  no calls yet")
+    if snap.get("treatment"):
+        out += ["", "How tools are treated"]
+        rows = [["TOOL", "EFFECT", "WHY", "RETRIED ON"]]
+        rows += [[t["tool"], t["effect"], t["effect_from"], t["retried_on"]] for t in snap["treatment"]]
+        out += ["  " + line for line in _table(rows)]
     out += ["", "Absorbed by the proxy"]
     out += ["  " + line for line in _table([[k, str(v)] for k, v in snap["absorbed"].items()])]
     out += ["", f"Last failures (newest first, {min(failures, len(snap['failures']))} of {len(snap['failures'])})"]

@@ -43,6 +43,7 @@ from .source import Document, SourceError, expand_env, load_document, validate_d
 SDK_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_HTTP_URL = re.compile(r"https?://")
 
 
 def default_prefix(name: str) -> str:
@@ -119,6 +120,9 @@ class RemoteUpstream(_UpstreamCommon):
     the first); "legacy" serves every host over the handshake connection (2026-07-28 hosts bridged)."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers sent with every request, e.g. Authorization: "Bearer ${TOKEN}"."""
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Largest response body or SSE event read from the server (`type: sse`: at most 1 MiB per event, the MCP SDK's
+    limit); a larger result becomes an E4 oversized observation, the rest of it unread."""
 
     @model_validator(mode="before")
     @classmethod
@@ -134,7 +138,7 @@ class RemoteUpstream(_UpstreamCommon):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not re.match(r"^https?://", v):
+        if not v.startswith("${") and not _HTTP_URL.match(v):  # ${API_BASE_URL:-https://...}/mcp: checked expanded
             raise ValueError("url must start with http:// or https://")
         return v
 
@@ -180,6 +184,8 @@ class ListenConfig(_Strict):
     """Stateless HTTP: no sessions, no cancellation, no out-of-band notifications. Off by default."""
     header_timeout_s: float = Field(10.0, gt=0, le=600)
     """A connection must send a request's complete headers within this many seconds (else 408 and closed)."""
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """A request's whole body must arrive within this many seconds of its headers (else 408 and closed)."""
     max_connections: int | None = Field(None, ge=8)
     """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see the README's HTTP section."""
     max_json_items: int = Field(100_000, ge=100)
@@ -297,6 +303,10 @@ class ProxyConfig(_Strict):
     def enabled_upstreams(self) -> dict[str, StdioUpstream | RemoteUpstream]:
         return {name: up for name, up in self.upstreams.items() if up.enabled}
 
+    def local_upstreams(self) -> list[str]:
+        """The upstreams started as a local command (stdio): the policy uses their ``readOnlyHint`` by default."""
+        return [name for name, up in self.upstreams.items() if isinstance(up, StdioUpstream)]
+
     @property
     def host(self) -> HostSettings:
         """What a host's file said beyond the servers themselves (``hostfiles.py``); empty for other files."""
@@ -388,17 +398,22 @@ def _expand(
             from_file = env_file(up, (*base, host.key_of(name, "env_file")))
             ups[name] = up.model_copy(
                 update={
+                    "command": ex(up.command, (*base, "command")),
                     "env": from_file | {k: ex(v, (*base, "env", k)) for k, v in up.env.items()},
                     "args": [ex(a, (*base, "args", i)) for i, a in enumerate(up.args)],
                     "cwd": None if up.cwd is None else ex(up.cwd, (*base, "cwd")),
                 }
             )
         else:
+            url_key = (*base, host.key_of(name, "url"))
+            url = ex(up.url, url_key)
+            if url != up.url and not _HTTP_URL.match(url):
+                problems.append(
+                    f"{doc.path}:{doc.line_of(url_key) or '?'}: {'.'.join(map(str, url_key))}: {up.url!r} expands to "
+                    f"{url[:80]!r}, which does not start with http:// or https:// (check the variable's value)"
+                )
             ups[name] = up.model_copy(
-                update={
-                    "url": ex(up.url, (*base, "url")),
-                    "headers": {k: ex(v, (*base, "headers", k)) for k, v in up.headers.items()},
-                }
+                update={"url": url, "headers": {k: ex(v, (*base, "headers", k)) for k, v in up.headers.items()}}
             )
     tokens = [ex(t, ("listen", "auth_tokens", i)) for i, t in enumerate(cfg.listen.auth_tokens)]
     for i, token in enumerate(tokens):
@@ -408,6 +423,12 @@ def _expand(
                 f"{doc.path}:{doc.line_of(loc) or '?'}: listen.auth_tokens[{i}]: a token must have at least 8 "
                 "characters (is its environment variable set?)"
             )
+    metrics = cfg.metrics
+    if metrics.token is not None:
+        metrics = metrics.model_copy(update={"token": ex(metrics.token, ("metrics", "token"))})
+        if len((metrics.token or "").strip()) < 8:
+            line = doc.line_of(("metrics", "token")) or "?"
+            problems.append(f"{doc.path}:{line}: metrics.token: use at least 8 characters (is its variable set?)")
     state = cfg.state
     if state.backend == "redis":
         expanded = {
@@ -422,7 +443,7 @@ def _expand(
     if problems:
         raise SourceError(doc.path, problems)
     listen = cfg.listen.model_copy(update={"auth_tokens": tokens})
-    return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state})
+    return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state, "metrics": metrics})
 
 
 class _OneUpstream(RootModel[UpstreamConfig]):

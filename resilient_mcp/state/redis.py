@@ -6,10 +6,14 @@ Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
 
 ==============================  ======================================================================================
 ``secret``                      the installation's HMAC key (64 hex digits), created once with ``SET NX`` by the first
-                                replica (or given as ``state.secret``): every replica derives the same fingerprints
+                                replica: every replica derives the same fingerprints (with ``state.secret`` given,
+                                ``secret-id`` holds a digest of it instead, as the same check)
 ``idem:<key>``                  a hash per idempotency record (status, args_hash, tool, times, result); every status
                                 change is one Lua script (claim, complete, mark unknown), so a claim is atomic across
-                                replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry
+                                replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry. A
+                                default write waits for two round trips: both of its records claimed in one script,
+                                both settled in one; its own record is deleted in the background once the host has
+                                the result (``forget``: the next operation on it waits for that, redoes a failed one)
 ``out:<key>`` / ``out:<key>:m``  a stored output's UTF-8 text (appended chunk by chunk, read by ``GETRANGE`` pages)
                                 and its manifest; both expire after ``output_ttl_s``; the key binds handle and owner
 ``audit``                       a Redis Stream capped with ``XADD MAXLEN ~ audit_max_entries``
@@ -22,6 +26,14 @@ be reached the store raises ``StateUnavailable`` (the idempotency stage turns it
 observation, or proceeds with ``idempotency.on_state_unavailable: proceed``); audit entries stay queued in memory
 (bounded) and are written when Redis is back; a background task pings every second while it is down, logs
 ``state_unavailable`` / ``state_reconnected`` and ``available`` feeds ``/healthz``.
+
+A Redis that lost its keys (restarted without persistence, ``FLUSHALL``) lost the shared secret with them: a replica
+that kept its own would silently stop deduplicating against one that made a new one. So every claim checks, in its Lua
+script, that the secret key still holds this replica's value, and the background task checks it every
+``SECRET_CHECK_S`` and on every reconnect. On a difference the claim is refused (``StateUnavailable``: the write is not
+sent), and the replica restores its secret with ``SET NX`` (replicas that shared it all restore the same value, so
+fingerprints made before stay valid) or adopts the one another replica restored or created first; it logs
+``state_reset`` and ``/healthz`` says ``"state": "reset"`` for ``RESET_REPORTED_S``.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
 import inspect
 import json
 import secrets
@@ -46,7 +59,17 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.fingerprint import call_arguments_hash, keyed_fingerprint
-from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, iter_utf8, output_key, utf8_len
+from . import (
+    AuditFields,
+    Claim,
+    IdempotencyRecord,
+    StateError,
+    StateLimits,
+    StateUnavailable,
+    iter_utf8,
+    output_key,
+    utf8_len,
+)
 from .sqlite import AUDIT_FIELDS
 
 if TYPE_CHECKING:
@@ -58,10 +81,21 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
 
+_MAX_UNFORGOTTEN = 10_000
 _DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
 
-# KEYS[1] record · ARGV: now, args_hash, tool, expires_at. Returns {} when claimed, else the record that holds it.
+SECRET_CHECK_S = 5.0
+"""How often the background task checks that the shared secret is still in Redis (claims check it every time)."""
+RESET_REPORTED_S = 600.0
+"""How long ``/healthz`` reports ``"state": "reset"`` after a wipe was found."""
+_MISMATCH = "!secret"
+
+# KEYS[1] record, KEYS[2] the secret · ARGV: now, args_hash, tool, expires_at, the secret this replica uses.
+# Returns {} when claimed, {'!secret', <what the key holds>} when the secret is not this replica's, else the record
+# that holds the key.
 _CLAIM = """
+local s = redis.call('GET', KEYS[2])
+if s ~= ARGV[5] then return {'!secret', s or ''} end
 local r = redis.call('HGETALL', KEYS[1])
 if #r > 0 then
   local exp = nil
@@ -73,6 +107,51 @@ redis.call('HSET', KEYS[1], 'args_hash', ARGV[2], 'tool', ARGV[3], 'status', 'in
   'created_at', ARGV[1], 'expires_at', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[4]) * 1000))
 return {}
+"""
+
+# KEYS[1] own record, KEYS[2] upstream-wide marker, KEYS[3] the secret · ARGV: now, args_hash, tool, own expiry,
+# marker expiry, the secret this replica uses.
+# {1, own}: own holds a completed result (nothing claimed) · {2, marker}: own claimed, the marker held · {0}: both ·
+# {3, {'!secret', <what the key holds>}}: the secret is not this replica's (nothing claimed).
+_CLAIM_WRITE = """
+local s = redis.call('GET', KEYS[3])
+if s ~= ARGV[6] then return {3, {'!secret', s or ''}} end
+local now = tonumber(ARGV[1])
+local function live(key)
+  local r = redis.call('HGETALL', key)
+  for i = 1, #r, 2 do if r[i] == 'expires_at' and tonumber(r[i + 1]) > now then return r end end
+  return nil
+end
+local function claim(key, exp)
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'args_hash', ARGV[2], 'tool', ARGV[3], 'status', 'in_flight',
+    'created_at', ARGV[1], 'expires_at', exp)
+  redis.call('PEXPIREAT', key, math.ceil(tonumber(exp) * 1000))
+end
+local own = live(KEYS[1])
+if own then
+  for i = 1, #own, 2 do if own[i] == 'status' and own[i + 1] == 'completed' then return {1, own} end end
+end
+claim(KEYS[1], ARGV[4])
+local held = live(KEYS[2])
+if held then return {2, held} end
+claim(KEYS[2], ARGV[5])
+return {0}
+"""
+
+# KEYS[1] own record, KEYS[2] (optional) marker · ARGV: '1' completed / '0' released, expires_at, result ('' = none).
+_SETTLE_WRITE = """
+if ARGV[1] == '1' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    redis.call('HSET', KEYS[1], 'status', 'completed', 'expires_at', ARGV[2])
+    if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[3]) else redis.call('HDEL', KEYS[1], 'result') end
+    redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+  end
+else
+  redis.call('DEL', KEYS[1])
+end
+if #KEYS > 1 then redis.call('DEL', KEYS[2]) end
+return 1
 """
 
 # KEYS[1] bucket · ARGV: delta, max. The shared retry budget of one upstream, clamped to [0, max]; starts full.
@@ -118,7 +197,17 @@ class RedisStateStore:
         self._back.set()
         self._writing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._forgetting: dict[str, asyncio.Task[None]] = {}
+        """Records being deleted in the background (``forget``): this store's next operation on one waits for it."""
+        self._unforgotten: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Records whose background delete failed: deleted before this store's next operation on them."""
         self._hash_key = b""
+        self._check_value = ""
+        """What the secret key must hold: this replica's secret in hex (or the digest of ``state.secret``)."""
+        self._check_key = self.prefix + ("secret-id" if config.secret else "secret")
+        self.reset_at: float | None = None
+        """When this replica last found the shared state wiped (``/healthz``: ``reset``)."""
+        self._resyncing = asyncio.Lock()
         kwargs: dict[str, Any] = {
             "socket_timeout": config.command_timeout_s,
             "socket_connect_timeout": config.connect_timeout_s,
@@ -133,6 +222,8 @@ class RedisStateStore:
         self.redis: aioredis.Redis = aioredis.Redis.from_url(config.url, **kwargs)
         self._claim = self.redis.register_script(_CLAIM)
         self._settle = self.redis.register_script(_SETTLE)
+        self._claim_write = self.redis.register_script(_CLAIM_WRITE)
+        self._settle_write = self.redis.register_script(_SETTLE_WRITE)
         self._bucket = self.redis.register_script(_BUCKET)
 
     @classmethod
@@ -156,19 +247,58 @@ class RedisStateStore:
         log.info("state_opened", backend="redis", url=_redact(config.url or ""), prefix=store.prefix)
         return store
 
-    async def _secret(self) -> bytes:
+    async def _secret(self, restore: str | None = None) -> bytes:
+        """Load the shared secret, creating it (``SET NX``: the first replica's wins) as ``restore`` or a new one."""
         if self.config.secret:
+            self._check_value = hashlib.sha256(self.config.secret.encode()).hexdigest()[:32]
+            await self.redis.set(self._check_key, self._check_value)
             return self.config.secret.encode()
-        key = self.prefix + "secret"
-        await self.redis.set(key, secrets.token_hex(32), nx=True)
+        key = self._check_key
+        await self.redis.set(key, restore or secrets.token_hex(32), nx=True)
         value = await self.redis.get(key)
+        text = value.decode() if isinstance(value, bytes) else str(value)
         try:
-            secret = bytes.fromhex(value.decode() if isinstance(value, bytes) else str(value))
+            secret = bytes.fromhex(text)
         except ValueError:
             secret = b""
         if len(secret) < 32:
             raise StateError(f"Redis key {key!r} is not a resilient-mcp secret (64 hex digits expected): delete it")
+        self._check_value = text
         return secret
+
+    @property
+    def state(self) -> str:
+        """``ok``, ``unavailable``, or ``reset`` for a while after the shared state was found wiped (``/healthz``)."""
+        if not self.available:
+            return "unavailable"
+        if self.reset_at is not None and self._clock() - self.reset_at < RESET_REPORTED_S:
+            return "reset"
+        return "ok"
+
+    async def _resync(self, found: str) -> None:
+        """The secret key no longer holds this replica's secret: restore it, or adopt the one now there."""
+        async with self._resyncing:
+            current = await self.redis.get(self._check_key)
+            if (current.decode() if isinstance(current, bytes) else current) == self._check_value:
+                return  # another task of this replica restored it meanwhile
+            before = self._check_value
+            self._hash_key = await self._secret(restore=before)
+            self.reset_at = self._clock()
+            log.error(
+                "state_reset",
+                backend="redis",
+                found="missing" if not found else "another secret",
+                secret="restored" if self._check_value == before else "adopted another replica's",
+                hint="Redis lost this proxy's keys (restarted without persistence, or flushed): idempotency records, "
+                "stored outputs and open circuits kept before are gone; writes were refused until the secret was "
+                "consistent again. Enable Redis persistence (appendonly yes) to keep them.",
+            )
+
+    async def _check_secret(self) -> None:
+        current = await self.redis.get(self._check_key)
+        text = current.decode() if isinstance(current, bytes) else (current or "")
+        if text != self._check_value:
+            await self._resync(text)
 
     async def aclose(self) -> None:
         """Write queued audit entries (bounded by the command timeout), stop the background task, close the pool."""
@@ -178,6 +308,8 @@ class RedisStateStore:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+        if self._forgetting:
+            await asyncio.wait(list(self._forgetting.values()), timeout=self.config.command_timeout_s)
         try:
             await self._write_audit()
         except (StateError, RedisError):
@@ -233,7 +365,9 @@ class RedisStateStore:
         await self._back.wait()
 
     async def _background(self) -> None:
-        """Write the audit in batches; while Redis is down, ping every second until it answers."""
+        """Write the audit in batches; while Redis is down, ping every second until it answers; check the shared
+        secret every ``SECRET_CHECK_S`` and on every reconnect."""
+        checked = time.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.limits.flush_interval_s)
@@ -242,6 +376,10 @@ class RedisStateStore:
                 if not self.available:
                     await self.redis.ping()
                     self._up()
+                    checked = 0.0
+                if time.monotonic() - checked >= SECRET_CHECK_S:
+                    await self._check_secret()
+                    checked = time.monotonic()
                 await self._write_audit()
             except _DOWN as exc:
                 self._down(exc)
@@ -255,21 +393,96 @@ class RedisStateStore:
     def _idem(self, key: str) -> str:
         return f"{self.prefix}idem:{key}"
 
+    def forget(self, key: str) -> None:
+        """Delete the record in a background task (off the call's path); ``_settled`` makes this store's next
+        operation on ``key`` wait for it, and redo it if it failed, so a record the host received is never
+        replayed."""
+        if self._task is None:
+            raise StateError("the state store is closed")
+        task = asyncio.get_running_loop().create_task(self._forget(key))
+        self._forgetting[key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._forgetting.get(key) is t:
+                del self._forgetting[key]
+
+        task.add_done_callback(done)
+
+    async def _forget(self, key: str) -> None:
+        try:
+            await self._do(lambda: self.redis.delete(self._idem(key)))
+        except Exception as exc:
+            self._unforgotten[key] = None
+            while len(self._unforgotten) > _MAX_UNFORGOTTEN:  # bounded: the oldest then only expire (window_s)
+                self._unforgotten.popitem(last=False)
+            log.warning("idempotency_forget_deferred", key=key, error=str(exc))
+
+    async def _settled(self, *keys: str) -> None:
+        """Wait for background deletes of ``keys`` (never cancelling them); redo the ones that failed."""
+        for key in keys:
+            task = self._forgetting.get(key)
+            if task is not None:
+                await asyncio.wait([task])
+            if key in self._unforgotten:
+                await self._do(lambda k=key: self.redis.delete(self._idem(k)))  # type: ignore[misc]
+                self._unforgotten.pop(key, None)
+
     async def begin(
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
-        args = [repr(now), args_hash, tool, repr(expires_at)]
-        held = await self._do(lambda: self._claim(keys=[self._idem(key)], args=args))
+        await self._settled(key)
+        args = [repr(now), args_hash, tool, repr(expires_at), self._check_value]
+        held = await self._do(lambda: self._claim(keys=[self._idem(key), self._check_key], args=args))
         if not held:
             return None
         flat = [v.decode() if isinstance(v, bytes) else str(v) for v in held]
+        if flat[0] == _MISMATCH:
+            await self._do(lambda: self._resync(flat[1]))
+            raise StateUnavailable(
+                "the shared state (Redis) was reset: it lost its keys (restarted without persistence, or flushed), "
+                "so this write could not be checked against earlier ones; the proxy has restored its secret"
+            )
         return _record(key, dict(zip(flat[::2], flat[1::2], strict=True)))
 
-    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+    async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
+        """One round trip (a Lua script, atomic across replicas) for both claims of a derived-key write."""
+        await self._settled(key, marker)
+        args = [repr(claim.now), claim.args_hash, claim.tool, repr(claim.expires_at), repr(claim.marker_expires_at)]
+        args.append(self._check_value)
+        keys = [self._idem(key), self._idem(marker), self._check_key]
+        got = await self._do(lambda: self._claim_write(keys=keys, args=args))
+        which = int(got[0])
+        if which == 0:
+            return None, None
+        flat = [v.decode() if isinstance(v, bytes) else str(v) for v in got[1]]
+        if which == 3:
+            await self._do(lambda: self._resync(flat[1]))
+            raise StateUnavailable(
+                "the shared state (Redis) was reset: it lost its keys (restarted without persistence, or flushed), "
+                "so this write could not be checked against earlier ones; the proxy has restored its secret"
+            )
+        record = _record(key if which == 1 else marker, dict(zip(flat[::2], flat[1::2], strict=True)))
+        return (record, None) if which == 1 else (None, record)
+
+    async def settle_write(
+        self, key: str, marker: str | None, result: types.CallToolResult | None, *, expires_at: float
+    ) -> None:
+        """One round trip: the own record completed (or deleted) and the marker deleted."""
+        text = self._kept(key, result) if result is not None else ""
+        keys = [self._idem(key)] + ([self._idem(marker)] if marker is not None else [])
+        args = ["1" if result is not None else "0", repr(expires_at), text]
+        await self._do(lambda: self._settle_write(keys=keys, args=args))
+
+    def _kept(self, key: str, result: types.CallToolResult) -> str:
+        """The result as stored for a replay ('' when it is larger than ``idempotency_max_result_bytes``)."""
         text = result.model_dump_json(by_alias=True, exclude_none=True)
         if len(text) > self.limits.idempotency_max_result_bytes:
             log.info("idempotency_result_not_kept", key=key, bytes=len(text))
-            text = ""
+            return ""
+        return text
+
+    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+        text = self._kept(key, result)
         await self._do(lambda: self._settle(keys=[self._idem(key)], args=["completed", repr(expires_at), text]))
 
     async def mark_unknown(self, key: str, *, expires_at: float) -> None:
@@ -279,6 +492,7 @@ class RedisStateStore:
         await self._do(lambda: self.redis.delete(self._idem(key)))
 
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
+        await self._settled(key)
         raw: dict[bytes, bytes] = await self._do(lambda: self.redis.hgetall(self._idem(key)))
         if not raw:
             return None
