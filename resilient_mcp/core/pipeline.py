@@ -45,6 +45,7 @@ from ..stages.idempotency import Idempotency, InFlight, replays_writes, upstream
 from ..stages.observe import AuditSink, Observe
 from ..stages.output import OutputCap
 from ..stages.provenance import Provenance, SessionTaint
+from ..stages.result_errors import success_shaped_failure
 from ..stages.retry import Retry, RetryBudgets
 from ..stages.validate import Validate, suggest_tools
 from ..state import StateStore
@@ -247,6 +248,8 @@ class Pipeline:
                 progress_extends=timeouts.progress_extends,
             )
             fault = classify_result(result, tool=call.tool)
+            if fault is None and call.rule.result_errors:  # a failure the server answered as a success
+                fault = success_shaped_failure(result, call.rule.result_errors, tool=call.tool)
         except Fault as exc:
             fault = exc
         if fault is not None:

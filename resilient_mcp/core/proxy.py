@@ -266,6 +266,15 @@ class Proxy:
         """The host capabilities the proxy refused an upstream on behalf of ``ctx``'s call (so far)."""
         return self._refused.get(id(ctx), set())
 
+    def serve_one_host(self, capabilities: types.ClientCapabilities | None) -> None:
+        """Single-host stdio mode, before ``running``: connect every upstream once, declaring what the host declared
+        in its opening request (``host/opening.py``), or nothing when that is not known (``follow_host`` then
+        reconnects only for a host that turns out to declare more)."""
+        self.single_host = True
+        declared = host_capability_names(capabilities)
+        for up in self.upstreams.values():
+            up.declared = declared
+
     async def follow_host(self, ctx: Ctx) -> None:
         """With a single stdio host, connect every upstream declaring exactly the host's capabilities (once they are
         known), so a server that registers tools only for capable clients lists what this host can use."""

@@ -49,12 +49,13 @@ Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObj
 
 
 def _streamable(fd: int) -> bool:
-    """Whether asyncio can drive ``fd`` as a pipe transport (pipe, socket or character device)."""
+    """Whether asyncio can drive ``fd`` as a pipe transport (pipe, socket or terminal). Other character devices
+    (``/dev/null``) cannot be watched by epoll: the SDK's reader serves them."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 def _on_asyncio() -> bool:

@@ -211,6 +211,59 @@ class ResultInvariants(Strict):
         return bool(self.required or self.fields or self.json_schema is not None)
 
 
+def _check_result_path(path: str) -> str:
+    parts = path.split(".")
+    if parts[0] != "$" or any(not part or part.strip() != part for part in parts[1:]):
+        raise ValueError(
+            f"json_path {path!r} must be $ followed by dot-separated names or array indexes with no empty part "
+            "(e.g. $.result or $.error.code)"
+        )
+    return path
+
+
+def _check_fault_type(name: str) -> str:
+    from ..faults import BY_TYPE
+
+    if not name[:1].isupper() or name not in BY_TYPE:
+        known = ", ".join(sorted(t for t in BY_TYPE if t[:1].isupper()))
+        raise ValueError(f"fault_type {name!r} is not a catalog fault type; use one of: {known}")
+    return name
+
+
+ResultPath = Annotated[str, AfterValidator(_check_result_path)]
+FaultTypeName = Annotated[str, AfterValidator(_check_fault_type)]
+
+
+class ResultError(Strict):
+    """One sign that a successful result is a failure the server did not flag (``isError`` false). Exactly one of
+    ``prefix``, ``contains`` or ``json_path`` (with ``equals``). Matched as plain text, never as a regular
+    expression."""
+
+    prefix: str | None = Field(None, min_length=1, max_length=1000)
+    """The result's text starts with this (after leading white space), e.g. "Database error: "."""
+    contains: str | None = Field(None, min_length=1, max_length=1000)
+    """The result's text contains this anywhere (the first 64 KiB of it are read)."""
+    json_path: ResultPath | None = None
+    """A field of the result's data (structuredContent, else the text parsed as JSON): $ then dotted names or
+    indexes, e.g. $.result; the result is a failure when that field equals `equals`."""
+    equals: str | int | float | bool | None = None
+    """The value json_path must have for the result to be a failure (with json_path only)."""
+    ignore_case: bool = False
+    """Compare prefix / contains / a string `equals` without regard to case."""
+    fault_type: FaultTypeName | None = None
+    """The catalog fault type to report (e.g. D5_state_conflict); unset: the classifier reads the result's text, as
+    it reads an isError result."""
+
+    def model_post_init(self, context: Any, /) -> None:
+        chosen = [name for name in ("prefix", "contains", "json_path") if getattr(self, name) is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                f"a result_errors entry needs exactly one of prefix, contains or json_path (got {chosen or 'none'})"
+            )
+        if ("equals" in self.model_fields_set) != (self.json_path is not None):
+            raise ValueError("equals goes with json_path (and json_path needs equals): set both or neither")
+
+
 class VerifyWith(Strict):
     tool: str
     """A read-only tool (host-visible name) that tells whether a write took effect."""
@@ -249,6 +302,10 @@ class ToolRule(Strict):
     """Output size caps and outputSchema checks (see `output`)."""
     cache: CacheRule = CacheRule()
     """Response cache for read_only tools, off by default (see `cache`)."""
+    result_errors: list[ResultError] = Field(default_factory=list)
+    """Signs that a successful result is a failure the server did not flag (a database error answered as text, a
+    {"result": "error"}): a result matching one of them is reported as a classified fault instead of as data. Empty
+    (the default): a success is never reinterpreted."""
     result_invariants: ResultInvariants | None = None
     """What a successful result must look like (see `result_invariants`); a result that breaks it is reported as a
     suspect result (E5) instead of being passed on as data. None: no checks beyond the outputSchema."""
