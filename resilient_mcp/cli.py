@@ -223,31 +223,21 @@ def _serve(args: argparse.Namespace) -> int:
     if not config.enabled_upstreams():
         raise SourceError(args.config, [f"{args.config}: no enabled upstreams: add one under upstreams:"])
     if not (args.http or config.listen.http) and _stdin_is_null_device():
-        _stdin_at_end()
+        _err(
+            "resilient-mcp: stdin is not connected (/dev/null): no host can reach a stdio proxy, so it stops once "
+            "started. Serve over HTTP (--http HOST:PORT or listen.http), or give it stdin (docker run -i)."
+        )
     return _run_proxy(args, config, policy, base)
 
 
 def _stdin_is_null_device() -> bool:
     """stdin is a character device that is not a terminal (``/dev/null``: ``docker run`` without ``-i``, a service
-    manager): the event loop cannot watch it, so its end would never be seen and a stdio proxy would never stop."""
+    manager): a stdio ``serve`` ends as soon as it reads it (``host/stdio.py`` reads it with the SDK's reader)."""
     try:
         mode = os.fstat(0).st_mode
     except OSError:
         return False
     return stat.S_ISCHR(mode) and not os.isatty(0)
-
-
-def _stdin_at_end() -> None:
-    """Give fd 0 an empty pipe already at its end: a stdio ``serve`` then starts, sees that no host can reach it,
-    and stops (exit 0), as when a host closes stdin."""
-    read_end, write_end = os.pipe()
-    os.close(write_end)
-    os.dup2(read_end, 0)
-    os.close(read_end)
-    _err(
-        "resilient-mcp: stdin is not connected (/dev/null): no host can reach a stdio proxy, so it stops once "
-        "started. Serve over HTTP (--http HOST:PORT or listen.http), or give it stdin (docker run -i)."
-    )
 
 
 def _check(args: argparse.Namespace) -> int:
