@@ -34,6 +34,7 @@ from ..faults import (
     RetrySafety,
     SideEffectStatus,
     Unauthenticated,
+    vocab,
 )
 
 STOP_AFTER = 3
@@ -244,8 +245,19 @@ def _ended(exc: BaseException) -> bool:
 
 
 def _by_words(words: str, what: str, *, permanent_by_default: bool) -> StartFailure:
-    lowered = words.lower()
+    """The verdict the server's words support: the shared vocabularies first (``vocab``: SQLSTATE, Redis, errno,
+    HTTP, ...), then the start-up phrasings below; otherwise ``permanent_by_default``."""
     said = words or None
+    reading = vocab.read(words) if words else None
+    if reading is not None:
+        rule = reading.rule
+        if issubclass(rule.fault, Unauthenticated):
+            return StartFailure(Unauthenticated, True, what + ": authentication failed", said)
+        if rule.transient:
+            return StartFailure(ConnectFailure, False, what, said)
+        if issubclass(rule.fault, PermissionDenied):
+            return StartFailure(PermissionDenied, True, what + ": permission denied", said)
+    lowered = words.lower()
     if _has(lowered, _AUTH):
         return StartFailure(Unauthenticated, True, what + ": authentication failed", said)
     if _has(lowered, _LATER):
