@@ -389,7 +389,7 @@ def show(result: dict[str, Any]) -> None:
             print(f"{name:<22}{t['throughput_per_s']:>9.1f}{t['p50_ms']:>9.3f}{t['p99_ms']:>9.3f}")
     print()
     for key, value in result["summary"].items():
-        print(f"{key:<40}{value:.3f}" if isinstance(value, float) else f"{key:<40}{value}")
+        print(f"{key:<46}{value:.3f}" if isinstance(value, float) else f"{key:<46}{value}")
 
 
 async def ops_pairs(modes: list[Mode], sessions: dict[str, ClientSession], n: int) -> dict[str, list[float]]:
