@@ -34,6 +34,7 @@ from ..faults import (
     RetrySafety,
     SideEffectStatus,
     Unauthenticated,
+    vocab,
 )
 
 STOP_AFTER = 3
@@ -183,8 +184,6 @@ class StartFailure:
 
     def fault(self, upstream: str, stopped: bool) -> Fault:
         """A fresh fault for a call that found the upstream not started (never sent; ask the user when permanent)."""
-        state = "it is not restarted again" if stopped else "it is being restarted"
-        message = f"upstream {upstream!r} could not start ({self.what}); {state}."
         details: dict[str, Any] = {
             "upstream": upstream,
             "startup_failure": True,
@@ -199,15 +198,14 @@ class StartFailure:
         }
         if self.permanent:
             kw |= {"transient": False, "repair_action": RepairAction.ASK_USER, "max_retry": 0}
-            suggestion = (
-                "Tell the user this server could not start and quote its words; the fix is in the server's "
-                "configuration (credentials, arguments, paths), then the host or proxy must be restarted. Do not "
-                "retry the call."
-            )
-        else:
-            suggestion = "The server is being restarted; retry after a short wait."
-        fault = self.kind(message, suggestion=suggestion, **kw)
-        return fault
+        return self.kind.of(
+            "startup_failed",
+            suggest="startup_permanent_advice" if self.permanent else "startup_transient_advice",
+            upstream=upstream,
+            what=self.what,
+            state="it is not restarted again" if stopped else "it is being restarted",
+            **kw,
+        )
 
 
 def classify_start_failure(exc: BaseException, tail: StderrTail | None) -> StartFailure:
@@ -244,8 +242,19 @@ def _ended(exc: BaseException) -> bool:
 
 
 def _by_words(words: str, what: str, *, permanent_by_default: bool) -> StartFailure:
-    lowered = words.lower()
+    """The verdict the server's words support: the shared vocabularies first (``vocab``: SQLSTATE, Redis, errno,
+    HTTP, ...), then the start-up phrasings below; otherwise ``permanent_by_default``."""
     said = words or None
+    reading = vocab.read(words) if words else None
+    if reading is not None:
+        rule = reading.rule
+        if issubclass(rule.fault, Unauthenticated):
+            return StartFailure(Unauthenticated, True, what + ": authentication failed", said)
+        if rule.transient:
+            return StartFailure(ConnectFailure, False, what, said)
+        if issubclass(rule.fault, PermissionDenied):
+            return StartFailure(PermissionDenied, True, what + ": permission denied", said)
+    lowered = words.lower()
     if _has(lowered, _AUTH):
         return StartFailure(Unauthenticated, True, what + ": authentication failed", said)
     if _has(lowered, _LATER):
