@@ -208,8 +208,11 @@ class StartFailure:
         )
 
 
-def classify_start_failure(exc: BaseException, tail: StderrTail | None) -> StartFailure:
-    """The verdict on one failed start, from its exception and what the server wrote meanwhile."""
+def classify_start_failure(exc: BaseException, tail: StderrTail | None, *, served_before: bool = False) -> StartFailure:
+    """The verdict on one failed start, from its exception and what the server wrote meanwhile.
+
+    An exit without decisive words is permanent only for a server that never started in this process: one that has
+    served before and exits on a restart is a crash to retry with backoff (its configuration was fine)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     stderr = _last_lines(tail.text(), 600) if tail is not None else ""
@@ -230,7 +233,7 @@ def classify_start_failure(exc: BaseException, tail: StderrTail | None) -> Start
         if garbage and not stderr:
             what = "it wrote text that is not JSON-RPC on stdout and exited"
             return StartFailure(MalformedResponse, True, what, garbage)
-        return _by_words(stderr, "it exited before answering initialize", permanent_by_default=True)
+        return _by_words(stderr, "it exited before answering initialize", permanent_by_default=not served_before)
     words = f"{type(exc).__name__}: {exc}" + (f" / {stderr}" if stderr else "")
     return _by_words(words, "it could not be connected", permanent_by_default=False)
 
