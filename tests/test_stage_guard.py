@@ -108,6 +108,32 @@ async def test_an_identical_call_after_a_permanent_failure_is_answered_without_c
     assert "repeat_count" not in first.details, "the recorded fault is not mutated"
 
 
+async def test_an_identical_call_after_an_unrecognised_failure_is_let_through_once() -> None:
+    """The proxy did not recognise the error, so it cannot say a repeat fails the same way (a terse "error" from a
+    server that failed once): one identical repeat reaches the upstream, a second is answered by the guard."""
+
+    def unrecognised() -> PermanentExecutionError:
+        return PermanentExecutionError("error", details={"basis": "unrecognised"})
+
+    guard, upstream = make_guard(loop_threshold=3), ScriptedNext([unrecognised(), unrecognised()])
+    await fails_with(guard, upstream)
+    second = await fails_with(guard, upstream)
+    third = await fails_with(guard, upstream)
+    assert len(upstream.calls) == 2
+    assert "short_circuited" not in second.details and second.details["repeat_count"] == 1
+    assert third.details["short_circuited"] is True and third.repair_action is RepairAction.ABORT
+
+
+async def test_an_unrecognised_failure_followed_by_a_success_is_forgotten() -> None:
+    guard, upstream = (
+        make_guard(),
+        ScriptedNext([PermanentExecutionError("error", details={"basis": "unrecognised"}), None]),
+    )
+    await fails_with(guard, upstream)
+    assert not (await guard(make_call(), upstream)).is_error
+    assert len(upstream.calls) == 2
+
+
 async def test_repeating_an_identical_failing_call_up_to_the_threshold_turns_the_advice_into_abort() -> None:
     guard, upstream = make_guard(loop_threshold=3), ScriptedNext([SchemaViolation("bad arguments")])
     await fails_with(guard, upstream)

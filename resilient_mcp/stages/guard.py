@@ -13,7 +13,9 @@ from the ``SessionRule`` and that shared state, and per call:
    call was repeated, ``details.short_circuited`` is true, and from ``loop_threshold`` identical failures on the
    repair action is ``abort``. Faults rule R says an identical call can fix (``repeat.decide``) are let through:
    transient faults (once their ``retry_after`` elapsed, if they had one), a read_only tool's output-schema
-   violation once (one re-read); so are faults that time or a person can change: an open breaker with no reopen
+   violation once (one re-read), and once a fault the rules did not recognise (``basis: unrecognised``: the proxy
+   cannot claim a repeat fails the same way, so one identical repeat is the model's call, and its safety is the
+   idempotency stage's); so are faults that time or a person can change: an open breaker with no reopen
    time, an approval the user declined or cancelled (asking again is the user's decision), and a write blocked
    until its outcome is verified (the idempotency stage lifts that block itself once the session has verified);
 3. counts the outcome: a success forgets the fingerprint, a failure is recorded. Cancellation is not a failure.
@@ -221,6 +223,8 @@ class Guard:
         verdict = decide(fault, call.rule)  # rule R: can an identical call help (its safety is idempotency's)
         if verdict.reason == "reread_once":
             return record.count > verdict.max_repeats
+        if fault.details.get("basis") == "unrecognised":
+            return record.count > 1  # the proxy cannot say a repeat fails the same way: one is the model's call
         if verdict.helps or isinstance(fault, PersistentOutage):
             return False
         if fault.repair_action is RepairAction.VERIFY_STATE or fault.details.get("conflict") == "outcome_unknown":
