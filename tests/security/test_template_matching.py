@@ -17,8 +17,7 @@ import random
 import secrets
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from resilient_mcp.core.catalog import MAX_URI_CHARS, template_matches
 from tests.helpers import RunningProxy, child_env, free_port, proxy_argv, running, wait_healthy, write_yaml
+from tests.security.cpu import cpu_cost
 from tests.security.http_proxy import RawSession
 
 pytestmark = pytest.mark.anyio
@@ -37,20 +37,6 @@ REPO_TEMPLATE = "repo://{owner}/{repo}/{path}/raw"
 TEN_ADJACENT = "x://{a}{b}{c}{d}{e}{f}{g}{h}{i}{j}/end"
 RATIO = 25.0
 """How many times the benign URI's cost a hostile URI of the same length may take (linear: about 1)."""
-
-
-def _cpu_cost(match: Callable[[], object], *, stop_above: float = float("inf"), repeat: int = 200) -> float:
-    """The least thread CPU time of ``repeat`` calls over seven rounds (the least is the one least disturbed); a
-    call that alone costs more than ``stop_above`` ends the measurement (a backtracking matcher takes minutes)."""
-    best = float("inf")
-    for _ in range(7):
-        start = time.thread_time()
-        for _ in range(repeat):
-            match()
-            if time.thread_time() - start > stop_above:
-                return time.thread_time() - start
-        best = min(best, time.thread_time() - start)
-    return best
 
 
 def _benign(head: str, after_scheme: int, tail: str) -> str:
@@ -73,8 +59,8 @@ def test_a_hostile_uri_costs_what_a_benign_one_of_its_length_costs(template: str
     assert len(hostile) == len(benign)
     assert template_matches(template, benign)
     assert not template_matches(template, hostile)
-    benign_s = _cpu_cost(lambda: template_matches(template, benign))
-    hostile_s = _cpu_cost(lambda: template_matches(template, hostile), stop_above=RATIO * benign_s)
+    benign_s = cpu_cost(lambda: template_matches(template, benign))
+    hostile_s = cpu_cost(lambda: template_matches(template, hostile), stop_above=RATIO * benign_s)
     assert hostile_s <= RATIO * benign_s, f"hostile {hostile_s:.6f} s vs benign {benign_s:.6f} s (CPU)"
 
 
@@ -84,8 +70,8 @@ def test_the_cost_grows_linearly_with_the_uri() -> None:
     long = "repo://" + "a/" * 4000 + "b/raw"
     template = "repo://{owner}/{repo}~{path}/raw"  # "~" is never found: searched to the end of the URI
     assert not template_matches(template, short) and not template_matches(template, long)
-    short_s = _cpu_cost(lambda: template_matches(template, short))
-    long_s = _cpu_cost(lambda: template_matches(template, long), stop_above=30 * short_s)
+    short_s = cpu_cost(lambda: template_matches(template, short))
+    long_s = cpu_cost(lambda: template_matches(template, long), stop_above=30 * short_s)
     assert long_s <= 3 * 10 * short_s, f"10x the URI cost {long_s / short_s:.1f}x"
 
 
