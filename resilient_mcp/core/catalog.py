@@ -50,6 +50,8 @@ class Catalog:
     templates: list[tuple[str, types.ResourceTemplate]] = field(default_factory=list)
     prefixes: dict[str, str] = field(default_factory=dict)
     """upstream name -> the prefix its names carry ("" when unprefixed)."""
+    refused: list[str] = field(default_factory=list)
+    """Why each name an upstream offered is not routed to it (a clash, or another upstream's prefix)."""
 
     def prompt_list(self) -> list[types.Prompt]:
         return [
@@ -123,15 +125,50 @@ def public_name(name: str, prefix: str) -> str:
     return name if _bare_match(name, prefix) else prefix + name
 
 
-def build_catalog(upstreams: Mapping[str, Upstream], prefixes: Mapping[str, str], *, strict: bool) -> Catalog:
-    """Aggregate. With ``strict`` a name clash raises ``CatalogConflict``; otherwise the first upstream keeps it."""
+def prefix_owner(public: str, prefixes: Mapping[str, str]) -> str | None:
+    """The upstream whose (non-empty) prefix ``public`` starts with, the longest prefix first; None when none."""
+    best: tuple[int, str] | None = None
+    for upstream, prefix in prefixes.items():
+        if prefix and public.startswith(prefix) and (best is None or len(prefix) > best[0]):
+            best = (len(prefix), upstream)
+    return best[1] if best is not None else None
+
+
+def build_catalog(
+    upstreams: Mapping[str, Upstream],
+    prefixes: Mapping[str, str],
+    *,
+    strict: bool,
+    previous: Catalog | None = None,
+) -> Catalog:
+    """Aggregate. With ``strict`` a name clash raises ``CatalogConflict``; otherwise the name's owner keeps it: the
+    upstream that had it in ``previous`` (the routing in force), else the first upstream in the configuration.
+
+    A name in another upstream's prefix (``victim__read_file`` offered by an unprefixed upstream) is never taken:
+    it is refused (``tool_name_refused`` in the log, ``Catalog.refused``), whether or not its owner offers it now,
+    so an upstream cannot take over another's tool by adding it at runtime with ``list_changed``."""
     cat = Catalog(prefixes=dict(prefixes))
     conflicts: list[str] = []
+    owners = {name: e.upstream for name, e in previous.tools.items()} if previous is not None else {}
     for up_name, up in upstreams.items():
         prefix = prefixes.get(up_name, "")
         for tool in up.catalog.tools:
             public = public_name(tool.name, prefix)
-            clash = _add(cat.tools, Entry(public, up_name, tool.name, tool=tool), "tool")
+            owner = prefix_owner(public, prefixes)
+            if owner is not None and owner != up_name:
+                why = (
+                    f"tool {public!r} of upstream {up_name!r} is named in upstream {owner!r}'s prefix "
+                    f"({prefixes[owner]!r}): refused, {owner!r} keeps the name"
+                )
+                log.warning("tool_name_refused", tool=public, upstream=up_name, owner=owner, reason=why)
+                cat.refused.append(why)
+                continue
+            entry = Entry(public, up_name, tool.name, tool=tool)
+            incumbent = cat.tools.get(public)
+            if incumbent is not None and owners.get(public) == up_name:  # the name was this upstream's: it stays
+                cat.tools[public] = entry
+                entry = incumbent
+            clash = _add(cat.tools, entry, "tool")
             if clash:
                 conflicts.append(clash)
             _check_name(public, up_name)
@@ -152,6 +189,7 @@ def build_catalog(upstreams: Mapping[str, Upstream], prefixes: Mapping[str, str]
             raise CatalogConflict("; ".join(conflicts))
         for c in conflicts:
             log.error("name_conflict", detail=c)
+        cat.refused.extend(conflicts)
     return cat
 
 

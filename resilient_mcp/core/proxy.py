@@ -207,7 +207,7 @@ class Proxy:
 
     def rebuild(self, *, strict: bool = False) -> None:
         """Recompute the catalog and compile one chain per visible tool; swap the routing in one assignment."""
-        catalog = build_catalog(self.upstreams, self.prefixes, strict=strict)
+        catalog = build_catalog(self.upstreams, self.prefixes, strict=strict, previous=self.router.routing.catalog)
         chains: dict[str, CompiledTool] = {}
         visible: list[types.Tool] = []
         for name, entry in catalog.tools.items():
