@@ -49,12 +49,34 @@ def test_a_policy_file_truncated_while_being_rewritten_keeps_its_denies(tmp_path
 
     path.write_text("")  # the editor truncates ...
     os.utime(path, ns=(1, 1))
+    assert watcher.check_now() is False  # changed: read once it stays the same for one check
     assert watcher.check_now() is False
     assert applied == [] and watcher.rejected == 1
 
     path.write_text('deny: ["delete_*", "drop_*"]\n')  # ... then writes
+    assert watcher.check_now() is False
     assert watcher.check_now() is True
     assert _denied(applied[-1], "delete_all") and _denied(applied[-1], "drop_table")
+
+
+def test_a_policy_file_written_in_place_in_two_chunks_is_read_only_once_whole(tmp_path: Path) -> None:
+    """Issue 20.15: the first chunk parses as a valid policy without the second chunk's deny; it is never applied."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(DENY)
+    applied: list[Policy] = []
+    watcher = PolicyWatcher(lambda: [path], applied.append)
+
+    with path.open("w") as out:  # in place: truncated, then written in two chunks with a poll between them
+        out.write("observations: {level: L2}\n")
+        out.flush()
+        assert watcher.check_now() is False
+        out.write('deny: ["delete_*", "drop_*"]\n')
+        out.flush()
+        assert watcher.check_now() is False
+    assert watcher.check_now() is True  # unchanged since the last check: read whole
+    assert applied and all(_denied(policy, "delete_all") for policy in applied)
+    assert _denied(applied[-1], "drop_table")
+    assert watcher.check_now() is False and len(applied) == 1
 
 
 def test_a_corrupt_state_database_is_one_line_naming_the_file_and_exit_code_2(tmp_path: Path) -> None:
