@@ -18,6 +18,7 @@ import pytest
 from resilient_mcp.policy import Policy
 from resilient_mcp.policy.files import PolicyWatcher, load_policy
 from resilient_mcp.policy.source import SourceError
+from resilient_mcp.state import sqlite as sql
 from tests.helpers import child_env, proxy_argv
 
 HOSTILE = Path(__file__).with_name("hostile_upstream.py")
@@ -96,3 +97,31 @@ def test_a_corrupt_state_database_is_one_line_naming_the_file_and_exit_code_2(tm
     assert len(lines) == 1, lines
     assert str(state / "state.sqlite3") in lines[0] and "Move that file aside" in lines[0]
     assert "Traceback" not in lines[0]
+
+
+def test_a_state_database_damaged_in_the_middle_is_the_same_one_line(tmp_path: Path) -> None:
+    """Issue 20.15: a valid header and schema, garbage pages in the middle: three tracebacks before (the prune on
+    open, the worker's maintenance, the task group), now the one line and exit code 2."""
+    state = tmp_path / "state"
+    path = state / "state.sqlite3"
+    conn, _ = sql.connect(f"file:{path}", path)
+    rows = [(f"key{i:06d}", "h" * 64, "t", "completed", "x" * 200, 0.0, float(i)) for i in range(2000)]
+    conn.executemany("INSERT INTO idempotency VALUES (?,?,?,?,?,?,?)", rows)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    size = path.stat().st_size
+    with path.open("r+b") as db:
+        db.seek(size // 2)
+        db.write(b"\xde\xad\xbe\xef" * 4096)
+    done = subprocess.run(
+        proxy_argv("wrap", "--state-dir", str(state), "--", sys.executable, str(HOSTILE)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=EXIT_S,
+        env=child_env(),
+        check=False,
+    )
+    lines = [line for line in done.stderr.decode().splitlines() if line.strip() and '"upstream"' not in line]
+    assert done.returncode == 2, done.stderr.decode()[-2000:]
+    assert len(lines) == 1, lines
+    assert "malformed" in lines[0] and str(path) in lines[0] and "Move that file aside" in lines[0]
