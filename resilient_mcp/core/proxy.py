@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from ..policy import Policy
 from ..policy.config import ProxyConfig
+from ..stages.provenance import mark_description
 from ..upstream import TransportFactory, Upstream, host_capability_names
 from ..upstream.bridge import Bridges
 from .catalog import CatalogConflict, build_catalog, prefixes_for
@@ -215,7 +216,7 @@ class Proxy:
                 continue
             assert entry.tool is not None
             chains[name] = self.pipeline.compile(entry)
-            visible.append(entry.tool.model_copy(update={"name": name}))
+            visible.append(mark_description(entry.tool, entry.upstream).model_copy(update={"name": name}))
         visible.extend(t for t in self.pipeline.proxy_tools() if t.name not in catalog.tools)
         self.router.stale = False
         self.router.routing = Routing(catalog=catalog, chains=chains, visible_tools=visible)

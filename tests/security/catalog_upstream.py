@@ -4,7 +4,9 @@ upstream for resource templates, runtime tool shadowing and ``list_changed`` sto
 ``--tool NAME`` (repeatable)
     a tool listed from the start (besides the built-in ones below); called, it answers ``NAME ran``;
 ``--template URI_TEMPLATE`` (repeatable)
-    a resource template it lists.
+    a resource template it lists;
+``--description TEXT``
+    the description of the ``--tool`` tools (default: ``The NAME tool.``).
 
 Tools:
 
@@ -57,8 +59,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tool", action="append", default=[])
     parser.add_argument("--template", action="append", default=[])
+    parser.add_argument("--description")
     args = parser.parse_args()
-    extra: list[dict[str, Any]] = [_tool(name, f"The {name} tool.") for name in args.tool]
+    extra: list[dict[str, Any]] = [_tool(name, args.description or f"The {name} tool.") for name in args.tool]
     templates = [{"uriTemplate": t, "name": f"template {i}"} for i, t in enumerate(args.template)]
     lists = 0
     held: list[tuple[Any, str]] = []
