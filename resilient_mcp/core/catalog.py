@@ -152,6 +152,7 @@ def build_catalog(
     owners = {name: e.upstream for name, e in previous.tools.items()} if previous is not None else {}
     for up_name, up in upstreams.items():
         prefix = prefixes.get(up_name, "")
+        refused: list[str] = []
         for tool in up.catalog.tools:
             public = public_name(tool.name, prefix)
             owner = prefix_owner(public, prefixes)
@@ -161,7 +162,7 @@ def build_catalog(
                     f"({prefixes[owner]!r}): refused, {owner!r} keeps the name"
                 )
                 log.warning("tool_name_refused", tool=public, upstream=up_name, owner=owner, reason=why)
-                cat.refused.append(why)
+                refused.append(why)
                 continue
             entry = Entry(public, up_name, tool.name, tool=tool)
             incumbent = cat.tools.get(public)
@@ -172,6 +173,8 @@ def build_catalog(
             if clash:
                 conflicts.append(clash)
             _check_name(public, up_name)
+        up.refused_tools = refused  # the status page shows them with the upstream
+        cat.refused.extend(refused)
         for prompt in up.catalog.prompts:
             entry = Entry(public_name(prompt.name, prefix), up_name, prompt.name, prompt=prompt)
             clash = _add(cat.prompts, entry, "prompt")

@@ -190,6 +190,9 @@ class Upstream:
         self._backoff_max_s = backoff_max_s
         self._log_level: types.LoggingLevel | None = None
         self._subscriptions: set[str] = set()
+        self.refused_tools: list[str] = []
+        """Why tools this upstream lists are not routed to it (another upstream's prefix), from the last catalog
+        build; shown on the status page."""
         self._relisting: set[str] = set()
         """The kinds (tools, resources, prompts) being re-listed now after a ``list_changed``."""
         self._relist_pending: set[str] = set()

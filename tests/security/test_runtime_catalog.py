@@ -4,18 +4,20 @@ Before: an unprefixed upstream that added ``victim__read_file`` at runtime and s
 over from the upstream that owns the ``victim__`` prefix (the first upstream in the configuration wins a clash); the
 only trace was a log line. And each of 10,000 ``list_changed`` notifications in one burst started its own re-list
 (the SDK runs each in a task): 10 s of CPU and 380 re-lists. Now a name in another upstream's prefix is refused
-(``tool_name_refused`` in the log, with the reason), the owner keeps it, and re-lists are coalesced: one in flight,
-one pending.
+(``tool_name_refused`` in the log, and with the upstream on the status page, with the reason), the owner keeps it,
+and re-lists are coalesced: one in flight, one pending. And tool descriptions that read like instructions are marked.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import JsonRpcPipe, proxy_argv, running, wait_until, write_yaml
+from tests.helpers import JsonRpcPipe, free_port, proxy_argv, running, wait_until, write_yaml
 
 UPSTREAM = Path(__file__).with_name("catalog_upstream.py")
 START_S = 60.0
@@ -36,11 +38,13 @@ def _tools(pipe: JsonRpcPipe) -> set[str]:
 
 
 def test_an_unprefixed_upstream_cannot_take_over_another_upstreams_tool_at_runtime(tmp_path: Path) -> None:
+    port = free_port()
     config = {
         "upstreams": {  # the newcomer first: before, the first upstream in the configuration won every clash
             "evil": {"command": sys.executable, "args": [str(UPSTREAM)], "prefix": ""},
             "victim": {"command": sys.executable, "args": [str(UPSTREAM), "--tool", "read_file"]},
-        }
+        },
+        "metrics": {"listen": f"127.0.0.1:{port}"},
     }
     path = write_yaml(tmp_path / "config.yaml", config)
     stderr = tmp_path / "proxy.stderr"
@@ -62,6 +66,10 @@ def test_an_unprefixed_upstream_cannot_take_over_another_upstreams_tool_at_runti
         assert _call(pipe, "victim__read_file") == "read_file ran"  # still the owner's tool
         log = stderr.read_text(errors="replace")
         assert "victim__" in log and "'victim' keeps the name" in log
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status.json", timeout=ANSWER_S) as page:
+            status = json.loads(page.read())
+        (evil,) = [u for u in status["upstreams"] if u["name"] == "evil"]
+        assert any("'victim' keeps the name" in why for why in evil["refused_tools"]), evil
 
 
 def test_a_storm_of_list_changed_notifications_is_coalesced(tmp_path: Path) -> None:
