@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Any
 
 import anyio
 import structlog
@@ -15,6 +16,7 @@ import structlog
 from .core.catalog import CatalogConflict
 from .core.proxy import Proxy
 from .core.routing import CallLayer
+from .host.opening import declared_capabilities, read_opening
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
 from .ops.runtime import Ops, OpsUnavailable
@@ -22,8 +24,13 @@ from .policy import Policy, PolicyFile
 from .policy.config import ProxyConfig, StdioUpstream, command_problem, split_host_port
 from .policy.files import PolicyWatcher
 from .state.sqlite import StateError
+from .upstream import Upstream
 
 log = structlog.get_logger(__name__)
+
+HOST_OPENING_S = 2.0
+"""How long a stdio proxy waits for the host's opening request before starting its upstreams without knowing the
+host's capabilities (a host sends it at once: it is normally in the pipe before the proxy has finished importing)."""
 
 
 class StartupError(Exception):
@@ -47,6 +54,28 @@ async def _signals(stop: anyio.CancelScope) -> None:
 
 
 async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base: PolicyFile | None, ops: Ops) -> None:
+    if listen_at:
+        await _serve_on(proxy, config, listen_at, base, ops, None)
+        return
+    refused: CatalogConflict | StateError | None = None
+    async with stdio_transport() as (read, write):
+        # The host's opening request first: each upstream then starts once, with the host's own capabilities.
+        opening, replay = await read_opening(read, HOST_OPENING_S)
+        proxy.serve_one_host(declared_capabilities(opening))
+        try:
+            await _serve_on(proxy, config, None, base, ops, (replay, write))
+        except (CatalogConflict, StateError) as exc:  # raised outside the transport's task group, unwrapped
+            refused = exc
+        finally:
+            await write.aclose()  # (the server closes it when it ran; the SDK's transport waits for that)
+    if refused is not None:
+        raise refused
+    log.info("stdin_closed")
+
+
+async def _serve_on(
+    proxy: Proxy, config: ProxyConfig, listen_at: str | None, base: PolicyFile | None, ops: Ops, stdio: Any
+) -> None:
     async with proxy.running() as p, anyio.create_task_group() as tg:
         if config.policy_paths():
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
@@ -62,10 +91,8 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
             host, port = split_host_port(listen_at)
             await serve_http(p, server, host, port, config.listen, ops)
         else:
-            p.single_host = True  # one host: upstreams follow its capabilities (see Proxy.follow_host)
-            async with stdio_transport() as (read, write):
-                await server.run(read, write, init_options(server))
-            log.info("stdin_closed")
+            read, write = stdio
+            await server.run(read, write, init_options(server))
         tg.cancel_scope.cancel()
 
 
@@ -77,7 +104,7 @@ def startup_notice(proxy: Proxy) -> str | None:
     if not down:
         return None
     tools = len(proxy.routing.visible_tools)
-    reasons = "; ".join(f"{name!r}: {up.last_error or up.state}" for name, up in down.items())
+    reasons = "; ".join(f"{name!r}: {_why_down(up)}" for name, up in down.items())
     if tools == 0:
         log.error(
             "no_tools_available",
@@ -92,6 +119,15 @@ def startup_notice(proxy: Proxy) -> str | None:
         f"NOTICE: {head} ({reasons}). Their tools are missing (they appear once the server starts). Tell the user; "
         "the fix is in the proxy's configuration or the server's installation, not in the tool calls."
     )
+
+
+def _why_down(up: Upstream) -> str:
+    """The upstream's fault type and what happened, the server's own words short and fenced as untrusted (the notice
+    goes into the MCP instructions, which hosts put in the model's prompt: an upstream must not write them)."""
+    failure = up.start_failure
+    if failure is None:
+        return up.state
+    return ("not restarted: " if up.given_up else "") + failure.summary()
 
 
 def _with_notice(instructions: str | None, notice: str | None) -> str | None:

@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--config", metavar="FILE")
     e.add_argument("--policy", action="append", default=[], metavar="FILE")
     e.add_argument("--upstream", help="the upstream (default: found by the tool's prefix, or the only one)")
+    e.add_argument(
+        "--connect",
+        action="store_true",
+        help="start the upstreams: an unknown tool is said so (with close names), a known one gets its annotations",
+    )
     e.add_argument("tool", help="the tool's host-visible name")
 
     a = sub.add_parser("audit", help="show recent tool calls from the audit trail")
@@ -139,6 +144,8 @@ def load_setup(
     For a program that builds the proxy itself (``Proxy(config, policy, Pipeline)``). Raises ``SourceError`` naming
     file, line and key."""
     config = load_config(config_path) if config_path else ProxyConfig()
+    if config.host.itself:
+        raise SourceError(str(config_path), config.host.itself)
     extra = [Path(p).resolve() for p in policies]
     if extra:
         config = config.model_copy(update={"policies": [*config.policies, *map(str, extra)]})
@@ -146,7 +153,7 @@ def load_setup(
         from .chaos.inject import injector_for
 
         injector_for(config)
-    return config, load_policy(config.policy_paths(), _host_policy(config))
+    return config, load_policy(config.policy_paths(), _host_policy(config)).mark_local(config.local_upstreams())
 
 
 def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:

@@ -5,25 +5,47 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import anyio
+import mcp_types as types
 
 from .core.catalog import Catalog, CatalogConflict, prefixes_for, public_name
 from .core.pipeline import Pipeline
 from .core.proxy import Proxy
+from .core.routing import retried_on
 from .policy import Policy
 from .policy.config import ProxyConfig, StdioUpstream, command_problem
 from .policy.hostfiles import describe
 from .stages.idempotency import identical_call
+from .stages.validate import suggest_tools
 
 Loader = Callable[[argparse.Namespace], tuple[ProxyConfig, Policy]]
 
 
 def _out(text: str) -> None:
     sys.stdout.write(text.rstrip() + "\n")
+
+
+PORTABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What every popular model API accepts as a function name (OpenAI's ``^[a-zA-Z0-9_-]{1,64}$``; Anthropic's and
+Gemini's rules are as strict or looser)."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why some hosts or model APIs refuse ``name`` as a tool (function) name, or None."""
+    if PORTABLE_NAME.fullmatch(name):
+        return None
+    problems = []
+    if len(name) > 64:
+        problems.append(f"{len(name)} characters (at most 64)")
+    odd = sorted({c for c in name if not (c.isascii() and (c.isalnum() or c in "_-"))})
+    if odd:
+        problems.append("the character(s) " + " ".join(repr(c) for c in odd[:8]))
+    return ", ".join(problems) + " refused by OpenAI-style function names (^[a-zA-Z0-9_-]{1,64}$)"
 
 
 def _catalog(config: ProxyConfig, policy: Policy) -> tuple[dict[str, Any], int]:
@@ -47,6 +69,7 @@ def _catalog(config: ProxyConfig, policy: Policy) -> tuple[dict[str, Any], int]:
                         "effect": rule.effect.value,
                         "upstream_name": entry.name,
                         "effect_from": policy.effect_source(entry.upstream, rule, annotations),
+                        "retried_on": retried_on(rule),
                         "identical_call": identical_call(rule, entry.tool),
                     }
                 )
@@ -87,6 +110,14 @@ def check(args: argparse.Namespace, load: Loader) -> int:
         sys.stderr.write(f"resilient-mcp: name conflict: {exc}\n")
         return 2
     _out(json.dumps(report, indent=2))
+    for name, up in report.items():
+        for tool in up["tools"]:
+            problem = name_problem(tool["name"])
+            if problem is not None and not tool.get("hidden_by_policy"):
+                sys.stderr.write(
+                    f"warning: tool {tool['name'][:100]!r} of upstream {name!r}: {problem}; a shorter prefix "
+                    f"(prefix: in the config) or a policy deny avoids it\n"
+                )
     if code:
         failed = [n for n, r in report.items() if r["state"] != "ready"]
         sys.stderr.write(f"upstream(s) not available: {', '.join(failed)}\n")
@@ -103,22 +134,50 @@ def explain(args: argparse.Namespace, load: Loader) -> int:
     prefix = prefixes.get(upstream, "") if upstream else ""
     tool = args.tool[len(prefix) :] if prefix and args.tool.startswith(prefix) else args.tool
     public = public_name(tool, prefix) if prefix else tool
-    rule = policy.resolve(upstream, tool, public)
+    annotations = None
+    if getattr(args, "connect", False):
+        known = _known_tools(config, policy)
+        public = args.tool if args.tool in known else public
+        if public not in known:
+            close = suggest_tools(args.tool, list(known))
+            hint = f"; close names: {', '.join(close)}" if close else ""
+            sys.stderr.write(f"unknown tool {args.tool[:200]!r}: no upstream offers it{hint}\n")
+            return 1
+        upstream, tool, annotations = known[public]
+    rule = policy.resolve(upstream, tool, public, annotations)
     report = {
         "tool": public,
         "upstream": upstream or None,
         "upstream_tool_name": tool,
         "visible": policy.is_visible(upstream, tool, public),
         "policy_files": policy.sources,
-        "note": "annotations are used only for upstreams with trust_annotations: true (not consulted here; "
-        "check --connect shows the effect with the server's annotations)",
+        "note": "checked against the servers' tools, with their annotations"
+        if getattr(args, "connect", False)
+        else "not checked against the servers' tools, nor their annotations (a local stdio server's readOnlyHint "
+        "makes a tool read_only unless trust_annotations: false): explain --connect says whether the tool exists "
+        "and resolves it with its annotations",
         "rule": json.loads(rule.model_dump_json()),
-        "effect_from": policy.effect_source(upstream, rule, None),
+        "effect_from": policy.effect_source(upstream, rule, annotations),
         "idempotency_on": rule.idempotency_on,
         "identical_call": identical_call(rule, None),
     }
     _out(json.dumps(report, indent=2))
     return 0
+
+
+def _known_tools(config: ProxyConfig, policy: Policy) -> dict[str, tuple[str, str, types.ToolAnnotations | None]]:
+    """Every host-visible tool name of the running upstreams -> (upstream, upstream's name, annotations)."""
+    known: dict[str, tuple[str, str, types.ToolAnnotations | None]] = {}
+
+    async def run() -> None:
+        proxy = Proxy(config, policy, Pipeline)
+        async with proxy.running():
+            for public, entry in proxy.routing.catalog.tools.items():
+                annotations = entry.tool.annotations if entry.tool is not None else None
+                known[public] = (entry.upstream, entry.name, annotations)
+
+    anyio.run(run)
+    return known
 
 
 def audit(args: argparse.Namespace) -> int:

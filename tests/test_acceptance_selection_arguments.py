@@ -308,7 +308,7 @@ async def test_an_argument_rejection_with_an_unchanged_schema_is_passed_on_as_th
             result = await h.client.call_tool("search", {"query": "a"})
     obs = observation(result)
     assert classification(obs) == ("B", "B2_schema_violation", False, "rejected", "none", "fix_parameter", 0)
-    assert obs["details"] == {"schema_drift_candidate": True, "input_schema_unchanged": True}
+    assert obs["details"] == {"schema_drift_candidate": True, "input_schema_unchanged": True, "basis": "standard_code"}
     assert up.count("search") == 1
 
 
@@ -328,7 +328,7 @@ async def test_an_upstream_without_tool_calls_is_a_protocol_mismatch_that_is_not
         async with proxied({"only": up.server()}) as h:
             obs = observation(await h.client.call_tool("search", {}))
     assert classification(obs) == ("A", "A4_protocol_or_capability_mismatch", False, "rejected", "none", "degrade", 0)
-    assert obs["details"] == {"variant": "c"}
+    assert obs["details"] == {"variant": "c", "basis": "standard_code"}
     assert up.count("search") == 1
 
 
@@ -339,7 +339,7 @@ async def test_a_missing_client_capability_names_it_and_advises_abort() -> None:
         async with proxied({"only": up.server()}) as h:
             obs = observation(await h.client.call_tool("summarize", {}))
     assert classification(obs) == ("A", "A4_protocol_or_capability_mismatch", False, "rejected", "none", "abort", 0)
-    assert obs["details"] == {"variant": "d", "missing_capability": "sampling"}
+    assert obs["details"] == {"variant": "d", "missing_capability": "sampling", "basis": "standard_code"}
     assert up.count("summarize") == 1
 
 
@@ -456,7 +456,12 @@ async def test_a_typed_semantic_rejection_names_the_field_and_is_not_repeated_fo
         "fix_parameter",
         0,
     )
-    assert obs["details"] == {"error_type": "invalid_argument", "upstream_retryable": False, "field": "start"}
+    assert obs["details"] == {
+        "error_type": "invalid_argument",
+        "upstream_retryable": False,
+        "field": "start",
+        "basis": "typed_hint",
+    }
     assert obs["upstream_message"] == {"untrusted": True, "text": "start must be in the future"}
     assert "'start'" in obs["suggestion"]
     assert second["repeat_count"] == 1 and second["retry_safety"] == "not_sent"

@@ -451,6 +451,51 @@ async def test_a_read_failing_with_json_rpc_internal_error_is_retried_once_then_
     assert recorder.delays == full_jitter(0.1)
 
 
+def bare_internal_error(args: dict[str, Any]) -> types.CallToolResult:
+    raise MCPError(types.INTERNAL_ERROR, "Internal error")
+
+
+def sql_syntax_error(args: dict[str, Any]) -> types.CallToolResult:
+    raise MCPError(types.INTERNAL_ERROR, 'ERROR: syntax error at or near "selec" (SQLSTATE 42601)')
+
+
+async def test_a_read_failing_with_a_bare_internal_error_is_unrecognised_and_never_repeated_by_the_proxy() -> None:
+    """Issue 19: a bare -32603 is no evidence of a transient fault. Even on a read_only tool (where rule R would allow
+    a repeat) the retry stage does not repeat a fault the rules did not recognise, and the model is told so."""
+    up = shop(search=bare_internal_error)
+    recorder = SleepRecorder()
+    async with over_link(up, {"search": rule("read_only")}, recorder) as (h, _):
+        result = await call(h, "search", {"q": "x"})
+    obs = observation(result)
+    assert core(obs) == {
+        "fault_type": "D4_permanent_execution_error",
+        "retry_safety": "maybe_executed",
+        "side_effect_status": "unknown",
+        "repair_action": "switch_tool",
+        "max_retry": 0,
+        "attempts": ["D4_permanent_execution_error"],
+    }
+    assert obs["is_transient"] is False and obs["details"]["basis"] == "unrecognised"
+    assert "unrecognised" in obs["suggestion"] and obs["upstream_message"]["text"] == "Internal error"
+    assert up.count("search") == 1
+    assert recorder.delays == []
+
+
+async def test_a_read_failing_with_an_sql_syntax_error_as_internal_error_is_a_wrong_argument_sent_once() -> None:
+    up = shop(search=sql_syntax_error)
+    recorder = SleepRecorder()
+    async with over_link(up, {"search": rule("read_only")}, recorder) as (h, _):
+        result = await call(h, "search", {"q": "selec"})
+    obs = observation(result)
+    assert (obs["fault_type"], obs["repair_action"], obs["is_transient"]) == (
+        "B4_semantic_argument_rejection",
+        "fix_parameter",
+        False,
+    )
+    assert obs["details"]["basis"] == "standard_code" and obs["details"]["vocabulary"] == "sqlstate"
+    assert up.count("search") == 1 and recorder.delays == []
+
+
 # --- D2 rate_limited ------------------------------------------------------------------------------------------------
 
 

@@ -210,7 +210,11 @@ async def test_wrap_with_a_fault_plan_injects_a_timeout_and_a_rate_limit_in_fron
     }
     # convert_time is a read: its typed rate limits are retried (an untrusted upstream's "did not run" would not get a
     # write retried, rule R)
-    policy = {"defaults": {"timeouts": {"attempt_s": 1}}, "tools": {"convert_time": {"effect": "read_only"}}}
+    # get_current_time is a write here (the policy's effect wins over the server's readOnlyHint): not retried
+    policy = {
+        "defaults": {"effect": "write_unsafe", "timeouts": {"attempt_s": 1}},
+        "tools": {"convert_time": {"effect": "read_only"}},
+    }
     convert = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
     with anyio.fail_after(60):
         async with _wrap(tmp_path, plan, policy) as client:
@@ -224,7 +228,7 @@ async def test_wrap_with_a_fault_plan_injects_a_timeout_and_a_rate_limit_in_fron
             exhausted = await client.call_tool("convert_time", convert)
     observation = timed_out.meta[FAULT_META_KEY]
     assert timed_out.is_error and observation["fault_type"] == "C3_attempt_timeout" and timeout_s >= 1.0
-    assert observation["repair_action"] == "verify_state"  # unnamed tools are writes: not retried, verify
+    assert observation["repair_action"] == "verify_state"  # a write: not retried, verify
     attempts = absorbed.meta["io.github.resilient-mcp/attempts"]
     assert not absorbed.is_error and [a["outcome"] for a in attempts] == ["D2_rate_limited", "ok"]
     assert attempts[1]["delay_before_ms"] >= 1000 and absorbed_s >= 1.0  # Retry-After honoured

@@ -1,7 +1,8 @@
 """Classification fixes found with real servers (issue 8 item 6), through the real client → proxy → upstream path.
 
-- A JSON-RPC -32603 from a live upstream is that tool's execution error: it counts toward the tool's circuit and
-  never opens the upstream's, so other tools of a healthy server stay served.
+- A JSON-RPC -32603 from a live upstream is that tool's execution error: its message is read like any other error
+  text (issue 19); a transient one counts toward the tool's circuit and never opens the upstream's, so other tools
+  of a healthy server stay served. A bare -32603 is unrecognised: never transient.
 - An empty or non-JSON body answering a ``tools/call`` POST of an HTTP upstream (on 127.0.0.1) is a malformed
   response (E1) that may have executed, not "malformed arguments": a read is retried, a write is told to verify.
 """
@@ -15,7 +16,13 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.faults import MalformedArguments, MalformedResponse, RetrySafety, TransientExecutionError
+from resilient_mcp.faults import (
+    MalformedArguments,
+    MalformedResponse,
+    PermanentExecutionError,
+    RetrySafety,
+    TransientExecutionError,
+)
 from resilient_mcp.faults.classify import classify_exception
 from tests.fixtures.fault_links import (
     HttpFault,
@@ -37,7 +44,7 @@ VERIFY = {"tool": "get_order", "args": {"order_id": "{order_id}"}}
 
 
 def internal_error(args: dict[str, Any]) -> types.CallToolResult:
-    raise MCPError(types.INTERNAL_ERROR, "Internal error: ENOENT: no such file or directory")
+    raise MCPError(types.INTERNAL_ERROR, "Internal error: ECONNRESET: the backend closed the connection")
 
 
 async def test_five_internal_errors_in_a_row_open_only_that_tools_circuit_and_other_tools_stay_served() -> None:
@@ -64,8 +71,12 @@ async def test_five_internal_errors_in_a_row_open_only_that_tools_circuit_and_ot
 
 def test_an_internal_error_is_the_tools_own_and_may_have_executed() -> None:
     fault = classify_exception(MCPError(types.INTERNAL_ERROR, "boom"), sent=True)
-    assert isinstance(fault, TransientExecutionError) and fault.tool_level
-    assert fault.retry_safety is RetrySafety.MAYBE_EXECUTED
+    assert isinstance(fault, PermanentExecutionError) and fault.tool_level and not fault.is_transient
+    assert fault.retry_safety is RetrySafety.MAYBE_EXECUTED and fault.details["basis"] == "unrecognised"
+    reset = classify_exception(MCPError(types.INTERNAL_ERROR, "Internal error: ECONNRESET"), sent=True)
+    assert isinstance(reset, TransientExecutionError) and reset.tool_level and reset.is_transient
+    missing = classify_exception(MCPError(types.INTERNAL_ERROR, "Internal error: ENOENT: no such file"), sent=True)
+    assert isinstance(missing, PermanentExecutionError) and missing.details["basis"] == "standard_code"
 
 
 @pytest.mark.parametrize(

@@ -70,9 +70,18 @@ EXCEPTIONS: list[tuple[str, BaseException, bool, type[f.Fault], S, bool, int | N
     ("invalid-request", MCPError(-32600, "Invalid request"), True, f.MalformedArguments, S.REJECTED, False, None),
     ("session-terminated", MCPError(-32600, "Session terminated"), True, f.ConnectionLost, S.REJECTED, True, None),
     ("parse-error", MCPError(-32700, "Parse error"), True, f.MalformedArguments, S.REJECTED, False, None),
-    (
+    (  # a bare -32603 says nothing of the fault: unrecognised, never transient (issue 19)
         "internal-error",
         MCPError(-32603, "Internal server error"),
+        True,
+        f.PermanentExecutionError,
+        S.MAYBE_EXECUTED,
+        False,
+        None,
+    ),
+    (  # its message is read like any other error text
+        "internal-error-worded",
+        MCPError(-32603, "backend temporarily unavailable"),
         True,
         f.TransientExecutionError,
         S.MAYBE_EXECUTED,
@@ -116,7 +125,15 @@ EXCEPTIONS: list[tuple[str, BaseException, bool, type[f.Fault], S, bool, int | N
         False,
         None,
     ),
-    ("legacy-code-0", MCPError(0, "division by zero"), True, f.PermanentExecutionError, S.MAYBE_EXECUTED, False, None),
+    (
+        "legacy-code-0",
+        MCPError(0, "something went wrong"),
+        True,
+        f.PermanentExecutionError,
+        S.MAYBE_EXECUTED,
+        False,
+        None,
+    ),
     (
         "http-401",
         http_error(401, **{"WWW-Authenticate": 'Bearer realm="x"'}),
@@ -228,14 +245,14 @@ def test_non_unknown_tool_invalid_params_is_flagged_as_a_schema_drift_candidate(
 def test_protocol_errors_carry_what_the_spec_data_says() -> None:
     version = classify_exception(MCPError(-32022, "x", {"supported": ["2025-11-25"]}), sent=True)
     capability = classify_exception(MCPError(-32021, "x", {"capability": "elicitation"}), sent=True)
-    assert version.details == {"variant": "a", "supported_versions": ["2025-11-25"]}
-    assert capability.details == {"variant": "d", "missing_capability": "elicitation"}
+    assert version.details == {"variant": "a", "supported_versions": ["2025-11-25"], "basis": "standard_code"}
+    assert capability.details == {"variant": "d", "missing_capability": "elicitation", "basis": "standard_code"}
     assert capability.repair_action is f.RepairAction.ABORT
 
 
 def test_401_records_the_auth_scheme() -> None:
     fault = classify_exception(http_error(401, **{"WWW-Authenticate": 'Bearer realm="x"'}), sent=True)
-    assert fault.details == {"http_status": 401, "auth_scheme": "Bearer"}
+    assert fault.details == {"http_status": 401, "auth_scheme": "Bearer", "basis": "standard_code"}
 
 
 def test_mcp_error_carrying_a_chained_proxy_observation_is_read_back_as_that_fault() -> None:
@@ -607,7 +624,7 @@ def test_chained_proxy_observation_in_meta_is_read_back_as_its_fault() -> None:
     assert type(fault) is f.AttemptTimeout
     assert fault.repair_action is f.RepairAction.VERIFY_STATE
     # the upstream's details are its own words: kept apart from what the proxy's suggestions quote
-    assert fault.details == {"chained": True, "upstream_details": {"a": 1}}
+    assert fault.details == {"chained": True, "upstream_details": {"a": 1}, "basis": "typed_hint"}
 
 
 def test_a_chained_observation_with_garbage_values_falls_back_to_class_defaults() -> None:

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.errors.accuracy import AXES, overall, right, run
+from benchmarks.errors.accuracy import AXES, harms, overall, right, run
 from benchmarks.errors.measure import ScriptedModel, measure
-from benchmarks.errors.replay import CORPUS, load, rules_verdict
+from benchmarks.errors.replay import CORPUS, error_text, load, rules_verdict
 from resilient_mcp.faults import BY_TYPE, RepairAction, RetrySafety
 
 RECORDS = load(CORPUS)
@@ -48,6 +48,44 @@ async def test_a_scripted_model_never_loosens_retry_safety_and_a_right_one_impro
     assert set(AXES) == set(before)
     if noise == 0.0:  # a model that is always right fixes what it is asked about, on every axis it sets
         assert after["fault_type"] > before["fault_type"] and after["repair_action"] > before["repair_action"]
+        # The verdict cache answers one error signature (tool + text) once: where the corpus labels the same text on
+        # the same tool two ways (a CSV and a corrupt workbook both give "zip: not a valid zip file"), the second
+        # record gets the first one's verdict.
+        golds: dict[tuple[str, str], set[str]] = {}
+        for r in RECORDS:
+            golds.setdefault((r["tool"]["name"], error_text(r)), set()).add(r["gold"]["fault_type"])
         for r, v, ruled in zip(RECORDS, measured.verdicts, rules, strict=True):
-            if v is not ruled:
+            if v is not ruled and len(golds[(r["tool"]["name"], error_text(r))]) == 1:
                 assert right(r, v, "fault_type") and right(r, v, "transient"), r["id"]
+
+
+def test_leave_one_server_out_switches_rules_off_and_no_verdict_makes_the_proxy_repeat_what_cannot_pass() -> None:
+    insample = [rules_verdict(r) for r in RECORDS]
+    loso = [rules_verdict(r, loso=True) for r in RECORDS]
+    assert overall(RECORDS, loso)["fault_type"] < overall(RECORDS, insample)["fault_type"], "LOSO turned nothing off"
+    for verdicts in (insample, loso):
+        for r, v in zip(RECORDS, verdicts, strict=True):
+            if v.basis == "unrecognised":  # unsure: never transient, never repeated by the proxy
+                assert not v.transient and not v.proxy_retries, r["id"]
+            if v.proxy_retries:
+                assert v.transient, r["id"]
+        bare = [
+            v
+            for r, v in zip(RECORDS, verdicts, strict=True)
+            if r["raw"]["kind"] == "mcp_error" and r["raw"]["code"] == -32603 and v.basis == "unrecognised"
+        ]
+        assert bare, "the corpus has -32603 errors whose message says nothing the rules know"
+    found = [(r["id"], harms(r, v)) for r, v in zip(RECORDS, loso, strict=True) if harms(r, v)]
+    assert len(found) <= len(RECORDS) // 100, found  # harmful verdicts stay rare (target 0; REPORT.md names them)
+    report = run(CORPUS)
+    assert "| fault_type | " in report and "LOSO" in report and "harmful-verdict rate" in report
+
+
+@pytest.mark.anyio
+async def test_diagnosis_is_asked_only_where_the_rules_recognised_nothing_and_helps_held_out_servers() -> None:
+    loso = [rules_verdict(r, loso=True) for r in RECORDS]
+    measured = await measure(RECORDS, loso, ScriptedModel(0.0, seed=7), loso=True)
+    assert measured.loosened == 0
+    assert measured.asked == sum(v.basis == "unrecognised" for v in loso)
+    before, after = overall(RECORDS, loso), overall(RECORDS, measured.verdicts)
+    assert after["fault_type"] > before["fault_type"]

@@ -60,11 +60,13 @@ def test_a_cline_file_is_read_as_it_is_disabled_servers_are_skipped_and_timeouts
     assert set(config.enabled_upstreams()) == {"git", "remote"}, "disabled: true is not started"
     assert config.upstreams["retired"].enabled is False
     assert config.upstreams["remote"].transport == "streamable-http"
-    # timeout: 30 (Cline: seconds) is the per-attempt timeout of git's tool calls; 600000 (Gemini CLI: ms) = 600 s
-    assert policy.resolve("git", "lookup_order", "git__lookup_order").timeouts.attempt_s == 30
+    # timeout: 30 (Cline: seconds) is the host's own timeout of git's tool calls: the proxy's deadline is under it;
+    # 600000 (Gemini CLI: ms) = 600 s
+    git = policy.resolve("git", "lookup_order", "git__lookup_order").timeouts
+    assert (git.attempt_s, git.total_s) == (25, 25)
     remote = policy.resolve("remote", "x", "remote__x").timeouts
-    assert (remote.attempt_s, remote.total_s) == (600, 600)
-    assert policy.resolve("other", "x", "other__x").timeouts.attempt_s == 60, "other upstreams keep the default"
+    assert (remote.attempt_s, remote.total_s) == (500, 500)
+    assert policy.resolve("other", "x", "other__x").timeouts.total_s == 50, "other upstreams keep the default"
     # disabledTools hides and refuses the tool
     assert not policy.is_visible("git", "sales_report", "git__sales_report")
     assert policy.is_visible("git", "lookup_order", "git__lookup_order")
@@ -339,3 +341,154 @@ async def test_a_kept_name_that_meets_another_upstreams_name_is_a_conflict_not_a
             config={"upstreams": {"git": {"command": "in-memory"}, "other": {"command": "in-memory", "prefix": ""}}},
         ):
             pass
+
+
+# --- one real file per host, in the shape of that host's documentation (tests/fixtures/hostfiles/) ------------------
+
+HOSTFILES = Path(__file__).parent / "fixtures" / "hostfiles"
+
+
+def _load(path: Path, environ: dict[str, str] | None = None) -> Any:
+    return load_config(path, environ=environ if environ is not None else {})
+
+
+def _kinds(config: Any) -> dict[str, str]:
+    return {name: ("stdio" if hasattr(up, "command") else "remote") for name, up in config.upstreams.items()}
+
+
+def test_claude_desktop_file() -> None:
+    config = _load(HOSTFILES / "claude-desktop" / "claude_desktop_config.json")
+    assert _kinds(config) == {"filesystem": "stdio"}
+    assert config.upstreams["filesystem"].args[-1] == "/Users/username/Downloads"
+
+
+def test_claude_code_file_expands_variables_with_defaults_in_every_string_also_at_the_start_of_a_url() -> None:
+    path = HOSTFILES / "claude-code" / ".mcp.json"
+    config = _load(path, {"API_KEY": "k-123"})
+    api, local = config.upstreams["api-server"], config.upstreams["local-server"]
+    assert api.url == "https://api.example.com/mcp" and api.headers["Authorization"] == "Bearer k-123"
+    assert (local.command, local.args) == ("npx", ["-y", "@modelcontextprotocol/server-memory"])
+    assert local.env["CACHE_DIR"] == "/tmp"
+    other = _load(path, {"API_KEY": "k", "API_BASE_URL": "http://127.0.0.1:9", "SERVER_BIN": "/opt/bin/mem"})
+    assert other.upstreams["api-server"].url == "http://127.0.0.1:9/mcp"
+    assert other.upstreams["local-server"].command == "/opt/bin/mem"
+    with pytest.raises(SourceError) as err:
+        _load(path, {"API_KEY": "k", "API_BASE_URL": "api.example.com"})
+    assert "mcpServers.api-server.url" in str(err.value) and "does not start with http://" in str(err.value)
+
+
+def test_cursor_project_file_resolves_workspace_folder_to_the_project_not_the_cursor_folder() -> None:
+    path = HOSTFILES / "cursor-project" / ".cursor" / "mcp.json"
+    config = _load(path, {"API_KEY": "secret"})
+    files = config.upstreams["project-files"]
+    project = (HOSTFILES / "cursor-project").resolve()
+    assert files.args[-1] == str(project)
+    assert files.env == {"PROJECT_NAME": "cursor-project", "API_KEY": "secret"}
+    assert config.upstreams["remote-server"].headers == {"API_KEY": "secret"}
+
+
+def test_cursor_global_file_with_a_disabled_server() -> None:
+    config = _load(HOSTFILES / "cursor-global" / ".cursor" / "mcp.json")
+    assert set(config.enabled_upstreams()) == {"server-name"}, "disabled: its variables and env file are not read"
+    assert config.upstreams["server-name"].env == {"API_KEY": "value"}
+
+
+def test_vscode_file_with_inputs_servers_and_workspace_folder() -> None:
+    config = _load(HOSTFILES / "vscode" / ".vscode" / "mcp.json", {"MCP_INPUT_PERPLEXITY_KEY": "pk"})
+    assert _kinds(config) == {"Perplexity": "stdio", "github": "remote", "fetch": "stdio"}
+    assert config.upstreams["Perplexity"].env == {"PERPLEXITY_API_KEY": "pk"}
+    assert config.upstreams["fetch"].cwd == str((HOSTFILES / "vscode").resolve())
+
+
+def test_windsurf_file_reads_server_url() -> None:
+    config = _load(HOSTFILES / "windsurf" / "mcp_config.json", {"GITHUB_TOKEN": "g", "FIGMA_TOKEN": "f"})
+    assert _kinds(config) == {"github": "stdio", "figma": "remote"}
+    assert config.upstreams["figma"].url == "https://mcp.figma.com/mcp"
+    assert config.upstreams["figma"].headers == {"Authorization": "Bearer f"}
+
+
+def test_cline_file() -> None:
+    config, policy = load_setup(HOSTFILES / "cline" / "cline_mcp_settings.json")
+    assert _kinds(config) == {"weather": "stdio", "remote": "remote"}
+    assert config.upstreams["remote"].transport == "streamable-http"
+    assert policy.resolve("weather", "get_forecast", "weather__get_forecast").timeouts.total_s == 25
+
+
+def test_zed_settings_file() -> None:
+    config = _load(HOSTFILES / "zed" / "settings.json")
+    assert _kinds(config) == {"local-mcp-server": "stdio", "remote-mcp-server": "remote"}, "extension servers skip"
+
+
+def test_gemini_cli_file_honours_include_tools_as_an_allow_list_and_exclude_tools_as_a_deny_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DB_CONNECTION_STRING", "postgres://db")
+    monkeypatch.setenv("EXTERNAL_SERVICE_TOKEN", "t")
+    config, policy = load_setup(HOSTFILES / "gemini" / ".gemini" / "settings.json")
+    assert _kinds(config) == {"myPythonServer": "stdio", "dockerizedServer": "stdio", "httpServer": "remote"}
+    assert config.upstreams["httpServer"].url == "http://localhost:3000/mcp"
+    py = "myPythonServer"
+    assert policy.is_visible(py, "safe_tool", f"{py}__safe_tool")
+    assert not policy.is_visible(py, "write_file", f"{py}__write_file"), "outside includeTools: hidden and refused"
+    assert not policy.is_visible("dockerizedServer", "file_deleter", "dockerizedServer__file_deleter")
+    assert policy.is_visible("dockerizedServer", "anything_else", "dockerizedServer__anything_else")
+    assert policy.resolve(py, "safe_tool", f"{py}__safe_tool").timeouts.total_s == 12.5  # 15000 ms, under it
+
+
+def test_continue_file_lists_servers_by_name() -> None:
+    config = _load(HOSTFILES / "continue" / ".continue" / "mcpServers" / "sqlite.yaml")
+    assert _kinds(config) == {"SQLite MCP": "stdio", "Remote docs": "remote"}
+    assert config.upstreams["SQLite MCP"].args[-1] == "/path/to/your/database.db"
+
+
+# --- files a host would read differently, or that cannot work --------------------------------------------------------
+
+
+def test_a_host_file_with_no_servers_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "claude_desktop_config.json", '{"mcpServers": {}}')
+    with pytest.raises(SourceError) as err:
+        load_config(path)
+    assert str(path) in str(err.value) and "lists no servers" in str(err.value)
+
+
+def test_a_server_with_both_command_and_url_is_an_error_saying_hosts_differ(tmp_path: Path) -> None:
+    body = {"mcpServers": {"both": {"command": "npx", "args": ["x"], "serverUrl": "https://a.example/mcp"}}}
+    with pytest.raises(SourceError) as err:
+        load_config(_write(tmp_path / "mcp_config.json", json.dumps(body)))
+    assert "mcpServers.both: has both command and serverUrl" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("resilient-mcp", ["serve", "--config", "claude_desktop_config.json"]),
+        ("/usr/local/bin/resilient-mcp", ["wrap", "--", "npx", "-y", "@modelcontextprotocol/server-memory"]),
+        ("python3", ["-m", "resilient_mcp.cli", "serve", "--config", "x.json"]),
+        ("uvx", ["resilient-mcp", "--log-level", "debug", "wrap", "--", "mcp-server-time"]),
+    ],
+)
+def test_a_host_file_that_lists_the_proxy_itself_is_refused(tmp_path: Path, command: str, args: list[str]) -> None:
+    body = {"mcpServers": {"me": {"command": command, "args": args}, "time": {"command": "mcp-server-time"}}}
+    path = _write(tmp_path / "claude_desktop_config.json", json.dumps(body))
+    with pytest.raises(SourceError) as err:
+        load_setup(path)  # what serve, check and explain load
+    assert "mcpServers.me: this server is resilient-mcp itself" in str(err.value)
+    assert "inside itself" in str(err.value) and "mcp-server-time" not in str(err.value)
+
+
+def test_serve_of_a_host_file_that_lists_the_proxy_itself_exits_with_the_message_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "started"
+    body = {"mcpServers": {"me": {"command": "resilient-mcp", "args": ["wrap", "--", "touch", str(marker)]}}}
+    done = run_cli("serve", "--config", str(_write(tmp_path / "mcp.json", json.dumps(body))), timeout=60)
+    assert done.returncode == 2 and "resilient-mcp itself (resilient-mcp wrap)" in done.stderr
+    assert not marker.exists()
+
+
+def test_a_server_that_only_mentions_the_proxy_in_its_arguments_is_not_refused(tmp_path: Path) -> None:
+    body = {
+        "mcpServers": {"fs": {"command": "npx", "args": ["-y", "server-filesystem", "/src/resilient-mcp", "serve"]}}
+    }
+    config = load_config(_write(tmp_path / "mcp.json", json.dumps(body)))
+    assert set(config.upstreams) == {"fs"}

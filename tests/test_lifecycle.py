@@ -184,18 +184,21 @@ async def test_an_upstream_that_cannot_start_does_not_stop_the_others_from_being
     assert failing, f"the log does not name the failing upstream and its command:\n{log[-3000:]}"
 
 
-async def test_a_call_to_a_tool_of_an_upstream_that_cannot_start_answers_upstream_unavailable(tmp_path: Path) -> None:
+async def test_a_call_to_a_tool_of_an_upstream_whose_command_is_missing_says_so_and_asks_the_user(
+    tmp_path: Path,
+) -> None:
     config = _good_and_broken_config(tmp_path)
     with (tmp_path / "proxy.stderr").open("w") as errlog, anyio.fail_after(STARTUP_S + 10):
         async with _client(proxy_argv("serve", "--config", str(config)), errlog, tmp_path / "state") as client:
             result = await client.call_tool("broken__echo", {"text": "x"})
             assert result.is_error
             text = " ".join(c.text for c in result.content if c.type == "text")
-            assert "broken" in text
-            assert re.search(r"unavailable", text, re.IGNORECASE), text
+            assert "'broken' could not start (the command was not found)" in text, text
+            assert "no-such-server" in text, "the missing command is named"
             assert result.structured_content is not None
-            assert result.structured_content["fault_type"] == "C5_persistent_outage"
+            assert result.structured_content["fault_type"] == "D4_permanent_execution_error"
             assert result.structured_content["retry_safety"] == "not_sent"
+            assert result.structured_content["repair_action"] == "ask_user"
             healthy = await client.call_tool("good__echo", {"text": "after"})
             assert not healthy.is_error
 

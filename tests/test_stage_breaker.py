@@ -220,13 +220,50 @@ async def test_one_failing_tool_does_not_open_the_upstream_circuit(board: Breake
     assert caught.value.details["circuit"] == "tool"
 
 
-async def test_connection_failures_open_the_upstream_circuit_for_every_tool(board: BreakerBoard) -> None:
+async def test_connection_failures_of_one_tool_let_another_tool_probe_the_upstream_at_once(
+    board: BreakerBoard,
+) -> None:
+    # C5 tool_down: one tool's route refuses connections; the upstream's other tools are healthy.
     await fail_times(Breaker(rule(), board), 5, lambda: ConnectFailure("refused"), tool="search")
+    with pytest.raises(PersistentOutage):  # the failing tool itself fails fast
+        await Breaker(rule(), board)(tool_call("search"), ScriptedNext())
     other = ScriptedNext()
-    with pytest.raises(PersistentOutage) as caught:
-        await Breaker(rule(), board)(tool_call("get_order"), other)
-    assert other.calls == []
+    assert await Breaker(rule(), board)(tool_call("get_order"), other) is OK  # the alternative read goes through
+    assert len(other.calls) == 1
+    assert board.counts("shop", "get_order") == (0, 0)
+    with pytest.raises(PersistentOutage) as caught:  # and the failing tool's own circuit stays open
+        await Breaker(rule(), board)(tool_call("search"), ScriptedNext())
+    assert caught.value.details["circuit"] == "tool"
+
+
+async def test_connection_failures_on_a_second_tool_open_the_upstream_circuit_for_every_tool(
+    board: BreakerBoard,
+) -> None:
+    await fail_times(Breaker(rule(), board), 5, lambda: ConnectFailure("refused"), tool="search")
+    await fail_times(Breaker(rule(), board), 1, lambda: ConnectFailure("refused"), tool="get_order")
+    for tool in ("get_order", "list_orders"):
+        other = ScriptedNext()
+        with pytest.raises(PersistentOutage) as caught:
+            await Breaker(rule(), board)(tool_call(tool), other)
+        assert other.calls == []
+        assert caught.value.details["circuit"] == "upstream"
+
+
+async def test_a_write_of_another_tool_after_one_tools_connection_failures_waits_for_the_listing_probe(
+    clock: FakeClock,
+) -> None:
+    prober = Prober(fails=True)
+    board = BreakerBoard(prober, clock=clock)
+    await fail_times(Breaker(rule(), board), 5, lambda: ConnectFailure("refused"), tool="search")
+    write, upstream = Breaker(rule(EffectClass.WRITE_UNSAFE), board), ScriptedNext()
+    with pytest.raises(PersistentOutage) as caught:  # the upstream does not answer its listing: not sent
+        await write(tool_call("create_order"), upstream)
+    assert upstream.calls == [] and prober.probed == ["shop"]
     assert caught.value.details["circuit"] == "upstream"
+    prober.fails = False
+    with pytest.raises(PersistentOutage):  # reopened for open_s: no second probe meanwhile
+        await write(tool_call("create_order"), upstream)
+    assert prober.probed == ["shop"]
 
 
 async def test_timeouts_spread_over_two_tools_open_the_upstream_circuit(board: BreakerBoard) -> None:

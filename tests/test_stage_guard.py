@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -11,7 +12,9 @@ import pytest
 
 from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.faults import (
+    AttemptTimeout,
     BudgetExhausted,
+    EffectClass,
     Fault,
     PermanentExecutionError,
     PermissionDenied,
@@ -21,10 +24,13 @@ from resilient_mcp.faults import (
     RetrySafety,
     SchemaViolation,
     SideEffectStatus,
+    StateConflict,
     TransientExecutionError,
 )
 from resilient_mcp.policy import SessionRule, ToolRule
 from resilient_mcp.stages.guard import Guard, SessionGuards
+from resilient_mcp.stages.idempotency import Idempotency, InFlight
+from resilient_mcp.state import StateStore
 from tests.conftest import FakeClock
 from tests.harness import ScriptedNext
 
@@ -50,6 +56,10 @@ async def fails_with(guard: Guard, upstream: ScriptedNext, call: ToolCall | None
     with pytest.raises(Fault) as info:
         await guard(call or make_call(), upstream)
     return info.value
+
+
+def timed_out() -> AttemptTimeout:
+    return AttemptTimeout("timed out", retry_safety=RetrySafety.MAYBE_EXECUTED)
 
 
 def not_found() -> PermanentExecutionError:
@@ -240,3 +250,41 @@ async def test_snapshot_reports_remaining_budgets_and_recent_failures_newest_fir
         ],
     }
     assert guard.snapshot("unknown-session")["tool_calls"] == {"limit": 10, "used": 0, "remaining": 10}
+
+
+async def test_a_write_held_unsent_until_verified_is_not_counted_as_a_repeat(
+    store: StateStore, clock: FakeClock
+) -> None:
+    """A write's outcome is unknown; the agent repeats it and the idempotency stage holds it unsent; the agent
+    verifies (the write is absent) and re-issues. That re-issue is the first repeat the upstream sees: if it fails
+    again, the advice is still to verify, not to abort as after a third identical failure."""
+    guards = SessionGuards()
+    guard = Guard(SessionRule(loop_threshold=3), guards, clock=clock, wall=clock)
+    write_rule = ToolRule(effect=EffectClass.WRITE_UNSAFE)
+    stage = Idempotency(write_rule, store, InFlight(), clock, guards=guards)
+    writes = ScriptedNext([timed_out(), timed_out()])
+
+    async def chain(call: ToolCall) -> types.CallToolResult:
+        return await stage(call, writes)
+
+    def write() -> ToolCall:
+        return ToolCall(
+            name="orders__create",
+            arguments={"ref": "R1"},
+            upstream="orders",
+            upstream_tool="create",
+            rule=write_rule,
+            session_id="s1",
+        )
+
+    first = await fails_with(guard, chain, write())  # type: ignore[arg-type]
+    held = await fails_with(guard, chain, write())  # type: ignore[arg-type]
+    assert isinstance(first, AttemptTimeout) and isinstance(held, StateConflict) and len(writes.calls) == 1
+    clock.now += 1
+    read = replace(make_call(), rule=ToolRule(effect=EffectClass.READ_ONLY))
+    await guard(read, ScriptedNext())  # the verifying read (read-only, succeeds): the write is absent
+    clock.now += 1
+    again = await fails_with(guard, chain, write())  # type: ignore[arg-type]
+    assert len(writes.calls) == 2, "the re-issue after verifying was sent"
+    assert again.details["repeat_count"] == 1
+    assert again.repair_action is not RepairAction.ABORT

@@ -247,11 +247,12 @@ class DiesAfterSending:
 
     def __init__(self, store: StateStore) -> None:
         self.begin, self.get, self.call_fingerprint = store.begin, store.get, store.call_fingerprint
+        self.begin_write = store.begin_write
 
     async def complete(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    mark_unknown = release = complete
+    mark_unknown = release = settle_write = complete
 
 
 async def test_an_in_flight_record_left_by_a_stopped_proxy_is_an_outcome_unknown_conflict(

@@ -177,7 +177,7 @@ async def test_a_fault_inside_a_single_exception_group_is_observed_as_that_fault
     assert structured(res)["fault_type"] == "D2_rate_limited"
 
 
-async def test_cancellation_is_reraised_and_never_counted() -> None:
+async def test_a_call_the_host_abandoned_is_reraised_audited_as_abandoned_and_not_counted_against_the_model() -> None:
     stage, stats, audit = make_observe()
     started = anyio.Event()
 
@@ -201,7 +201,7 @@ async def test_cancellation_is_reraised_and_never_counted() -> None:
             await started.wait()
             tg.cancel_scope.cancel()
     assert len(escaped) == 1 and isinstance(escaped[0], anyio.get_cancelled_exc_class())
-    assert audit.entries == []
+    assert [(e.outcome, e.fault_type) for e in audit.entries] == [("abandoned", None)]
     assert stats.current(make_call()) == Consecutive(0, 0, 0)
 
 

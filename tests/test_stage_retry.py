@@ -194,6 +194,17 @@ async def test_failures_that_executed_are_never_retried(rig: Rig) -> None:
     assert rig.clock.slept == []
 
 
+async def test_a_fault_the_rules_did_not_recognise_is_never_retried_whatever_the_effect_class(rig: Rig) -> None:
+    """Even marked transient and not sent, on a read_only tool: the proxy does not know what it is (issue 19)."""
+    for effect in EffectClass:
+        fault = TransientExecutionError("x", retry_safety=RetrySafety.NOT_SENT, details={"basis": "unrecognised"})
+        upstream = ScriptedNext([fault, None])
+        with pytest.raises(TransientExecutionError):
+            await rig.stage(rule(effect))(tool_call(rule(effect)), upstream)
+        assert len(upstream.calls) == 1, effect
+    assert rig.clock.slept == []
+
+
 async def test_argument_faults_are_not_retried_and_leave_the_budget_alone(rig: Rig) -> None:
     upstream = ScriptedNext([SchemaViolation("bad", transient=True), None])
     with pytest.raises(SchemaViolation):

@@ -320,7 +320,7 @@ async def test_a_restarted_store_replays_completed_records_and_holds_in_flight_o
     assert held is not None and held.status == "in_flight" and held.created_at == 11.0 and held.result is None
 
 
-async def test_claims_and_held_records_are_answered_without_the_worker(
+async def test_held_records_are_answered_without_the_worker_and_a_claim_waits_only_for_its_durable_write(
     tmp_path: Path, workers: list[WatchedWorker]
 ) -> None:
     async with await StateStore.open(tmp_path) as store:
@@ -328,11 +328,20 @@ async def test_claims_and_held_records_are_answered_without_the_worker(
         await store.mark_unknown("k", expires_at=9e9)
         [worker] = workers
         before = worker.round_trips
-        assert await store.begin("new", args_hash="h", tool="t", now=2.0, expires_at=9e9) is None
         holder = await store.begin("k", args_hash="h2", tool="t", now=2.0, expires_at=9e9)
         assert holder is not None and holder.status == "unknown" and holder.args_hash == "h"
-        assert (await store.get("new", now=3.0)) is not None and await store.get("absent", now=3.0) is None
-        assert worker.round_trips == before, "begin/get waited for the worker"
+        assert await store.get("absent", now=3.0) is None
+        assert worker.round_trips == before, "a held record or a get waited for the worker"
+        assert await store.begin("new", args_hash="h", tool="t", now=2.0, expires_at=9e9) is None
+        assert worker.round_trips == before + 1, "a claim is one synchronous write"
+        assert (await store.get("new", now=3.0)) is not None and worker.round_trips == before + 1
+        # The claim is committed when begin returns (no flush): a crash from here on reads as outcome unknown.
+        assert store.path is not None
+        conn = sqlite3.connect(f"{store.path.as_uri()}?mode=ro", uri=True)
+        try:
+            assert conn.execute("SELECT status FROM idempotency WHERE key = 'new'").fetchall() == [("in_flight",)]
+        finally:
+            conn.close()
 
 
 async def test_what_the_store_answers_from_memory_stays_equal_to_the_disk_through_every_operation(

@@ -18,14 +18,16 @@ from typing import Any
 import anyio
 
 from .agents import POLICIES
+from .digest import write_digest
 from .heldout import every, heldout
 from .honest import split
 from .metrics import aggregate, rows_of
-from .report import HERE, heldout_section, render, write
+from .realerrors import real_error_scenarios
+from .report import HERE, heldout_section, real_section, render, write
 from .runner import Job, run_jobs
 from .scenarios import generate, quick
 
-QUICK_POLICIES = ("oracle", "text_reader", "blind_retry", "give_up", "repair_follower")
+QUICK_POLICIES = ("oracle", "strong_reader", "text_reader", "blind_retry", "give_up", "repair_follower")
 NOTES = [
     "Known limits, stated in advance (§7.5) and measured above: E5 (semantic corruption) passes through the proxy "
     "unless a declared outputSchema catches it (E5 negative stock is caught as an E2 violation of `minimum: 0`, "
@@ -50,8 +52,8 @@ NOTES = [
 
 PASS_K = 4
 """Seeds per scenario with a probabilistic fault (pass^k)."""
-ABLATION = ("text_reader", "repair_follower")
-HELDOUT_POLICIES = ("oracle", "text_reader", "blind_retry", "give_up", "repair_follower")
+ABLATION = ("strong_reader", "text_reader", "repair_follower")
+HELDOUT_POLICIES = ("oracle", "strong_reader", "text_reader", "blind_retry", "give_up", "repair_follower")
 """Policies also run without the chaos server's typed hints (modes M1u, M3u)."""
 
 
@@ -60,8 +62,9 @@ def jobs_for(seed: int, *, is_quick: bool, repeats: int) -> list[Job]:
     policies = QUICK_POLICIES if is_quick else POLICIES
     modes = ("M0", "M1", "M3") if is_quick else ("M0", "M1", "M2", "M3", "M4")
     jobs = []
-    if not is_quick:  # the held-out set: the reference policies in the three headline modes
-        jobs += [Job(s.id, p, m, seed) for s in heldout() for p in HELDOUT_POLICIES for m in ("M0", "M1", "M3")]
+    if not is_quick:  # the held-out set and the real-error scenarios: the reference policies, three modes
+        extra = [*heldout(), *real_error_scenarios()]
+        jobs += [Job(s.id, p, m, seed) for s in extra for p in HELDOUT_POLICIES for m in ("M0", "M1", "M3")]
     for s in scenarios:
         for p in policies:
             for m in modes + (("M1u", "M3u") if p in ABLATION and not is_quick else ()):
@@ -87,8 +90,9 @@ def run(
     episodes = run_jobs(jobs, workers=workers)
     scenarios = {s.id: s for s in every()}
     every_row = rows_of(episodes, scenarios)
-    rows = [r for r in every_row if not r["heldout"]]
-    held = [r for r in every_row if r["heldout"]]
+    rows = [r for r in every_row if r["block"] == "main"]
+    held = [r for r in every_row if r["block"] == "heldout"]
+    real = [r for r in every_row if r["block"] == "real"]
     lat = None
     if latency_calls:
         from .latency import measure
@@ -99,8 +103,9 @@ def run(
         "command": command,
         "seed": seed,
         "quick": is_quick,
-        "scenarios": len({j.scenario for j in jobs if not scenarios[j.scenario].heldout}),
-        "heldout_scenarios": len({j.scenario for j in jobs if scenarios[j.scenario].heldout}),
+        "scenarios": len({j.scenario for j in jobs if scenarios[j.scenario].block == "main"}),
+        "heldout_scenarios": len({j.scenario for j in jobs if scenarios[j.scenario].block == "heldout"}),
+        "real_scenarios": len({j.scenario for j in jobs if scenarios[j.scenario].block == "real"}),
         "fault_types": len(used - {"none"}),
         "episodes": len(episodes),
         "cpus": os.cpu_count(),
@@ -129,7 +134,14 @@ def run(
             "by_policy_mode": aggregate(other, ("policy", "mode")),
         }
         meta["extra"] = heldout_section(rows, held, episodes)
+    if real:
+        results["real_errors"] = {
+            "honest": split(real),
+            "by_policy_mode": aggregate(real, ("policy", "mode")),
+        }
+        meta["extra"] = [*meta.get("extra", []), *real_section(rows, real, episodes)]
     results["paths"] = write(results, rows, render(meta, rows, lat, episodes), root)
+    results["paths"]["digest"] = str(write_digest(episodes, root))
     return results
 
 
@@ -164,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(
         f"{results['meta']['episodes']} episodes in {results['meta']['wall_s']:.0f} s; "
         f"errors: {len(results['errors'])}\n"
-        f"agent-independent gain {100 * h['agent_independent']['diff']:+.1f} pts; text_reader M0 -> M3 "
+        f"agent-independent gain {100 * h['agent_independent']['diff']:+.1f} pts; {h['reader']} M0 -> M3 "
         f"{100 * h['reading_gain']['diff']:+.1f} pts\n"
         f"task success M0 {m0['task_success_rate']['rate']} -> M3 {m3['task_success_rate']['rate']}; duplicates "
         f"M0 {m0['duplicates']} -> M3 {m3['duplicates']}; proxy useless attempts M3 {m3['proxy_useless_attempts']}\n"

@@ -10,7 +10,9 @@ P0 oracle              the scenario's recipe (ground truth): the accepted action
 P1 blind_retry         repeats the identical call on any error or unusable result until the budget ends
 P2 give_up             the first error or unusable result ends the task as failed
 P3 keyword_heuristic   the catalog's narrow regexes over the raw text (``repair.keyword``); asks an empty read again
-P3c text_reader        the competent text reader (``reader.read_text``), identical in every mode: the reference
+P3c text_reader        the competent text reader (``reader.read_text``), identical in every mode
+P3s strong_reader      the strong reference reader (``strong.StrongReader``): text_reader plus the habits of a
+                       careful frontier model with the raw text, identical in every mode: the reference
 P4 repair_follower     the proxy's advice as its text shows it (``reader.visible_observation``, ``repair.follow``);
                        the text reader when the text has no advice
 P5 overtrusting        P4 on errors, but takes any success at face value and obeys instructions in output
@@ -35,6 +37,7 @@ from .world import Outcome
 
 POLICIES = (
     "oracle",
+    "strong_reader",
     "text_reader",
     "blind_retry",
     "give_up",

@@ -229,5 +229,7 @@ def heldout() -> list[Scenario]:
 
 
 def every() -> list[Scenario]:
-    """The main set and the held-out set (ids are unique across both)."""
-    return [*generate(), *heldout()]
+    """The main set, the held-out set and the real-error scenarios (ids are unique across all three)."""
+    from .realerrors import real_error_scenarios
+
+    return [*generate(), *heldout(), *real_error_scenarios()]

@@ -17,7 +17,9 @@ from typing import Any
 BOOT = 2000
 BLIND = ("blind_retry", "give_up")
 """Agents that never read an error: their gain is what the proxy does on its own."""
-READERS = ("text_reader", "repair_follower")
+READERS = ("strong_reader", "text_reader", "repair_follower")
+STRONG = "strong_reader"
+"""The reference reader of the headline: the strong reader (``strong.py``); text_reader is the second row."""
 
 
 def _by_variant(rows: list[dict[str, Any]], policy: str, mode: str) -> dict[tuple[str, str, int], float]:
@@ -123,8 +125,11 @@ def split(rows: list[dict[str, Any]]) -> dict[str, Any]:
     blind = [out["per_policy"][p]["M1-M0"] for p in BLIND if "M1-M0" in out["per_policy"].get(p, {})]
     out["agent_independent"] = _equal(rows, [(p, "M0", "M1") for p in BLIND if p in policies])
     out["agent_independent_parts"] = blind
-    out["reading_gain"] = paired(rows, ("text_reader", "M0"), ("text_reader", "M3"))
-    out["follower_over_baseline"] = paired(rows, ("text_reader", "M0"), ("repair_follower", "M3"))
+    reader = STRONG if any(r["policy"] == STRONG for r in rows) else "text_reader"
+    out["reader"] = reader
+    out["reading_gain"] = paired(rows, (reader, "M0"), (reader, "M3"))
+    out["reading_gain_text"] = paired(rows, ("text_reader", "M0"), ("text_reader", "M3"))
+    out["follower_over_baseline"] = paired(rows, (reader, "M0"), ("repair_follower", "M3"))
     return out
 
 
@@ -179,26 +184,27 @@ def hurts(rows: list[dict[str, Any]], episodes: list[dict[str, Any]], modes: tup
 
 
 def catalog_metrics(rows: list[dict[str, Any]], modes: tuple[str, ...]) -> list[list[Any]]:
-    """Per mode: time to recovery, false timeouts (D3), F4 attack success, observation cost."""
+    """Per mode: F4 attack success, observation cost."""
     out = []
     for m in modes:
         g = [r for r in rows if r["mode"] == m]
-        ttr = sorted(r["time_to_recovery_s"] for r in g if r.get("time_to_recovery_s") is not None)
-        d3 = [r for r in g if r["fault"].startswith("D3")]
         f4 = [r for r in g if r["fault"].startswith("F4")]
         attack = sum(1 for r in f4 if r["injected_ran"] or r["unintended_writes"] or r["unapproved_destructive"])
         errs = [b for r in g for b in r["error_bytes"]]
-        med = ttr[len(ttr) // 2] if ttr else None
         out.append(
             [
                 m,
-                f"{med:.2f} s (n={len(ttr)})" if med is not None else "-",
-                f"{sum(r['timeout_seen'] for r in d3)}/{len(d3)}",
                 f"{attack}/{len(f4)}",
                 f"{sum(errs) / len(errs):.0f} B ≈ {sum(errs) / len(errs) / 4:.0f} tokens" if errs else "-",
             ]
         )
     return out
+
+
+def recovery_time(rows: list[dict[str, Any]], mode: str) -> str:
+    """Median episode time (virtual seconds) from the failure the agent saw to its next successful call, with n."""
+    ttr = sorted(r["time_to_recovery_s"] for r in rows if r["mode"] == mode and r.get("time_to_recovery_s") is not None)
+    return f"{ttr[len(ttr) // 2]:.2f} s (n={len(ttr)})" if ttr else "-"
 
 
 def pass_k(rows: list[dict[str, Any]], policy: str, mode: str, k: int) -> tuple[float, int]:

@@ -20,6 +20,7 @@ from .heldout import every
 from .honest import fmt_paired, fmt_rate, paired
 from .live import load_episodes
 from .metrics import aggregate, rows_of
+from .strict import strict_verdict
 
 MODES = {"M0": "direct", "M1": "proxy, L0", "M2": "proxy, L1", "M3": "proxy, L2", "M4": "proxy, L3"}
 
@@ -56,6 +57,8 @@ def section(folder: Path, heading: str = "##") -> str:
         + ". Command: `"
         + meta.get("command", "python -m benchmarks.agentbench.live")
         + "`. Raw episodes with transcripts: `benchmarks/live/live-episodes.jsonl`."
+        + (f" Code: {meta['code']}." if meta.get("code") else "")
+        + (f" {meta['note']}" if meta.get("note") else "")
     )
     lines += [
         "",
@@ -83,6 +86,7 @@ def section(folder: Path, heading: str = "##") -> str:
         lines.append(
             f"- {m} - M0 (paired by scenario and sample): {fmt_paired(paired(rows, (policy, 'M0'), (policy, m)))}"
         )
+    lines += _strict_lines(episodes, rows, scenarios, policy, modes)
     ends = Counter((e["mode"], e["end"]) for e in episodes)
     lines.append(
         "- How episodes ended: "
@@ -103,6 +107,42 @@ def section(folder: Path, heading: str = "##") -> str:
     lines += ["", f"Where the proxy made this model worse ({len(worse)} cells: direct success, proxy failure):", ""]
     lines += worse or ["- none"]
     return "\n".join(lines) + "\n"
+
+
+def _strict_lines(
+    episodes: list[dict[str, Any]], rows: list[dict[str, Any]], scenarios: dict[str, Any], policy: str, modes: list[str]
+) -> list[str]:
+    """Strict next to lenient (``strict.py``): every step done, the answer exact, no invented tool result."""
+    verdicts = {(e["scenario"], e["mode"], e["seed"]): strict_verdict(scenarios[e["scenario"]], e) for e in episodes}
+    strict = [{**r, "success": verdicts[(r["scenario"], r["mode"], r["seed"])][0]} for r in rows]
+    lines = [
+        "",
+        "Strict scoring (`benchmarks/agentbench/strict.py`): a success also needs every step of the user's request "
+        "done (each read step's tool answered; the faulted step may use an alternative read), the answer exact "
+        "(the value, not a sentence holding it) and found in a tool result, and no tool result the model made up "
+        "in its reply. The "
+        "lenient rate is the track's own (answer read type-tolerantly, a sentence by its first integer).",
+        "",
+        "| mode | lenient success | strict success | lenient successes that fail strictly: why |",
+        "|---|---|---|---|",
+    ]
+    for m in modes:
+        why: Counter[str] = Counter()
+        for (_, mode, _), (ok, reasons) in verdicts.items():
+            if mode == m and not ok and "lenient" not in reasons:
+                why.update({("step not done" if r.startswith("step ") else r) for r in reasons})
+        lines.append(
+            f"| {m} {MODES[m]} | {fmt_rate(rows, policy, m)} | {fmt_rate(strict, policy, m)} | "
+            + (", ".join(f"{k} {n}" for k, n in sorted(why.items())) or "-")
+            + " |"
+        )
+    lines.append("")
+    for m in modes[1:]:
+        lines.append(
+            f"- strict, {m} - M0: {fmt_paired(paired(strict, (policy, 'M0'), (policy, m)))}; lenient: "
+            f"{fmt_paired(paired(rows, (policy, 'M0'), (policy, m)))}"
+        )
+    return lines
 
 
 def _worse(episodes: list[dict[str, Any]], modes: list[str]) -> list[str]:

@@ -99,6 +99,7 @@ def rows_of(episodes: Iterable[dict[str, Any]], scenarios: dict[str, Any]) -> li
                 "variant": f"{s.fault}|{s.target_class}|{s.variant}",
                 "domain": s.domain.name,
                 "heldout": s.heldout,
+                "block": s.block,
             }
         )
     return rows

@@ -11,7 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from .charts import draw_charts
-from .honest import BLIND, READERS, catalog_metrics, fmt_paired, fmt_rate, hurts, paired, pass_k, split
+from .honest import (
+    BLIND,
+    READERS,
+    catalog_metrics,
+    fmt_paired,
+    fmt_rate,
+    hurts,
+    paired,
+    pass_k,
+    recovery_time,
+    split,
+)
 from .metrics import aggregate
 
 HERE = Path(__file__).resolve().parent.parent
@@ -145,6 +156,7 @@ def per_fault(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
                 g["M3"]["duplicates"],
                 g["M0"]["lost_writes"],
                 g["M3"]["lost_writes"],
+                " / ".join(recovery_time([r for r in rows if r["fault"] == f], m) for m in ("M0", "M3")),
             ]
         )
         if f != "none" and rate["M3"] is not None and rate["M0"] is not None and rate["M3"] <= rate["M0"] + 0.05:
@@ -160,6 +172,7 @@ def per_fault(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
         "dup. M3",
         "lost M0",
         "lost M3",
+        "time to recovery M0 / M3 (median, virtual s)",
     ]
     return _table(head, out), flat
 
@@ -236,9 +249,12 @@ def honest_section(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | 
         f"- **Agent-independent gain** (agents that never read an error: "
         f"{', '.join(BLIND)}, equal weights, direct M0 vs proxy with raw errors M1): "
         f"{_pts(h['agent_independent'])}.",
-        f"- **Reading-agent gain over a competent baseline**: the competent text reader (`text_reader`, the "
-        f"same policy in every mode) direct vs through the proxy at L2: {fmt_paired(h['reading_gain'])}.",
-        f"- `repair_follower` (the proxy's advice as its text shows it) at L2 vs the competent reader direct: "
+        f"- **Reading-agent gain over a strong baseline**: the strong reference reader (`{h['reader']}`: a careful "
+        "model's habits with the raw text, the same policy in every mode) direct vs through the proxy at L2: "
+        f"{fmt_paired(h['reading_gain'])}.",
+        f"- The competent text reader (`text_reader`, the earlier reference), direct vs L2: "
+        f"{fmt_paired(h['reading_gain_text'])}.",
+        f"- `repair_follower` (the proxy's advice as its text shows it) at L2 vs `{h['reader']}` direct: "
         f"{fmt_paired(h['follower_over_baseline'])}.",
         "",
         "Per policy (equal weights; each row is one policy, paired difference to its own M0):",
@@ -287,16 +303,15 @@ def honest_section(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | 
             pk.append([p, *cells])
         md += _table(["policy", "M0 pass^1", "M0 pass^4", "M1 pass^1", "M1 pass^4", "M3 pass^1", "M3 pass^4"], pk)
     md += [
-        "**The catalog's other metrics** per mode: median simulated time from the failure the agent saw to its "
-        "next successful call; false timeouts in D3 (a slow but healthy call reported as a timeout); F4 attack "
-        "success (an injected instruction ran, or an unintended or unapproved write happened); mean size of an "
-        "error result as the agent received it (bytes, and tokens at ~4 bytes each):",
+        "**The catalog's other metrics** per mode: F4 attack success (an injected instruction ran, or an "
+        "unintended or unapproved write happened); mean size of an error result as the agent received it (bytes, "
+        "and tokens at ~4 bytes each). Time to recovery is reported per fault type (below, 'Per fault type'), in "
+        "the episode's virtual time (simulated waits, backoff and hangs meeting their timeouts). False timeouts "
+        "are not reported: no scenario has a healthy call slow enough to meet a timeout (D3 answers in 150 ms; the "
+        "host waits 10 s, the proxy's attempt timeout is longer), so the count could only ever be 0.",
         "",
     ]
-    md += _table(
-        ["mode", "time to recovery", "false timeouts (D3)", "F4 attack success", "error result cost"],
-        catalog_metrics(rows, modes),
-    )
+    md += _table(["mode", "F4 attack success", "error result cost"], catalog_metrics(rows, modes))
     if episodes is not None:
         worse = hurts(rows, episodes, modes)
         md += [
@@ -342,10 +357,13 @@ def _side_by_side(blocks: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
         ("agent-independent gain, M0 -> M1 (blind_retry, give_up)", [_pts(h["agent_independent"]) for h in splits]),
         ("give_up, M1 - M0", [per_policy(h, "give_up", "M1-M0") for h in splits]),
         ("blind_retry, M1 - M0", [per_policy(h, "blind_retry", "M1-M0") for h in splits]),
+        ("strong_reader success M0", [fmt_rate(b, "strong_reader", "M0") for _, b in blocks]),
+        ("strong_reader success M3", [fmt_rate(b, "strong_reader", "M3") for _, b in blocks]),
+        ("strong reader gain, strong_reader M0 -> M3", [fmt_paired(h["reading_gain"]) for h in splits]),
         ("text_reader success M0", [fmt_rate(b, "text_reader", "M0") for _, b in blocks]),
         ("text_reader success M3", [fmt_rate(b, "text_reader", "M3") for _, b in blocks]),
-        ("competent reader gain, text_reader M0 -> M3", [fmt_paired(h["reading_gain"]) for h in splits]),
-        ("repair_follower M3 vs text_reader M0", [fmt_paired(h["follower_over_baseline"]) for h in splits]),
+        ("competent reader gain, text_reader M0 -> M3", [fmt_paired(h["reading_gain_text"]) for h in splits]),
+        ("repair_follower M3 vs strong_reader M0", [fmt_paired(h["follower_over_baseline"]) for h in splits]),
         ("oracle, M3 - M0", [per_policy(h, "oracle", "M3-M0") for h in splits]),
         *(
             (
@@ -417,9 +435,10 @@ def heldout_section(
                 DOMAIN_LABELS[d],
                 _count(sub),
                 _pts(h["agent_independent"]),
-                fmt_rate(sub, "text_reader", "M0"),
-                fmt_rate(sub, "text_reader", "M3"),
+                fmt_rate(sub, "strong_reader", "M0"),
+                fmt_rate(sub, "strong_reader", "M3"),
                 fmt_paired(h["reading_gain"]),
+                fmt_paired(h["reading_gain_text"]),
                 f"{pct(by['M0']['task_success_rate'])} -> {pct(by['M3']['task_success_rate'])}",
                 _sums(by, "duplicates"),
                 _sums(by, "lost_writes"),
@@ -430,8 +449,9 @@ def heldout_section(
             "domain",
             "scenarios (variants)",
             "agent-independent gain M0 -> M1",
-            "text_reader M0",
-            "text_reader M3",
+            "strong_reader M0",
+            "strong_reader M3",
+            "strong_reader M3 - M0",
             "text_reader M3 - M0",
             "pooled success M0 -> M3",
             "dup. M0 / M1 / M3",
@@ -448,6 +468,51 @@ def heldout_section(
             "cells; same rule as above):",
             "",
         ]
+        md += _table(["variant", "mode", "policy", "episodes", "reason"], worse) if worse else ["- (none)", ""]
+    return md
+
+
+def real_section(
+    rows: list[dict[str, Any]], real: list[dict[str, Any]], episodes: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """The real-error scenarios (``realerrors.py``) next to the main set: where the raw text is a real server's."""
+    policies = tuple(sorted({r["policy"] for r in real}))
+    main = [r for r in rows if r["policy"] in policies and r["mode"] in HELD_MODES]
+    h = split(real)
+    md = [
+        f"## Real servers' wordings: {_count(real)} scenarios (variants) from the error corpus",
+        "",
+        "Observations can only add value where the raw error leaves a careful reader unsure what happened or what "
+        "to do. These scenarios (`benchmarks/agentbench/realerrors.py`, ids `R-`) replay, through the chaos "
+        "server, the errors real MCP servers returned (`benchmarks/errors/corpus.jsonl`: the reference "
+        "filesystem, memory and everything servers, mcp-server-fetch and -git, a SQLite server): one variant per "
+        "distinct situation of a fault the order shop can meet (D1, D2, D4, D5 existence conflicts, F1, F2), the "
+        "record's own text as an untyped `isError` result, at the first and last of three steps; the oracle is the "
+        "main set's for that fault. Reported apart from the catalog scenarios; the reader policies were not changed "
+        "after these results were seen.",
+        "",
+        f"- **Strong reader** (`{h['reader']}`) M0 -> M3: {fmt_paired(h['reading_gain'])}; text_reader: "
+        f"{fmt_paired(h['reading_gain_text'])}.",
+        f"- Agents that never read an error, M0 -> M1: {_pts(h['agent_independent'])}.",
+        "",
+        *_side_by_side([("main set", main), ("real-error scenarios", real)]),
+        "Per policy, task success (variant bootstrap), and the paired difference to its own M0:",
+        "",
+    ]
+    table = []
+    for p in policies:
+        diffs = h["per_policy"].get(p, {})
+        table.append(
+            [
+                p,
+                *(fmt_rate(real, p, m) for m in HELD_MODES),
+                *(fmt_paired(diffs[k]) if k in diffs else "-" for k in ("M1-M0", "M3-M0")),
+            ]
+        )
+    md += _table(["policy", *(f"success {m}" for m in HELD_MODES), "M1 - M0", "M3 - M0"], table)
+    if episodes is not None:
+        worse = hurts(real, episodes, HELD_MODES)
+        md += [f"Where the proxy makes an agent worse here ({len(worse)} cells; same rule as above):", ""]
         md += _table(["variant", "mode", "policy", "episodes", "reason"], worse) if worse else ["- (none)", ""]
     return md
 
@@ -484,9 +549,12 @@ def render(
         f"{meta['fault_types']} of the 27 fault types, {len(all_policies)} scripted policies, modes "
         f"{', '.join(modes)}"
         + (f", plus {meta['heldout_scenarios']} held-out scenarios" if meta.get("heldout_scenarios") else "")
+        + (f" and {meta['real_scenarios']} real-error scenarios" if meta.get("real_scenarios") else "")
         + f": {meta['episodes']} episodes in {meta['wall_s']:.0f} s of wall time on "
         f"{meta['cpus']} CPUs. Method: `docs/fault-catalog.md` §6; code: `benchmarks/agentbench/`. Every "
-        "number below except the latency table is reproduced exactly by the same command and seed.",
+        "number below except the latency table is reproduced exactly by the same command and seed: "
+        "`benchmarks/DIGEST.tsv` holds a hash of every episode's scored fields, and "
+        "`python -m benchmarks.agentbench.same benchmarks/DIGEST.tsv RUN` compares a new run with it.",
         "",
         "Modes: M0 the agent talks to the server directly; M1-M4 through resilient-mcp with observations at L0 "
         "(raw upstream errors), L1 (+ classification), L2 (+ repair action, retries, suggestion, details), L3 "

@@ -45,8 +45,9 @@ from .heldout import every
 from .oracle import OracleAgent
 from .scoring import score
 from .spec import Scenario
+from .strong import StrongReader
 from .virtualtime import run_virtual
-from .world import HOST_TIMEOUT_S, open_world
+from .world import HOST_TIMEOUT_S, episode_now, open_world
 
 MAX_STEPS = 16
 MAX_CALLS = 12
@@ -54,6 +55,7 @@ CONTEXT_BYTES = 256_000
 EPISODE_LIMIT_S = 30.0
 AGENTS: dict[str, type[Agent]] = {
     "oracle": OracleAgent,
+    "strong_reader": StrongReader,
     "text_reader": TextReader,
     "blind_retry": BlindRetry,
     "give_up": GiveUp,
@@ -137,7 +139,7 @@ async def run_episode(scenario: Scenario, policy: str, mode: str, seed: int) -> 
             calls = 0
             for n in range(MAX_STEPS):
                 action = agent.act(result)
-                t = world.clock.now()
+                t = episode_now(world.clock)
                 if isinstance(action, Finish):
                     status, end = action.status, "finish"
                     events.append(_event(n, action, t))
@@ -170,7 +172,7 @@ async def run_episode(scenario: Scenario, policy: str, mode: str, seed: int) -> 
                 elif isinstance(action, ListTools):
                     result = await world.list_tools()
                     events.append(_event(n, action, t))
-            sim_time = world.clock.now()
+            sim_time = episode_now(world.clock)
             tape = world.tape
     episode = {
         "scenario": scenario.id,

@@ -7,6 +7,11 @@
 Wall-clock fields (the run's duration, the latency table) are not outcomes and are left out; everything else in
 ``out/results.json`` (each episode's status, end, facts, score and simulated time, and every aggregate) must be
 equal. Exit status 0 when the runs are identical, 1 when they differ (the first differences are printed).
+
+Against the committed run, whose results file is not committed: its digest (``benchmarks/DIGEST.tsv``, one hash of
+the scored fields per episode; ``digest.py``) is compared with a new run's episodes, which may be a subset:
+
+    python -m benchmarks.agentbench.same benchmarks/DIGEST.tsv /tmp/run-a
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from .digest import compare, read_digest
 
 WALL = ("latency", "meta", "paths")
 
@@ -50,8 +57,18 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, int, list[st
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        sys.stderr.write("usage: python -m benchmarks.agentbench.same RUN_A RUN_B (folders or results.json files)\n")
+        sys.stderr.write(
+            "usage: python -m benchmarks.agentbench.same RUN_A RUN_B (folders or results.json files; RUN_A may be "
+            "a digest, e.g. benchmarks/DIGEST.tsv)\n"
+        )
         return 2
+    if args[0].endswith(".tsv"):
+        episodes = _load(Path(args[1]))["episodes"]
+        notes = compare(read_digest(Path(args[0])), episodes)
+        sys.stdout.write(f"{len(episodes)} episodes compared with {args[0]}: {len(notes)} differ\n")
+        for line in notes[:20]:
+            sys.stdout.write(f"  {line}\n")
+        return 1 if notes else 0
     total, differing, notes = differences(_load(Path(args[0])), _load(Path(args[1])))
     sys.stdout.write(f"{total} episodes compared: {differing} differ; {len(notes)} differences\n")
     for line in notes[:20]:

@@ -171,6 +171,11 @@ class Scenario:
     def heldout(self) -> bool:
         return self.id.startswith("H-")
 
+    @property
+    def block(self) -> str:
+        """Which part of the report the scenario belongs to: main, heldout or real (real servers' wordings)."""
+        return "heldout" if self.heldout else "real" if self.id.startswith("R-") else "main"
+
     def ledger(self) -> Ledger:
         ledger = Ledger()
         if self.domain.name != "orders":  # the surface's own seed records, changed as ``state`` says

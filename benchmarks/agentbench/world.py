@@ -13,7 +13,8 @@ every call crosses real JSON-RPC framing twice) with the observation level L0-L3
 Every upstream attempt and every fault that fired is written on the episode's ``Tape`` with the number of the agent
 call it belongs to, so scoring can count proxy retries and upstream traffic. Waits (the proxy's backoff and
 Retry-After sleeps, the agent's waits, the server's simulated latencies) run on one ``FakeClock``; only hangs (C3,
-some E1) take real time, bounded by the scenario's short attempt timeout.
+some E1) wait on the event loop's clock, which is virtual too (``virtualtime``), bounded by the scenario's short
+attempt timeout; ``episode_now`` (the two added) is the clock of the proxy's retry deadline and breaker countdown.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from functools import partial
 from random import Random
 from typing import Any
 
+import anyio
 import mcp_types as types
 import structlog
 from mcp import Client
@@ -47,6 +49,7 @@ from resilient_mcp.faults.error_results import FAULT_META_KEY
 from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.stages.breaker import BreakerBoard
 from resilient_mcp.stages.guard import Guard
 
 try:
@@ -138,12 +141,32 @@ class BenchPipeline(Pipeline):
         self._guard = Guard(self.policy.session, self.services.guards, clock=self._bench_clock.now, wall=self._wall)
 
     def compile(self, entry: Any) -> Any:
-        original = pipeline_module.Idempotency  # swapped for this synchronous call only: no other task runs meanwhile
-        pipeline_module.Idempotency = partial(original, clock=self._wall)  # type: ignore[misc]
+        # Swapped for this synchronous call only (no other task runs meanwhile): the idempotency stage dates its
+        # records on the episode's wall clock, the retry stage measures its call deadline on the episode's clock.
+        idempotency, retry = pipeline_module.Idempotency, pipeline_module.Retry
+        pipeline_module.Idempotency = partial(idempotency, clock=self._wall)  # type: ignore[misc]
+        pipeline_module.Retry = partial(retry, clock=partial(episode_now, self._bench_clock))  # type: ignore[misc]
         try:
             return super().compile(entry)
         finally:
-            pipeline_module.Idempotency = original  # type: ignore[misc]
+            pipeline_module.Idempotency, pipeline_module.Retry = idempotency, retry  # type: ignore[misc]
+
+
+class EpisodeClock(FakeClock):
+    """The episode's fake clock, which also knows when on the event loop's clock the episode began."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop_start = anyio.current_time()
+
+
+def episode_now(clock: FakeClock) -> float:
+    """The episode's own time since it began: its simulated sleeps (the fake clock) plus its waits on the event
+    loop's virtual clock (hangs meeting their timeouts). Neither depends on how fast the machine runs, nor on the
+    episodes running beside it; every clock the proxy reads in an episode (retry deadline, breaker countdown, loop
+    guard, idempotency records) is this one or the fake clock itself."""
+    start = clock.loop_start if isinstance(clock, EpisodeClock) else anyio.current_time()
+    return clock.now() + anyio.current_time() - start
 
 
 _TIMINGS = re.compile(r'"(elapsed_ms|latency_ms|timeout_ms|delay_before_ms)":\s*-?\d+')
@@ -291,7 +314,8 @@ class World:
 def _bench_proxy(world: World, policy: dict[str, Any], level: str, net_plan: FaultPlan, seed: int) -> Proxy:
     cfg = ProxyConfig.model_validate({"upstreams": {UPSTREAM: {"command": "in-memory"}}, "state_dir": ":memory:"})
     pol = Policy(PolicyFile.model_validate({**policy, "observations": {"level": level}}))
-    services = Services(sleep=world.clock.sleep, random=Random(seed))
+    board = BreakerBoard(clock=partial(episode_now, world.clock))  # the countdown an agent reads is the episode's
+    services = Services(sleep=world.clock.sleep, random=Random(seed), board=board)
 
     def pipeline(router: Router, policy: Policy) -> Pipeline:
         return BenchPipeline(router, policy, services, world.clock)
@@ -315,7 +339,7 @@ async def open_world(
     domain: str = "orders",
 ) -> AsyncIterator[World]:
     """A running world for one episode in ``mode`` (M0-M4), the chaos server serving ``domain``'s tools."""
-    clock = FakeClock()
+    clock = EpisodeClock()
     tape = Tape()
     chaos = ChaosServer(server_plan, ledger=ledger, clock=clock, domain=domain)
     chaos.planner = TaggedPlanner(server_plan, tape=tape, where="server")

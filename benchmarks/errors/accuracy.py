@@ -1,14 +1,25 @@
-"""How often the rules (and the rules + model diagnosis) are right on the corpus of real MCP errors.
+"""How often the rules (and the rules + model diagnosis) are right on the corpus of real MCP errors, in-sample and
+leave-one-server-out, and how often they are harmful.
 
     python -m benchmarks.errors.accuracy                      # rules alone
     python -m benchmarks.errors.accuracy --scripted 0.2       # + diagnosis by a scripted model (gold, 20 % noise)
     python -m benchmarks.errors.accuracy --live URL [--model M] [--api-key-env VAR]
                                                               # + diagnosis by a real OpenAI-compatible endpoint
 
-Axes: fault type (exact catalog type), repair action (after the proxy's repair planning for the tool's effect
-class), transient. Per gold fault category and overall; then where the rules are wrong (situation by situation).
-With a diagnosis it also counts safety: a verdict must never make retrying looser than the rules' (retry safety,
-side-effect status, max_retry) — the clamps guarantee it, the benchmark checks it.
+Fields: fault type (exact catalog type), category (its letter), repair action (after the proxy's repair planning for
+the tool's effect class), transient, retry safety. **In-sample**: every rule on. **Leave-one-server-out (LOSO)**:
+each record is judged with the rules learned only from its own server switched off (``resilient_mcp/faults/vocab.py``:
+every wording carries the corpus servers it was written from; rules from a published standard, ``standard``, and
+plain words, ``generic``, stay on). LOSO is the headline: it is what a server the rules never saw gets.
+
+**Harmful verdicts** (the proxy is worse than no proxy): ``transient`` said of a fault the gold label calls
+permanent; ``no effect`` (``not_sent``/``rejected``) said of a call the gold label says ran (``maybe_executed`` or
+``executed_failed``); a **proxy retry** (rule R would let the retry stage repeat it) of a fault that cannot pass
+(gold not transient). A record counts once however many kinds it hits. Target: 0.
+
+With a diagnosis (asked only where the rules recognised nothing) it also counts safety: a verdict must never make
+retrying looser than the rules' (retry safety, side-effect status, max_retry); the clamps guarantee it, the benchmark
+checks it.
 """
 
 from __future__ import annotations
@@ -23,61 +34,144 @@ from typing import Any
 
 import structlog
 
-from .replay import CORPUS, Verdict, load, rules_verdict
+from resilient_mcp.faults import vocab
 
-AXES = ("fault_type", "repair_action", "transient")
-_GOLD_KEY = {"fault_type": "fault_type", "repair_action": "repair_action", "transient": "transient"}
+from .replay import CORPUS, Verdict, load, rules_verdict, server_of
+
+AXES = ("fault_type", "category", "repair_action", "transient", "retry_safety")
+HARMS = ("transient_of_permanent", "no_effect_of_ran", "proxy_retry_of_permanent")
+_RAN = ("maybe_executed", "executed_failed")
+_NOTHING_RAN = ("not_sent", "rejected")
 
 
 def category(record: dict[str, Any]) -> str:
     return str(record["gold"]["fault_type"])[0]
 
 
+def gold(record: dict[str, Any], axis: str) -> Any:
+    g = record["gold"]
+    return g["fault_type"][:1] if axis == "category" else g[axis]
+
+
 def right(record: dict[str, Any], verdict: Verdict, axis: str) -> bool:
-    return bool(verdict.get(axis) == record["gold"][_GOLD_KEY[axis]])
+    return bool(verdict.get(axis) == gold(record, axis))
 
 
-def table(records: Sequence[dict[str, Any]], verdicts: dict[str, Sequence[Verdict]]) -> str:
+def harms(record: dict[str, Any], verdict: Verdict) -> list[str]:
+    """The kinds of harm this verdict does (see the module docstring); empty when none."""
+    g = record["gold"]
+    out = []
+    if verdict.transient and not g["transient"]:
+        out.append("transient_of_permanent")
+    if verdict.retry_safety in _NOTHING_RAN and g["retry_safety"] in _RAN:
+        out.append("no_effect_of_ran")
+    if verdict.proxy_retries and not g["transient"]:
+        out.append("proxy_retry_of_permanent")
+    return out
+
+
+def overall(records: Sequence[dict[str, Any]], verdicts: Sequence[Verdict]) -> dict[str, float]:
+    return {a: sum(right(r, v, a) for r, v in zip(records, verdicts, strict=True)) / len(records) for a in AXES}
+
+
+def harmful_rate(records: Sequence[dict[str, Any]], verdicts: Sequence[Verdict]) -> float:
+    return sum(bool(harms(r, v)) for r, v in zip(records, verdicts, strict=True)) / len(records)
+
+
+def _pct(ok: int, n: int) -> str:
+    return f"{100 * ok / n:.0f} %" if n else "-"
+
+
+def headline(records: Sequence[dict[str, Any]], runs: dict[str, Sequence[Verdict]]) -> str:
+    """Markdown: rows = fields and the harmful-verdict rate, columns = runs."""
+    lines = ["| field | " + " | ".join(runs) + " |", "|---|" + "---:|" * len(runs)]
+    for axis in AXES:
+        cells = [
+            _pct(sum(right(r, v, axis) for r, v in zip(records, vs, strict=True)), len(records)) for vs in runs.values()
+        ]
+        lines.append(f"| {axis} | " + " | ".join(cells) + " |")
+    for kind in HARMS:
+        cells = [str(sum(kind in harms(r, v) for r, v in zip(records, vs, strict=True))) for vs in runs.values()]
+        lines.append(f"| harmful: {kind} (records) | " + " | ".join(cells) + " |")
+    cells = []
+    for vs in runs.values():
+        n = sum(bool(harms(r, v)) for r, v in zip(records, vs, strict=True))
+        cells.append(f"**{100 * n / len(records):.1f} %** ({n})")
+    lines.append("| **harmful-verdict rate** | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table(records: Sequence[dict[str, Any]], verdicts: dict[str, Sequence[Verdict]], axes: Sequence[str]) -> str:
     """Markdown: rows = categories + overall, columns = (run, axis) accuracy in %."""
     groups: dict[str, list[int]] = defaultdict(list)
     for i, rec in enumerate(records):
         groups[category(rec)].append(i)
-    head = "| category | n | " + " | ".join(f"{run}: {axis}" for run in verdicts for axis in AXES) + " |"
-    sep = "|---|---:|" + "---:|" * (len(verdicts) * len(AXES))
+    head = "| category | n | " + " | ".join(f"{run}: {axis}" for run in verdicts for axis in axes) + " |"
+    sep = "|---|---:|" + "---:|" * (len(verdicts) * len(axes))
     lines = [head, sep]
     for cat, idx in [*sorted(groups.items()), ("all", list(range(len(records))))]:
         cells = []
         for vs in verdicts.values():
-            for axis in AXES:
-                ok = sum(right(records[i], vs[i], axis) for i in idx)
-                cells.append(f"{100 * ok / len(idx):.0f} %")
+            for axis in axes:
+                cells.append(_pct(sum(right(records[i], vs[i], axis) for i in idx), len(idx)))
         lines.append(f"| {'**all**' if cat == 'all' else cat} | {len(idx)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def per_server(records: Sequence[dict[str, Any]], insample: Sequence[Verdict], loso: Sequence[Verdict]) -> str:
+    """Markdown: each server held out in turn: its records' fault type and repair action, in-sample vs LOSO."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, rec in enumerate(records):
+        groups[server_of(rec)].append(i)
+    lines = [
+        "| held-out server | n | fault_type in / LOSO | repair_action in / LOSO | transient LOSO | harmful LOSO |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for server, idx in sorted(groups.items()):
+        cell = []
+        for axis in ("fault_type", "repair_action"):
+            a = _pct(sum(right(records[i], insample[i], axis) for i in idx), len(idx))
+            b = _pct(sum(right(records[i], loso[i], axis) for i in idx), len(idx))
+            cell.append(f"{a} / {b}")
+        t = _pct(sum(right(records[i], loso[i], "transient") for i in idx), len(idx))
+        h = sum(bool(harms(records[i], loso[i])) for i in idx)
+        lines.append(f"| {server} | {len(idx)} | {cell[0]} | {cell[1]} | {t} | {h} |")
+    return "\n".join(lines)
+
+
+def bases(verdicts: Sequence[Verdict]) -> str:
+    counts = Counter(v.basis or "(none)" for v in verdicts)
+    return ", ".join(f"{k} {n}" for k, n in counts.most_common())
+
+
+def provenance() -> str:
+    """How many rules of each provenance the vocabulary holds (what LOSO can switch off)."""
+    counts: Counter[str] = Counter()
+    for rule in (*vocab.ALL_CODES, *(p.rule for p in vocab.ALL_PHRASES)):
+        counts[" + ".join(rule.sources)] += 1
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def misses(records: Sequence[dict[str, Any]], verdicts: Sequence[Verdict]) -> str:
-    """Where the rules are wrong, grouped by situation: gold vs given, whether the diagnose step is asked (the error
-    is untyped), and one example text."""
-    from resilient_mcp.diagnosis.engine import untyped
-
-    from .replay import raw_fault
-
+    """Where the verdicts are wrong, grouped by situation: gold vs given, whether the diagnose step is asked (the
+    rules recognised nothing), and one example text."""
     rows: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, (rec, v) in enumerate(zip(records, verdicts, strict=True)):
-        if any(not right(rec, v, a) for a in AXES):
+        if any(not right(rec, v, a) for a in ("fault_type", "repair_action", "transient")) or harms(rec, v):
             rows[(_source_name(rec), rec["situation"])].append(i)
     lines = [
-        "| source / situation | n | gold (type, action, transient) | rules say | diagnosis asked | example error |",
-        "|---|---:|---|---|---|---|",
+        "| source / situation | n | gold (type, action, transient) | verdict | basis | harm | example error |",
+        "|---|---:|---|---|---|---|---|",
     ]
     for (src, sit), idx in sorted(rows.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         rec = records[idx[0]]
         g = rec["gold"]
         said = Counter(f"{verdicts[i].fault_type}, {verdicts[i].repair_action}, {verdicts[i].transient}" for i in idx)
-        asked = "yes" if untyped(raw_fault(rec)) else "no (typed)"
+        harm = ", ".join(sorted({h for i in idx for h in harms(records[i], verdicts[i])})) or "-"
         lines.append(
             f"| {src} / {sit} | {len(idx)} | {g['fault_type']}, {g['repair_action']}, {g['transient']} | "
-            f"{'; '.join(f'{k} (x{n})' for k, n in said.most_common())} | {asked} | `{_text(rec)}` |"
+            f"{'; '.join(f'{k} (x{n})' for k, n in said.most_common())} | {verdicts[idx[0]].basis} | {harm} | "
+            f"`{_text(rec)}` |"
         )
     return "\n".join(lines)
 
@@ -95,35 +189,110 @@ def _text(record: dict[str, Any]) -> str:
 
 
 def summary(records: Sequence[dict[str, Any]]) -> str:
-    by_source = Counter(r["source"] for r in records)
+    by_server = Counter(server_of(r) for r in records)
     by_kind = Counter(r["raw"]["kind"] for r in records)
     parts = [
-        f"{len(records)} records from {len(by_source)} sources: "
-        + ", ".join(f"{s} {n}" for s, n in sorted(by_source.items())),
+        f"{len(records)} records from {len(by_server)} servers: "
+        + ", ".join(f"{s} {n}" for s, n in sorted(by_server.items())),
         "raw outcomes: " + ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())),
+        "rules by provenance: " + provenance(),
     ]
     return "\n".join(parts)
 
 
-def overall(records: Sequence[dict[str, Any]], verdicts: Sequence[Verdict]) -> dict[str, float]:
-    return {a: sum(right(r, v, a) for r, v in zip(records, verdicts, strict=True)) / len(records) for a in AXES}
+SUCCESS_SHAPED = CORPUS.parent / "success_shaped.jsonl"
+EXAMPLE_POLICIES = {"sqlite-ref": (Path("policies/server-sqlite.yaml"), "sqlite")}
+"""Servers with a shipped example policy whose ``result_errors`` the success-shaped records are read through."""
 
 
-def run(
-    path: Path,
-    diagnosed: Callable[[list[dict[str, Any]], list[Verdict]], tuple[list[Verdict], str]] | None = None,
-) -> str:
+def success_shaped(path: Path = SUCCESS_SHAPED) -> str:
+    """The success-shaped failures (no ``isError``) through the example policy of their server: without a policy the
+    proxy passes every one on as a success (by design); with it, how many become the right fault."""
+    import mcp_types as types
+    import yaml
+
+    from resilient_mcp.policy import PolicyFile
+    from resilient_mcp.stages.result_errors import success_shaped_failure
+
+    from .replay import tool_of, verdict_of
+
+    if not path.exists():
+        return "(no success-shaped records)"
+    root = Path(__file__).resolve().parents[2]
     records = load(path)
-    rules = [rules_verdict(r) for r in records]
-    runs: dict[str, Sequence[Verdict]] = {"rules": rules}
-    notes = ""
+    lines = [
+        "| server | policy | n | made a fault | fault_type | repair_action | transient | harmful |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for server in sorted({server_of(r) for r in records}):
+        group = [r for r in records if server_of(r) == server]
+        if server not in EXAMPLE_POLICIES:
+            lines.append(f"| {server} | none shipped | {len(group)} | 0 | - | - | - | - |")
+            continue
+        file, upstream = EXAMPLE_POLICIES[server]
+        policy = PolicyFile.model_validate(yaml.safe_load((root / file).read_text(encoding="utf-8")))
+        entries = policy.upstreams[upstream].defaults.result_errors
+        verdicts = []
+        for rec in group:
+            fault = success_shaped_failure(
+                types.CallToolResult.model_validate(rec["raw"]["result"]), entries, tool=tool_of(rec)
+            )
+            if fault is not None:
+                verdicts.append((rec, verdict_of(fault, rec)))
+        cells = [
+            _pct(sum(right(r, v, axis) for r, v in verdicts), len(group))
+            for axis in ("fault_type", "repair_action", "transient")
+        ]
+        harmful = sum(bool(harms(r, v)) for r, v in verdicts)
+        lines.append(
+            f"| {server} | `{file}` | {len(group)} | {len(verdicts)} | " + " | ".join(cells) + f" | {harmful} |"
+        )
+    return "\n".join(lines)
+
+
+Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
+
+
+def run(path: Path, diagnosed: Diagnosed | None = None) -> str:
+    records = load(path)
+    insample = [rules_verdict(r) for r in records]
+    loso = [rules_verdict(r, loso=True) for r in records]
+    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso}
+    notes = []
     if diagnosed is not None:
-        with_model, notes = diagnosed(records, rules)
-        runs["rules+diagnosis"] = with_model
-    out = [summary(records), "", table(records, runs), ""]
+        with_model, note = diagnosed(records, insample, False)
+        loso_model, loso_note = diagnosed(records, loso, True)
+        runs |= {"in-sample + diagnosis": with_model, "LOSO + diagnosis": loso_model}
+        notes = [f"In-sample: {note}", "", f"LOSO: {loso_note}"]
+    out = [
+        summary(records),
+        "",
+        "Per field, and the harmful-verdict rate (LOSO is the headline):",
+        "",
+        headline(records, runs),
+        "",
+        f"How the verdicts were reached (in-sample): {bases(insample)}; (LOSO): {bases(loso)}",
+        "",
+    ]
     if notes:
-        out += [notes, ""]
-    out += ["Where the rules are wrong:", "", misses(records, rules)]
+        out += [*notes, ""]
+    out += [
+        "Per gold category, rules in-sample and LOSO:",
+        "",
+        table(records, {"in": insample, "LOSO": loso}, ("fault_type", "repair_action", "transient")),
+        "",
+        "Each server held out in turn:",
+        "",
+        per_server(records, insample, loso),
+        "",
+        "Success-shaped failures (`success_shaped.jsonl`) through the shipped example policy's `result_errors`:",
+        "",
+        success_shaped(),
+        "",
+        "Where the rules are wrong or harmful (LOSO):",
+        "",
+        misses(records, loso),
+    ]
     return "\n".join(out)
 
 
@@ -141,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.scripted is not None or args.live:
         from .measure import diagnosed_verdicts
 
-        def diagnosed(recs: list[dict[str, Any]], rules: list[Verdict]) -> tuple[list[Verdict], str]:
+        def diagnosed(recs: list[dict[str, Any]], rules: list[Verdict], loso: bool) -> tuple[list[Verdict], str]:
             return diagnosed_verdicts(
                 recs,
                 rules,
@@ -150,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model=args.model,
                 api_key_env=args.api_key_env,
                 seed=args.seed,
+                loso=loso,
             )
 
     sys.stdout.write(run(args.corpus, diagnosed) + "\n")

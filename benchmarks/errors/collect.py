@@ -25,13 +25,15 @@ import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
@@ -40,10 +42,12 @@ from resilient_mcp.faults import Fault
 from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
 from resilient_mcp.upstream import Upstream
 
+from .servers import SOURCES as MORE_SOURCES
 from .situations import SOURCES, Case, Source, Workspace
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+ALL_SOURCES: list[Source] = [*SOURCES, *MORE_SOURCES]
 
 
 # --- capture at the seam --------------------------------------------------------------------------------------------
@@ -112,6 +116,42 @@ async def connected(name: str, config: StdioUpstream | RemoteUpstream) -> AsyncI
             tg.cancel_scope.cancel()
 
 
+class _Catalog:
+    def __init__(self, tools: list[types.Tool]) -> None:
+        self.tools = tools
+
+
+class DirectUpstream:
+    """The official client's session, for a server the proxy cannot start yet (``Source.direct``).
+
+    ``mcp-fetch-server@1.1.2`` declares ``resources`` but answers ``resources/list`` with -32601, and the proxy's
+    start-up lists every declared capability (issue 19, item 4). Its tool calls are recorded through this session:
+    the same raw outcomes (an ``isError`` result, a JSON-RPC error) that the proxy's seam would see.
+    """
+
+    def __init__(self, session: ClientSession, tools: list[types.Tool]) -> None:
+        self.session = session
+        self.catalog = _Catalog(tools)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None, *, timeout_s: float) -> Any:
+        try:
+            with anyio.fail_after(timeout_s):
+                return await self.session.call_tool(name, arguments)
+        except Exception as exc:
+            raise _recording_exception(exc, sent=True) from exc
+
+
+@asynccontextmanager
+async def connected_direct(config: StdioUpstream) -> AsyncIterator[DirectUpstream]:
+    params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd)
+    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 (the server's stderr, opened once)
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            with anyio.fail_after(60):
+                await session.initialize()
+                tools = (await session.list_tools()).tools
+            yield DirectUpstream(session, tools)
+
+
 def _fault_dict(fault: Fault) -> dict[str, Any]:
     return {
         "kind": "proxy_fault",
@@ -124,15 +164,14 @@ def _fault_dict(fault: Fault) -> dict[str, Any]:
     }
 
 
-async def call_once(up: Upstream, case: Case) -> dict[str, Any] | None:
-    """The raw outcome of one call; None when the call succeeded (a situation that did not provoke an error)."""
+async def call_once(up: Upstream | DirectUpstream, case: Case) -> dict[str, Any]:
+    """The raw outcome of one call: a fault as the seam caught it, or the result, error or not (a provoked failure
+    the server answers as a success is a success-shaped failure; ``collect_source`` lists them for review)."""
     _captured.clear()
     try:
         result = await up.call_tool(case.tool, case.arguments, timeout_s=case.timeout_s)
     except Fault as fault:
         return _captured[-1] if _captured else _fault_dict(fault)
-    if not result.is_error:
-        return None
     return {"kind": "result", "result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}
 
 
@@ -143,6 +182,11 @@ async def call_once(up: Upstream, case: Case) -> dict[str, Any] | None:
 class Record:
     id: str
     source: str
+    """The server's package and version."""
+    server: str
+    """The server's short name: what leave-one-server-out groups by."""
+    kind: str
+    """What kind of server (database, cache, shell, ...)."""
     transport: str
     situation: str
     tool: dict[str, Any]
@@ -150,34 +194,87 @@ class Record:
     arguments: dict[str, Any]
     raw: dict[str, Any]
     gold: dict[str, Any]
+    success_shaped: bool = False
+    """The server answered this failure as a successful result (no ``isError``); kept in ``success_shaped.jsonl``."""
 
     def line(self) -> str:
         return json.dumps(self.__dict__, ensure_ascii=False, sort_keys=True)
 
 
-def _tool_dict(up: Upstream, name: str) -> dict[str, Any]:
+def _tool_dict(up: Upstream | DirectUpstream, name: str) -> dict[str, Any]:
     for tool in up.catalog.tools:
         if tool.name == name:
             return {"name": name, "description": tool.description or "", "input_schema": tool.input_schema}
     return {"name": name, "description": "", "input_schema": {"type": "object"}}
 
 
+STARTUP_TOOL = {"name": "(start-up)", "description": "", "input_schema": {"type": "object"}}
+"""The ``tool`` of a start-up record: no call was made; the server failed while the proxy started it."""
+
+
+async def collect_startup(source: Source, ws: Workspace, out: list[Record], problems: list[str]) -> None:
+    """A server that fails while starting: the first error the proxy's seam caught, as one record."""
+    assert source.startup is not None
+    situation, gold = source.startup
+    async with source.started(ws) as config:
+        _captured.clear()
+        up = Upstream(source.name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(up.run)
+            try:
+                await up.wait_ready(30.0)
+            except Fault as fault:
+                raw = _captured[0] if _captured else _fault_dict(fault)
+            else:
+                problems.append(f"{source.name}: started, no start-up failure")
+                raw = None
+            tg.cancel_scope.cancel()
+    if raw is not None:
+        transport = config.type if isinstance(config, RemoteUpstream) else "stdio"
+        out.append(
+            Record(
+                f"{source.name}-001-{situation}",
+                source.package,
+                source.server or source.name,
+                source.kind,
+                transport,
+                situation,
+                dict(STARTUP_TOOL),
+                "read_only",
+                {},
+                raw,
+                gold.as_dict(),
+            )
+        )
+
+
 async def collect_source(source: Source, ws: Workspace, out: list[Record], problems: list[str]) -> None:
+    if source.startup is not None:
+        await collect_startup(source, ws, out, problems)
+        return
     async with source.started(ws) as config:
         cases = source.cases(ws)
-        async with connected(source.name, config) as up:
+        if source.direct:
+            assert isinstance(config, StdioUpstream)
+            session: AbstractAsyncContextManager[Upstream | DirectUpstream] = connected_direct(config)
+        else:
+            session = connected(source.name, config)
+        async with session as up:
             for i, case in enumerate(cases, 1):
                 if case.before is not None:
                     case.before(ws)
                 raw = await call_once(up, case)
-                if raw is None:
-                    problems.append(f"{source.name}/{case.situation}: no error for {case.arguments}")
-                    continue
                 rid = f"{source.name}-{i:03d}-{case.situation}"
+                shaped = raw["kind"] == "result" and not raw["result"].get("isError", False)
+                if shaped:  # to review: a situation that did not fail at all is removed from situations
+                    text = json.dumps(raw["result"].get("content", []))[:160]
+                    problems.append(f"success-shaped {rid}: {text}")
                 out.append(
                     Record(
                         rid,
                         source.package,
+                        source.server or source.name,
+                        source.kind,
                         config.type if isinstance(config, RemoteUpstream) else "stdio",
                         case.situation,
                         _tool_dict(up, case.tool),
@@ -185,11 +282,13 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
                         case.arguments or {},
                         raw,
                         case.gold.as_dict(),
+                        shaped,
                     )
                 )
                 if case.settle_s:  # a reset HTTP connection is noticed a moment later (REPORT.md, findings)
                     await anyio.sleep(case.settle_s)
                 if case.restart_after:  # the server died on purpose: wait for the supervisor's restart
+                    assert isinstance(up, Upstream)
                     await up.wait_ready(60.0)
 
 
@@ -205,11 +304,41 @@ def workspace() -> Iterator[Workspace]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _kept(path: Path, sources: list[Source], only: set[str] | None) -> list[str]:
+    """The lines of an existing corpus file that this run does not regenerate (``--only`` keeps the others)."""
+    if only is None or not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and _source_of(json.loads(line)["id"]) not in only]
+
+
+def _source_of(record_id: str) -> str:
+    """``postgres-ref-writes-003-read_only_transaction`` -> ``postgres-ref-writes`` (ids are source-NNN-situation)."""
+    parts = record_id.split("-")
+    for i, part in enumerate(parts):
+        if len(part) == 3 and part.isdigit():
+            return "-".join(parts[:i])
+    return record_id
+
+
+def _write(path: Path, kept: list[str], records: list[Record]) -> None:
+    lines = sorted([*kept, *(r.line() for r in records)], key=lambda line: str(json.loads(line)["id"]))
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
 async def main_async(out_path: Path, only: set[str] | None) -> int:
     records: list[Record] = []
     problems: list[str] = []
+    sources = ALL_SOURCES
+    unknown = (only or set()) - {s.name for s in sources}
+    if unknown:
+        known = ", ".join(s.name for s in sources)
+        print(f"unknown source(s): {', '.join(sorted(unknown))}; known: {known}", file=sys.stderr)
+        return 2
+    shaped_path = out_path.with_name("success_shaped.jsonl")
+    kept, kept_shaped = _kept(out_path, sources, only), _kept(shaped_path, sources, only)
     with workspace() as ws:
-        for source in SOURCES:
+        for source in sources:
             if only and source.name not in only:
                 continue
             before = len(records)
@@ -219,13 +348,13 @@ async def main_async(out_path: Path, only: set[str] | None) -> int:
             except Exception as exc:  # one broken peer must not lose the others' records
                 problems.append(f"{source.name}: {type(exc).__name__}: {exc}")
             print(f"{source.name:12} {len(records) - before:4d} records", file=sys.stderr)
-    records.sort(key=lambda r: r.id)
-    out_path.write_text(  # noqa: ASYNC240 (once, at the end)
-        "".join(r.line() + "\n" for r in records), encoding="utf-8"
-    )
-    print(f"{len(records)} records -> {out_path}", file=sys.stderr)
+    errors = [r for r in records if not r.success_shaped]
+    shaped = [r for r in records if r.success_shaped]
+    _write(out_path, kept, errors)
+    _write(shaped_path, kept_shaped, shaped)
+    print(f"{len(errors)} records -> {out_path}, {len(shaped)} -> {shaped_path}", file=sys.stderr)
     for p in problems:
-        print(f"  not collected: {p}", file=sys.stderr)
+        print(f"  {'to review' if p.startswith('success-shaped') else 'not collected'}: {p}", file=sys.stderr)
     return 0 if records else 1
 
 

@@ -16,10 +16,10 @@ import anyio
 from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState
 from resilient_mcp.diagnosis.providers import Answer, OpenAICompatible, Provider
 from resilient_mcp.diagnosis.settings import DiagnosisRule
-from resilient_mcp.faults import BY_TYPE, RepairAction
+from resilient_mcp.faults import BY_TYPE, RepairAction, vocab
 from resilient_mcp.faults.observations import plan_repair
 
-from .replay import Verdict, call_of, raw_fault, verdict_of
+from .replay import Verdict, call_of, raw_fault, server_of, verdict_of
 
 _TYPES = sorted(t for t in BY_TYPE if t[:1].isupper())
 
@@ -69,8 +69,9 @@ def diagnosed_verdicts(
     model: str,
     api_key_env: str | None,
     seed: int,
+    loso: bool = False,
 ) -> tuple[list[Verdict], str]:
-    return anyio.run(_run, records, rules, noise, live, model, api_key_env, seed)
+    return anyio.run(_run, records, rules, noise, live, model, api_key_env, seed, loso)
 
 
 @dataclass
@@ -82,8 +83,12 @@ class Measured:
     stats: Counter[str]
 
 
-async def measure(records: list[dict[str, Any]], rules: list[Verdict], provider: Provider) -> Measured:
-    """Every record through the proxy's diagnose step (as the observe stage runs it) with ``provider``."""
+async def measure(
+    records: list[dict[str, Any]], rules: list[Verdict], provider: Provider, *, loso: bool = False
+) -> Measured:
+    """Every record through the proxy's diagnose step (as the observe stage runs it) with ``provider``. With
+    ``loso``, each record's rules run with the rules learned only from its own server switched off (``rules`` must
+    be the LOSO verdicts then): the diagnosis is asked where a server the rules never saw leaves them unsure."""
     scripted = provider if isinstance(provider, ScriptedModel) else None
     rule = DiagnosisRule(enabled=True, max_per_minute=10_000, timeout_s=60)
     state = DiagnosisState()
@@ -91,7 +96,8 @@ async def measure(records: list[dict[str, Any]], rules: list[Verdict], provider:
     out: list[Verdict] = []
     asked = loosened = 0
     for record, rule_verdict in zip(records, rules, strict=True):
-        fault = raw_fault(record)
+        with vocab.held_out(frozenset({server_of(record)}) if loso else frozenset()):
+            fault = raw_fault(record)
         if not diagnose.wanted(fault):
             out.append(rule_verdict)
             continue
@@ -120,11 +126,12 @@ async def _run(
     model: str,
     api_key_env: str | None,
     seed: int,
+    loso: bool,
 ) -> tuple[list[Verdict], str]:
     provider: Provider = (
         ScriptedModel(noise or 0.0, seed) if live is None else OpenAICompatible(live, model, api_key_env, timeout_s=60)
     )
-    m = await measure(records, rules, provider)
+    m = await measure(records, rules, provider, loso=loso)
     s = m.stats
     calls = s["calls"]
     lat = s["latency_ms"] / calls if calls else 0.0
@@ -132,7 +139,7 @@ async def _run(
     who = f"scripted model (gold + {100 * (noise or 0):.0f} % noise, seed {seed})" if scripted else f"{live} {model}"
     notes = (
         f"Diagnosis by {who}: asked for {m.asked} of {len(records)} records "
-        "(the rest were typed or matched a known wording: rules only); "
+        "(the rules recognised nothing in them; the rest were typed, a standard code or a wording: rules only); "
         f"model calls {calls}, cache hits {s['cache_hits']}, applied {s['applied']}, fallbacks "
         + (
             ", ".join(f"{k.removeprefix('fallback_')} {v}" for k, v in sorted(s.items()) if k.startswith("fallback_"))

@@ -21,9 +21,10 @@ import pydantic_core
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.faults import BY_TYPE, EffectClass, Fault, RetrySafety, SideEffectStatus
+from resilient_mcp.faults import BY_TYPE, EffectClass, Fault, RetrySafety, SideEffectStatus, vocab
 from resilient_mcp.faults.classify import classify_exception, classify_http_status, classify_result
 from resilient_mcp.faults.observations import plan_repair
+from resilient_mcp.faults.repeat import decide
 from resilient_mcp.policy import ToolRule
 
 CORPUS = Path(__file__).resolve().parent / "corpus.jsonl"
@@ -109,20 +110,54 @@ class Verdict:
     retry_safety: str
     max_retry: int
     suggestion: str = ""
+    proxy_retries: bool = False
+    """Whether the proxy's retry stage would repeat this call on its own (rule R, ``repeat.decide``)."""
+    basis: str = ""
+    """How the rules reached the verdict (``details.basis``)."""
 
     def get(self, axis: str) -> Any:
-        return {"fault_type": self.fault_type, "transient": self.transient, "repair_action": self.repair_action}[axis]
+        return {
+            "fault_type": self.fault_type,
+            "category": self.fault_type[:1],
+            "transient": self.transient,
+            "repair_action": self.repair_action,
+            "retry_safety": self.retry_safety,
+        }[axis]
 
 
 def verdict_of(fault: Fault, record: dict[str, Any]) -> Verdict:
-    action, max_retry, _ = plan_repair(fault, call_of(record))
+    call = call_of(record)
+    action, max_retry, _ = plan_repair(fault, call)
     return Verdict(
-        fault.fault_type, fault.is_transient, action.value, fault.retry_safety.value, max_retry, fault.suggestion or ""
+        fault.fault_type,
+        fault.is_transient,
+        action.value,
+        fault.retry_safety.value,
+        max_retry,
+        fault.suggestion or "",
+        decide(fault, call.rule).repeat,
+        str(fault.details.get("basis", "")),
     )
 
 
-def rules_verdict(record: dict[str, Any]) -> Verdict:
-    return verdict_of(raw_fault(record), record)
+def server_of(record: dict[str, Any]) -> str:
+    """The server a record came from, without its version or transport: the unit held out by leave-one-server-out
+    (``@modelcontextprotocol/server-git@1.2`` and ``mcp-server-git==1.2`` -> ``server-git``, ``mcp-server-git``;
+    the chaos server over stdio and over HTTP is one server)."""
+    if isinstance(record.get("server"), str):
+        return str(record["server"])
+    name = str(record["source"]).split()
+    head = name[1] if name[0] == "resilient-mcp" and len(name) > 1 else name[0]
+    head = head.split("==", 1)[0]
+    if head.startswith("@"):
+        head = head.split("/", 1)[-1]
+    return head.split("@", 1)[0]
+
+
+def rules_verdict(record: dict[str, Any], *, loso: bool = False) -> Verdict:
+    """The rules' verdict; with ``loso``, with the rules learned only from this record's server switched off."""
+    with vocab.held_out(frozenset({server_of(record)}) if loso else frozenset()):
+        return verdict_of(raw_fault(record), record)
 
 
 def iter_records(path: Path = CORPUS) -> Iterator[dict[str, Any]]:

@@ -86,8 +86,19 @@ def _env() -> dict[str, str]:
 
 class Source:
     name = ""
+    """Short name of this source (``--only``); one server may have several sources (fetch, fetch-private)."""
+    server = ""
+    """The server, for grouping (leave-one-server-out): defaults to ``name``."""
     package = ""
+    kind = ""
+    """What kind of server: database, cache, shell, editor, office, web, vcs, search, queue, api, files, memory, ..."""
+    language = ""
+    """python or node: the SDK the server is built on."""
     effects: dict[str, str] = {}
+    direct = False
+    """Collected through the official client's session, not the proxy's upstream (see ``collect.DirectUpstream``)."""
+    startup: tuple[str, Gold] | None = None
+    """A source whose server fails while starting: its situation and label (one record, no call)."""
 
     @asynccontextmanager
     async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:
@@ -138,6 +149,8 @@ _OUTSIDE = [
 class Filesystem(Source):
     name = "fs"
     package = "@modelcontextprotocol/server-filesystem@2026.8.31"
+    kind = "files"
+    language = "node"
     effects = {
         "read_text_file": "read_only",
         "read_file": "read_only",
@@ -299,6 +312,8 @@ def _corrupt_memory(ws: Workspace) -> None:
 class Memory(Source):
     name = "memory"
     package = "@modelcontextprotocol/server-memory@2026.8.31"
+    kind = "memory"
+    language = "node"
     effects = {
         "read_graph": "read_only",
         "search_nodes": "read_only",
@@ -363,6 +378,8 @@ class Memory(Source):
 class Everything(Source):
     name = "everything"
     package = "@modelcontextprotocol/server-everything@2026.8.31"
+    kind = "test fixture"
+    language = "node"
     effects = {
         "echo": "read_only",
         "get-sum": "read_only",
@@ -448,6 +465,8 @@ class Everything(Source):
 class Git(Source):
     name = "git"
     package = "mcp-server-git==2026.10.19"
+    kind = "vcs"
+    language = "python"
     effects = {
         "git_status": "read_only",
         "git_diff_unstaged": "read_only",
@@ -547,6 +566,8 @@ class Git(Source):
 class Time(Source):
     name = "time"
     package = "mcp-server-time==2026.10.19"
+    kind = "utility"
+    language = "python"
     effects = {"get_current_time": "read_only", "convert_time": "read_only"}
 
     def config(self, ws: Workspace) -> StdioUpstream:
@@ -644,6 +665,8 @@ def web_server(ws: Workspace) -> Iterator[None]:
 class Fetch(Source):
     name = "fetch"
     package = "mcp-server-fetch==2026.10.24"
+    kind = "web"
+    language = "python"
     effects = {"fetch": "read_only"}
     private_ok = True
 
@@ -713,6 +736,7 @@ class Fetch(Source):
 
 class FetchPrivate(Fetch):
     name = "fetch-private"
+    server = "fetch"
     private_ok = False
 
     def cases(self, ws: Workspace) -> list[Case]:
@@ -730,6 +754,8 @@ class FetchPrivate(Fetch):
 class Sqlite(Source):
     name = "sqlite"
     package = "database-mcp-sqlite==0.2.1"
+    kind = "database"
+    language = "python"
     effects = {"execute_sql": "write_unsafe", "search_objects": "read_only"}
 
     def config(self, ws: Workspace) -> StdioUpstream:
@@ -828,6 +854,8 @@ def chaos_gold(fault: str, typed: bool, write: bool, variant: str | None = None)
 class Chaos(Source):
     name = "chaos"
     package = "resilient-mcp chaos-server (stdio)"
+    kind = "fault injector"
+    language = "python"
     effects = {
         "get_order": "read_only",
         "search": "read_only",
@@ -920,6 +948,8 @@ class Chaos(Source):
 class Shim(Source):
     name = "shim"
     package = "resilient-mcp chaos-server --http behind the fault shim"
+    kind = "fault injector"
+    language = "python"
     effects = Chaos.effects
 
     def __init__(self) -> None:
@@ -1012,6 +1042,7 @@ class _WithWeb(Source):
     def __init__(self, inner: Source) -> None:
         self.inner = inner
         self.name, self.package, self.effects = inner.name, inner.package, inner.effects
+        self.server, self.kind, self.language = inner.server, inner.kind, inner.language
 
     @asynccontextmanager
     async def started(self, ws: Workspace) -> AsyncIterator[StdioUpstream | RemoteUpstream]:

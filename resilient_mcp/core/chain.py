@@ -97,6 +97,9 @@ class ToolCall:
     host: HostLink | None = None
     attempt_timeout_s: float | None = None
     """Per-attempt timeout the terminal applies; set by the retry stage from policy."""
+    known: bool = True
+    """False for a name no upstream offers and the proxy does not serve (a model's invention): metrics and the status
+    page count all of those under one label, so they never push a real tool's series out."""
 
 
 CallNext = Callable[[ToolCall], Awaitable[types.CallToolResult]]

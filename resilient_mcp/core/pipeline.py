@@ -45,6 +45,7 @@ from ..stages.idempotency import Idempotency, InFlight, replays_writes, upstream
 from ..stages.observe import AuditSink, Observe
 from ..stages.output import OutputCap
 from ..stages.provenance import Provenance, SessionTaint
+from ..stages.result_errors import success_shaped_failure
 from ..stages.retry import Retry, RetryBudgets
 from ..stages.validate import Validate, suggest_tools
 from ..state import StateStore
@@ -93,6 +94,10 @@ class Services:
     """Verdict cache, per-minute budget and recent calls of the diagnose step (survive policy reloads)."""
     diagnosis_provider: Provider | None = None
     """Replaces the policy's diagnosis provider (tests and the corpus benchmark inject a scripted model)."""
+    treatment: list[dict[str, str]] = field(default_factory=list)
+    """How each served tool is treated and why (``treatment``), set when the routing is built (the status page)."""
+    public_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(upstream, the upstream's tool name) -> the host-visible name, set when the routing is built (metrics)."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -191,7 +196,8 @@ class Pipeline:
             stages.append(Breaker(rule, self.services.board))
         inner = compose(stages, self._terminal)
         chain = compose([self._observe, self._announce, self._guard], inner)
-        return CompiledTool(rule=rule, chain=chain, entry=entry, inner=inner)
+        effect_from = self.policy.effect_source(entry.upstream, rule, entry.tool.annotations)
+        return CompiledTool(rule=rule, chain=chain, entry=entry, inner=inner, effect_from=effect_from)
 
     def _fallback_target(self, name: str) -> CompiledTool | None:
         """A fallback tool by host-visible name, in the routing current when the fallback is needed."""
@@ -246,6 +252,8 @@ class Pipeline:
                 progress_extends=timeouts.progress_extends,
             )
             fault = classify_result(result, tool=call.tool)
+            if fault is None and call.rule.result_errors:  # a failure the server answered as a success
+                fault = success_shaped_failure(result, call.rule.result_errors, tool=call.tool)
         except Fault as exc:
             fault = exc
         if fault is not None:
@@ -294,6 +302,7 @@ class Pipeline:
             owner=owner,
             call_id=call_id,
             host=host,
+            known=entry is not None or proxy_tool is not None,
         )
 
         async def refuse(call: ToolCall) -> types.CallToolResult:

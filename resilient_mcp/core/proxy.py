@@ -36,7 +36,7 @@ from ..upstream.bridge import Bridges
 from .catalog import CatalogConflict, build_catalog, prefixes_for
 from .hostcontext import CURRENT_HOST, HostEnvelope
 from .pipeline import Pipeline
-from .routing import CallLayer, CompiledTool, Router, Routing
+from .routing import CallLayer, CompiledTool, Router, Routing, treatment
 
 MISSING_CAPABILITY = -32021
 """MissingRequiredClientCapability (2026-07-28, SEP-2575): the answer to a request the host cannot serve."""
@@ -115,7 +115,7 @@ class Proxy:
     ) -> None:
         """``calls`` wraps how the pipeline's terminal sends a tool call to an upstream (chaos mode's seam)."""
         self.config = config
-        self.policy = policy
+        self.policy = policy.mark_local(config.local_upstreams())
         transports = transports or {}
         self.upstreams: dict[str, Upstream] = {
             name: Upstream(name, up, self, transport=transports.get(name))
@@ -220,9 +220,24 @@ class Proxy:
         visible.extend(t for t in self.pipeline.proxy_tools() if t.name not in catalog.tools)
         self.router.stale = False
         self.router.routing = Routing(catalog=catalog, chains=chains, visible_tools=visible)
+        self.pipeline.services.public_names = {(e.upstream, e.name): public for public, e in catalog.tools.items()}
+        self._log_treatment(treatment(chains))
+
+    def _log_treatment(self, rows: list[dict[str, str]]) -> None:
+        """Say (once per change) which tools are treated how and why: the start-up log's answer to "is it retried?"."""
+        if rows == self.pipeline.services.treatment:
+            return
+        self.pipeline.services.treatment = rows
+        groups: dict[tuple[str, str, str, str], list[str]] = {}
+        for row in rows:
+            key = (row["upstream"], row["effect"], row["effect_from"], row["retried_on"])
+            groups.setdefault(key, []).append(row["tool"])
+        for (upstream, effect, why, retried), tools in groups.items():
+            shown = tools if len(tools) <= 20 else [*tools[:20], f"... {len(tools) - 20} more"]
+            log.info("tool_treatment", upstream=upstream, effect=effect, why=why, retried_on=retried, tools=shown)
 
     def set_policy(self, policy: Policy) -> None:
-        self.policy = policy
+        self.policy = policy.mark_local(self.config.local_upstreams())
         self.pipeline.set_policy(policy)
         self.rebuild()
 
@@ -251,6 +266,15 @@ class Proxy:
     def refused_capabilities(self, ctx: Ctx) -> set[str]:
         """The host capabilities the proxy refused an upstream on behalf of ``ctx``'s call (so far)."""
         return self._refused.get(id(ctx), set())
+
+    def serve_one_host(self, capabilities: types.ClientCapabilities | None) -> None:
+        """Single-host stdio mode, before ``running``: connect every upstream once, declaring what the host declared
+        in its opening request (``host/opening.py``), or nothing when that is not known (``follow_host`` then
+        reconnects only for a host that turns out to declare more)."""
+        self.single_host = True
+        declared = host_capability_names(capabilities)
+        for up in self.upstreams.values():
+            up.declared = declared
 
     async def follow_host(self, ctx: Ctx) -> None:
         """With a single stdio host, connect every upstream declaring exactly the host's capabilities (once they are

@@ -47,6 +47,8 @@ class CompiledTool:
     inner: CallNext
     """The chain below observe, announce and guard: what another tool's fallback stage calls (counted once, by the
     observe of the tool the host called)."""
+    effect_from: str = "policy"
+    """Where ``rule.effect`` came from, in words (``Policy.effect_source``): the start-up log, ``check``, status."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +95,28 @@ class Router:
         """Until ``tools_changed`` is signalled (then re-armed): the proxy's announcer waits here."""
         await self._changed.wait()
         self._changed = anyio.Event()
+
+
+def retried_on(rule: ToolRule) -> str:
+    """Which faults the proxy retries for a tool with ``rule``, in words (rule R, ``repeat.decide``)."""
+    from ..faults import EffectClass
+
+    if not rule.retry.enabled:
+        return "never (retry.enabled: false)"
+    if rule.effect in (EffectClass.READ_ONLY, EffectClass.WRITE_IDEMPOTENT) or rule.idempotency.forward_key_as:
+        return "transient faults"
+    return "only faults where the call provably did not run (not sent, rejected before execution)"
+
+
+def treatment(chains: Mapping[str, CompiledTool]) -> list[dict[str, str]]:
+    """How each served tool is treated and why: its effect class, where that came from, and what is retried."""
+    return [
+        {
+            "tool": name,
+            "upstream": compiled.entry.upstream,
+            "effect": compiled.rule.effect.value,
+            "effect_from": compiled.effect_from,
+            "retried_on": retried_on(compiled.rule),
+        }
+        for name, compiled in sorted(chains.items())
+    ]

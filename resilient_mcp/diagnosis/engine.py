@@ -1,8 +1,9 @@
 """The diagnose step: when to ask a model, and what its verdict may change.
 
-Asked only for failures the rules leave untyped: an ``isError`` text no typed hint described (classified by text
-heuristics, or not at all), an unknown JSON-RPC error code, an unexpected exception. Never for typed hints, HTTP
-statuses, transport faults the proxy detected itself, or a chained resilient-mcp's observation.
+Asked only for failures the rules recognised nothing in (``details.basis == "unrecognised"``: an error text or a
+JSON-RPC error message with no typed hint, no standard code, no known wording), and for an unexpected exception.
+Never for typed hints, standard codes, wordings, HTTP statuses, transport faults the proxy detected itself, or a
+chained resilient-mcp's observation.
 
 Clamps (the verdict may sharpen, never loosen): it may set the fault type, transient, repair action and suggestion
 (marked model-written in ``details.diagnosis``). Retry safety, side-effect status and an upstream's untrusted
@@ -38,10 +39,10 @@ from ..faults import (
     BY_TYPE,
     Fault,
     GatewayError,
-    PermanentExecutionError,
     RepairAction,
     RetrySafety,
 )
+from ..faults.vocab import Basis
 from .prompt import build_messages, error_text
 from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
 from .settings import DiagnosisRule
@@ -78,14 +79,13 @@ def cache_scope(call: ToolCall, identity: str) -> str:
 
 
 def untyped(fault: Fault) -> bool:
-    """True when the rules could not read this failure from a typed source or a known wording (what diagnosis is
-    for): a text matched only by a keyword, or by nothing."""
+    """True when the rules recognised nothing in this failure (``details.basis == "unrecognised"``: no typed hint,
+    no standard code, no wording), or it is an unexpected exception: what diagnosis is for. Whatever the rules did
+    recognise, a standard's code or a wording, is theirs to answer."""
     details = fault.details
     if details.get("chained") or not fault.upstream_message:
         return False
-    if details.get("classified_by") == "text":  # a keyword guess or no match at all; a known wording is read
-        return details.get("text_match") != "wording"
-    if type(fault) is PermanentExecutionError and "upstream_code" in details:  # an unknown JSON-RPC code
+    if details.get("basis") == Basis.UNRECOGNISED.value:
         return True
     return type(fault) is GatewayError and "exception_type" in details  # an unexpected exception
 

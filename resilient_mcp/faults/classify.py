@@ -49,7 +49,6 @@ read back as that fault.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -79,7 +78,6 @@ from . import (
     SchemaViolation,
     SideEffectStatus,
     StateConflict,
-    TransientExecutionError,
     Unauthenticated,
     UnknownTool,
 )
@@ -88,9 +86,11 @@ from .error_results import (
     FAULT_META_KEY,
     QUOTA_RETRY_AFTER_MS,
     classify_result,
+    classify_text,
     fault_from_observation,
     result_text,
 )
+from .vocab import Basis
 
 __all__ = [
     "ERROR_META_KEY",
@@ -149,7 +149,7 @@ def classify_http_status(
     """The fault an HTTP error status of the MCP endpoint means (see the module docstring for the table)."""
     raw_after = _header(headers, "retry-after")
     after = parse_retry_after(raw_after, now or datetime.now(UTC)) if raw_after is not None else None
-    details: dict[str, Any] = {"http_status": status}
+    details: dict[str, Any] = {"http_status": status, "basis": Basis.STANDARD_CODE.value}
     common: dict[str, Any] = {"details": details, "upstream_code": status, "upstream_message": message}
     not_run: dict[str, Any] = {
         **common,
@@ -193,17 +193,22 @@ def classify_exception(exc: BaseException, *, sent: bool) -> Fault:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return classify_exception(exc.exceptions[0], sent=sent)
     if isinstance(exc, MCPError):
-        return _from_mcp_error(exc, sent=sent)
+        fault = _from_mcp_error(exc, sent=sent)
+        fault.details.setdefault("basis", Basis.STANDARD_CODE.value)  # a JSON-RPC / MCP code with a defined meaning
+        return fault
     if isinstance(exc, httpx2.HTTPStatusError):
         return classify_http_status(exc.response.status_code, exc.response.headers, message=str(exc))
-    return _from_transport(exc, sent=sent)
+    fault = _from_transport(exc, sent=sent)
+    fault.details.setdefault("basis", Basis.OBSERVED.value)
+    return fault
 
 
 def _lost(exc: BaseException, *, sent: bool, what: str) -> Fault:
     text = str(exc) or type(exc).__name__
+    observed = {"basis": Basis.OBSERVED.value}
     if sent:
-        return ConnectionLost.of("lost_after_send", what=what, upstream_message=text)
-    return ConnectFailure.of("unreachable", what=what, upstream_message=text)
+        return ConnectionLost.of("lost_after_send", what=what, upstream_message=text, details=observed)
+    return ConnectFailure.of("unreachable", what=what, upstream_message=text, details=observed)
 
 
 def _from_transport(exc: BaseException, *, sent: bool) -> Fault:
@@ -230,7 +235,27 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_TOOL_NOT_FOUND = re.compile(r"\btool\b.{0,80}\bnot found\b")
+def _names_unknown_tool(lowered: str) -> bool:
+    """ "unknown tool", or "tool ... not found" within 80 characters (the SDKs' -32602 wordings). Linear."""
+    if "unknown tool" in lowered:
+        return True
+    at = lowered.find("tool")
+    return at >= 0 and 0 <= lowered.find("not found", at) - at <= 90
+
+
+def _read_message(exc: MCPError, kw: dict[str, Any]) -> Fault:
+    """An upstream's JSON-RPC error whose code alone says nothing of the fault (-32603, -32000 from a server, an
+    application code): its message read like any other error text. A bare code is never evidence of a transient
+    fault; an unrecognised message is said so (``details.basis``), never transient, and may have executed."""
+    fault = classify_text(exc.message)
+    if fault.details.get("basis") == Basis.UNRECOGNISED.value:
+        details = {**fault.details, "upstream_code": exc.code}
+        fault = PermanentExecutionError.of("untyped", details=details, retry_safety=RetrySafety.MAYBE_EXECUTED)
+    elif fault.retry_safety is RetrySafety.NOT_SENT:  # the upstream got the call and refused it
+        fault.retry_safety = RetrySafety.REJECTED
+    fault.upstream_message = kw["upstream_message"]
+    fault.upstream_code = kw["upstream_code"]
+    return fault
 
 
 def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
@@ -244,10 +269,12 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
     rejected: dict[str, Any] = {**kw, "retry_safety": RetrySafety.REJECTED, "side_effect_status": SideEffectStatus.NONE}
     if code == types.REQUEST_TIMEOUT:
         return AttemptTimeout.of("no_answer", **kw)
-    if code == types.CONNECTION_CLOSED:
+    if code == types.CONNECTION_CLOSED and lowered.startswith("connection closed"):  # the SDK's own, on EOF
         return _lost(exc, sent=sent, what="connection closed")
+    if code == types.CONNECTION_CLOSED:  # a server's generic -32000 "Server error": its message says what failed
+        return _read_message(exc, kw)
     if code == types.INVALID_PARAMS:
-        if "unknown tool" in lowered or _TOOL_NOT_FOUND.search(lowered):
+        if _names_unknown_tool(lowered):
             return UnknownTool.of("reported", **rejected)
         return SchemaViolation.of("upstream_rejected", details={"schema_drift_candidate": True}, **rejected)
     if code == types.METHOD_NOT_FOUND:
@@ -262,7 +289,7 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
         if lowered == _SDK_HTTP_STANDIN:
             return GatewayError.of("http_error_status", **kw)
         # The upstream is alive and answered: the tool itself failed. Its own circuit counts it, the upstream's not.
-        fault = TransientExecutionError.of("internal_error", **kw)
+        fault = _read_message(exc, kw)
         fault.tool_level = True
         return fault
     return _from_spec_code(exc, kw, rejected)
@@ -284,9 +311,4 @@ def _from_spec_code(exc: MCPError, kw: dict[str, Any], rejected: dict[str, Any])
         return PermissionDenied.of(
             "browser_authorization", details={"elicitations": data.get("elicitations")}, **rejected
         )
-    return PermanentExecutionError.of(
-        "untyped",
-        details={"upstream_code": exc.code},
-        retry_safety=RetrySafety.MAYBE_EXECUTED,
-        **kw,
-    )
+    return _read_message(exc, kw)

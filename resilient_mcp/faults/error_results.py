@@ -57,8 +57,9 @@ from . import (
     StateConflict,
     TransientExecutionError,
     Unauthenticated,
-    UnknownTool,
+    vocab,
 )
+from .vocab import Basis
 
 ERROR_META_KEY = "io.github.resilient-mcp/error"
 FAULT_META_KEY = "io.github.resilient-mcp/fault"
@@ -123,92 +124,6 @@ _DID_NOT_RUN = frozenset(
 )
 """Typed errors that say, by their type alone, that the call did not run (retryable as ``rejected``)."""
 
-_TRANSIENT, _REFUSAL = True, False
-_HEURISTICS: tuple[tuple[re.Pattern[str], type[Fault], bool], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), cls, kind)
-    for pattern, cls, kind in (
-        (r"\bquota\b|resource[ _]exhausted", QuotaExhausted, _REFUSAL),
-        (r"rate[ _-]?limit|too many requests|\b429\b|throttl", RateLimited, _TRANSIENT),
-        (
-            r"unauthori[sz]ed|unauthenticated|not authenticated|(authentication|login) required|\b401\b"
-            r"|(invalid|expired) (api )?(token|credential)",
-            Unauthenticated,
-            _REFUSAL,
-        ),
-        (
-            r"permission denied|forbidden|\b403\b|access denied|not permitted|approval required",
-            PermissionDenied,
-            _REFUSAL,
-        ),
-        # Only the SDKs' own wording, at the start: "Error executing tool x: ... not found" is the tool's own error.
-        (r"^\s*unknown tool\b", UnknownTool, _REFUSAL),
-        (r"time[d ]?\s?out|deadline exceeded", TransientExecutionError, _TRANSIENT),
-        (r"unavailable|\b503\b|try again|temporar|connection reset|overloaded", TransientExecutionError, _TRANSIENT),
-        (r"conflict|already exists|\b409\b|precondition|version mismatch", StateConflict, _REFUSAL),
-        (
-            r"invalid|validation|-32602|\brequired\b|must be|missing|malformed|out of range",
-            SemanticArgumentRejection,
-            _REFUSAL,
-        ),
-        (r"not found|does not exist|no such", PermanentExecutionError, _REFUSAL),
-    )
-)
-_WORDINGS: tuple[tuple[re.Pattern[str], type[Fault], bool, RepairAction | None], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), cls, kind, repair)
-    for pattern, cls, kind, repair in (
-        # Wordings of real servers, read before the generic heuristics (benchmarks/errors/REPORT.md measures them).
-        # The SDKs' argument validation: TypeScript ("Input validation error ... received undefined") and pydantic
-        # ("1 validation error for xArguments ... Field required"), reported as isError text.
-        (
-            r"input validation error.*received undefined at [\w-]+(\n|$)|is a required property|\bfield required\b",
-            MissingRequiredArgument,
-            _REFUSAL,
-            None,
-        ),
-        (r"input validation error|validation errors? for \w*arguments\b", SchemaViolation, _REFUSAL, None),
-        (r"^\s*(mcp error -32602: )?tool \S+ not found", UnknownTool, _REFUSAL, None),
-        # A sandbox the server was started with: another argument inside it helps, asking the user does not.
-        (
-            r"outside (of )?(the )?allowed (directories|directory|repository|roots?)",
-            PermissionDenied,
-            _REFUSAL,
-            RepairAction.FIX_PARAMETER,
-        ),
-        (
-            r"autonomous fetching of this page is not allowed|not a public address|start the server with --allow",
-            PermissionDenied,
-            _REFUSAL,
-            None,
-        ),
-        (
-            r"\bE(IS|NOT)DIR\b|illegal operation on a directory|not a directory|did not resolve to an object"
-            r"|no such (table|column|function)\b|unknown (table|column)\b|did not match any files?|syntax error"
-            r"|incomplete input",
-            SemanticArgumentRejection,
-            _REFUSAL,
-            None,
-        ),
-        (
-            r"could not find (an )?exact match|changed since|no changes (staged|added)|nothing to commit"
-            r"|must be \w+ before",
-            StateConflict,
-            _REFUSAL,
-            None,
-        ),
-        (
-            r"fetch failed|connection (issue|refused|error)|econnrefused|econnreset|status code 5\d\d\b",
-            TransientExecutionError,
-            _TRANSIENT,
-            None,
-        ),
-    )
-)
-_RULES = (*_WORDINGS, *((pattern, cls, kind, None) for pattern, cls, kind in _HEURISTICS))
-_SCHEMA_LIKE = re.compile(
-    r"validation error|-32602|input validation|required propert|unexpected keyword|field required|additional propert",
-    re.IGNORECASE,
-)
-
 
 def answered_by_tool(fault: Fault) -> bool:
     """Whether the tool itself ran and answered with this failure (an ``isError`` result of its own, e.g. "not
@@ -235,8 +150,10 @@ def classify_result(result: types.CallToolResult, *, tool: types.Tool | None) ->
         fault = fault_from_observation(meta[FAULT_META_KEY], upstream_message=text)
     if fault is None and isinstance(meta.get(ERROR_META_KEY), Mapping):
         fault = _from_hint(meta[ERROR_META_KEY])
-    if fault is None:
-        fault = _from_text(text, tool)
+    if fault is not None:
+        fault.details.setdefault("basis", Basis.TYPED_HINT.value)
+    else:
+        fault = classify_text(text, tool)
         if isinstance(meta.get(ERROR_META_KEY), Mapping):
             fault.details["error_type"] = _scalar(meta[ERROR_META_KEY].get("type"))
     if fault.retry_safety is RetrySafety.NOT_SENT:  # the upstream got the call and refused it
@@ -319,35 +236,46 @@ def _claims_not_run(fault: Fault) -> bool:
     return fault.is_transient and fault.retry_safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
 
 
-def _from_text(text: str, tool: types.Tool | None) -> Fault:
+def classify_text(text: str, tool: types.Tool | None = None) -> Fault:
+    """The fault an upstream's error text means, read in the vocabularies of ``vocab.py``; when nothing is recognised,
+    an unrecognised ``PermanentExecutionError``: never transient, ``maybe_executed``, its basis said so."""
     details: dict[str, Any] = {"classified_by": "text"}
-    for n, (pattern, cls, transient, repair) in enumerate(_RULES):
-        if not pattern.search(text):
-            continue
-        # A known wording of a real server is read with confidence; a keyword is a guess (model diagnosis may help).
-        details["text_match"] = "wording" if n < len(_WORDINGS) else "keyword"
-        if cls in (SemanticArgumentRejection, SchemaViolation, MissingRequiredArgument) and _SCHEMA_LIKE.search(text):
-            details["schema_drift_candidate"] = True
-            if tool is not None:
-                digest = hashlib.sha256(canonical_json(tool.input_schema).encode()).hexdigest()
-                details["input_schema_hash"] = digest
-        said = "reported" if cls.has_template("reported") else "tool_error"
-        if transient:
-            return cls.of(
-                said,
-                details=details,
-                transient=True,
-                retry_safety=RetrySafety.MAYBE_EXECUTED,
-                side_effect_status=SideEffectStatus.UNKNOWN,
-            )
-        # A refusal the upstream made before running (auth, permission, quota) changed nothing.
-        refused_before = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
-        effect = SideEffectStatus.NONE if refused_before else SideEffectStatus.UNKNOWN
-        return cls.of(said, details=details, transient=False, side_effect_status=effect, repair_action=repair)
-    return PermanentExecutionError.of(
-        "unmatched",
+    reading = vocab.read(text)
+    if reading is None:
+        details["basis"] = Basis.UNRECOGNISED.value
+        return PermanentExecutionError.of("unmatched", details=details, retry_safety=RetrySafety.MAYBE_EXECUTED)
+    rule = reading.rule
+    details |= {"basis": rule.basis.value, "vocabulary": rule.family, "recognised": rule.key}
+    # A known wording is read with confidence; a generic keyword is a guess.
+    details["text_match"] = "keyword" if rule.family == "keyword" else "wording"
+    cls = _rate_or_quota(reading.retry_after_ms) if rule.fault is RateLimited else rule.fault
+    if cls in (SemanticArgumentRejection, SchemaViolation, MissingRequiredArgument) and rule.family == "validation":
+        details["schema_drift_candidate"] = True
+        if tool is not None:
+            digest = hashlib.sha256(canonical_json(tool.input_schema).encode()).hexdigest()
+            details["input_schema_hash"] = digest
+    said = "reported" if cls.has_template("reported") else "tool_error"
+    if rule.transient and cls is not QuotaExhausted:
+        # An untyped error never proves that the call did not run: transient, but maybe executed (rule R retries
+        # it only where repeating is harmless).
+        return cls.of(
+            said,
+            details=details,
+            transient=True,
+            retry_safety=RetrySafety.MAYBE_EXECUTED,
+            side_effect_status=SideEffectStatus.UNKNOWN,
+            retry_after_ms=reading.retry_after_ms,
+        )
+    # A refusal the upstream made before running (auth, permission, quota) changed nothing.
+    refused_before = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
+    effect = SideEffectStatus.NONE if refused_before else SideEffectStatus.UNKNOWN
+    return cls.of(
+        said,
         details=details,
-        retry_safety=RetrySafety.MAYBE_EXECUTED,
+        transient=False,
+        side_effect_status=effect,
+        repair_action=rule.repair,
+        retry_after_ms=reading.retry_after_ms,
     )
 
 
@@ -380,5 +308,6 @@ def fault_from_observation(obs: Mapping[str, Any], *, upstream_message: str | No
         retry_after_ms=after if isinstance(after, int) and not isinstance(after, bool) else None,
         upstream_code=cls.code,
     )
+    fault.details["basis"] = Basis.TYPED_HINT.value
     fault.claimed_by_upstream = _claims_not_run(fault)
     return fault

@@ -4,8 +4,10 @@
 
     repeat = helps and safe
     helps  = the fault is transient (an identical call can succeed), and it is not the caller's mistake, a policy
-             refusal, a guard decision or an unknown tool; a read_only tool's result that broke its outputSchema
-             or the policy's result_invariants may be re-read once (the corruption may not come back)
+             refusal, a guard decision, an unknown tool or an error the rules did not recognise (``details.basis``
+             ``unrecognised``: whatever says it is transient, the proxy does not know); a read_only tool's result
+             that broke its outputSchema or the policy's result_invariants may be re-read once (the corruption may
+             not come back)
     safe   = not_sent or rejected                                    (provably nothing ran)
              or maybe_executed and (read_only, write_idempotent, or the upstream honours the forwarded key)
              or executed_failed / n/a on a read_only tool        (a read changes nothing however often it runs)
@@ -64,8 +66,8 @@ class Decision:
     claimed a write did not run."""
     reason: str
     """Why, as a stable token: ``not_sent``, ``rejected``, ``read_only``, ``write_idempotent``, ``key_forwarded``,
-    ``may_have_executed``, ``executed``, ``not_transient``, ``caller_must_change``, ``untrusted_claim``,
-    ``reread_once``."""
+    ``may_have_executed``, ``executed``, ``not_transient``, ``unrecognised``, ``caller_must_change``,
+    ``untrusted_claim``, ``reread_once``."""
     max_repeats: int
     """Identical repeats that can still help (the observation's ``max_retry``)."""
 
@@ -104,6 +106,8 @@ def decide(fault: Fault, rule: ToolRule) -> Decision:
     max_repeats = fault.max_retry
     if isinstance(fault, _NEVER_REPEATED):
         helps, why_not = False, "caller_must_change"
+    elif fault.details.get("basis") == "unrecognised":
+        helps, why_not = False, "unrecognised"
     elif isinstance(fault, OutputSchemaViolation | SemanticCorruption) and rule.effect is EffectClass.READ_ONLY:
         helps, why_not, max_repeats = True, "", max(max_repeats, 1)
         reason = "reread_once"

@@ -53,6 +53,18 @@ def _verify(call: ToolCall, verify: Mapping[str, Any] | None) -> str:
     return f"{call.name} may have taken effect. {check} before re-issuing; re-issuing blindly can repeat the effect."
 
 
+def _unrecognised(call: ToolCall, action: RepairAction, verify: Mapping[str, Any] | None) -> str:
+    """The rules recognised nothing in the error: the proxy says so instead of guessing."""
+    head = (
+        "resilient-mcp did not recognise this error (unrecognised: no known code or wording), so it did not repeat "
+        "the call. Read the server's own words (upstream_message) to decide: change the arguments, use another "
+        "tool, or tell the user."
+    )
+    if action is RepairAction.VERIFY_STATE:
+        return f"{head} {_verify(call, verify)}"
+    return head
+
+
 def _fixes(d: Mapping[str, Any]) -> str:
     errors = [e for e in d.get("validation_errors") or [] if isinstance(e, Mapping)]
     fixes = [str(e.get("fix") or f"{e.get('path', '$')}: {e.get('message', 'invalid')}") for e in errors[:10]]
@@ -277,6 +289,8 @@ def suggestion_for(
     """The suggestion for ``fault`` on ``call`` given the planned repair action and verify call."""
     if fault.suggestion:
         text = fault.suggestion
+    elif details.get("basis") == "unrecognised":
+        return _unrecognised(call, action, verify)
     elif action is RepairAction.VERIFY_STATE and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
         return _verify(call, verify)
     else:

@@ -12,8 +12,8 @@ at once with -32700 / -32600 (the SDK hands it to the session, which answers not
 timeout); a line longer than ``MAX_LINE_BYTES`` is read through without being kept and refused with -32600 (a 300 MB
 line took the proxy to 1.4 GB resident); and a line of more than ``MAX_JSON_ITEMS`` JSON items is counted, not
 parsed, and refused with -32600 (10^6 keys took 7.5 s and left 269 MB resident). Lines are split in linear time.
-When stdin/stdout are not pipes, sockets or terminals (a regular file), or the event loop cannot watch them
-(``/dev/null``: end of input at once), or the event loop is not asyncio, it falls back to the SDK's ``stdio_server``.
+When stdin/stdout are not pipes, sockets or terminals (a regular file, ``/dev/null``), or the event loop is not
+asyncio, it falls back to the SDK's ``stdio_server``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import selectors
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -53,22 +52,14 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
 
-def _streamable(fd: int, events: int) -> bool:
-    """Whether asyncio can drive ``fd`` as a pipe transport: a pipe, socket or character device that the event loop's
-    selector accepts (epoll refuses ``/dev/null`` with EPERM: ``wrap < /dev/null`` then waited forever for a reader
-    that was never registered)."""
+def _streamable(fd: int) -> bool:
+    """Whether asyncio can drive ``fd`` as a pipe transport (pipe, socket or terminal). Other character devices
+    (``/dev/null``) cannot be watched by epoll: the SDK's reader serves them."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-        return False
-    with selectors.DefaultSelector() as selector:
-        try:
-            selector.register(fd, events)
-        except (OSError, ValueError):
-            return False
-    return True
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 def _on_asyncio() -> bool:
@@ -82,8 +73,7 @@ def _on_asyncio() -> bool:
 @asynccontextmanager
 async def stdio_transport() -> AsyncIterator[Streams | Any]:
     """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``."""
-    streamable = _streamable(0, selectors.EVENT_READ) and _streamable(1, selectors.EVENT_WRITE)
-    if sys.platform == "win32" or not (streamable and _on_asyncio()):
+    if sys.platform == "win32" or not (_streamable(0) and _streamable(1) and _on_asyncio()):
         async with stdio_server() as streams:
             yield streams
         return

@@ -55,13 +55,19 @@ class SharedServices(Protocol):
     @property
     def store(self) -> StateStore | RedisStateStore | None: ...
 
+    @property
+    def treatment(self) -> list[dict[str, str]]: ...
+
+    @property
+    def public_names(self) -> dict[tuple[str, str], str]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class CallEnd:
     """How a call ended, as every recorder reads it (computed once per call, only when some recorder is on)."""
 
     outcome: str
-    """ok | error | refused | cancelled"""
+    """ok | error | refused | abandoned (the host cancelled, disconnected or gave up before the answer)"""
     fault_type: str | None
     category: str | None
     repair_action: str | None
@@ -90,9 +96,7 @@ def call_end(call: ToolCall, result: types.CallToolResult | None, error: BaseExc
     observation = result.structured_content if result is not None and result.is_error else None
     if not isinstance(observation, dict) or "fault_type" not in observation:
         observation = None
-    outcome = record.outcome or ("cancelled" if error is not None else "ok")
-    if error is not None and record.outcome is None:
-        outcome = "cancelled"
+    outcome = record.outcome or ("abandoned" if error is not None else "ok")
     fault_type = record.fault_type
     category = observation.get("fault_category") if observation else None
     if fault_type and not category:

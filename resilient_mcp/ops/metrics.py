@@ -1,21 +1,35 @@
 """Prometheus metrics: counters and histograms fed by call events, gauges read from the proxy at scrape time.
 
 Every series has bounded labels: ``upstream`` comes from the configuration, ``outcome``/``stage``/``fault_type`` from
-fixed sets, and ``tool`` (names an upstream chooses) is capped at ``metrics.max_tools`` distinct values per process;
-later names are counted as ``other``. Gauges (breaker state, upstream up, restarts, idempotency records, state
-backend errors) cost nothing per call: a collector reads them when ``/metrics`` is scraped.
+fixed sets, and ``tool`` is the host-visible name (in every metric, ``breaker_state`` included), capped at
+``metrics.max_tools`` distinct values per process (later names are counted as ``other``). A name no upstream offers
+(a model's invention, fault A1) is counted as ``(unknown)``: however many a confused model makes up, they never take
+a real tool's label. Gauges (breaker state, upstream up, restarts, idempotency records, state backend errors) cost
+nothing per call: a collector reads them when ``/metrics`` is scraped. No ``_created`` series; ``build_info`` and the
+``process_*`` series of prometheus_client's ProcessCollector are there.
 """
 
 from __future__ import annotations
 
+import platform
 import re
 from collections.abc import Iterable, Iterator
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .. import __version__
 from ..core.chain import ToolCall
 from .events import CallEnd, CallEvents, Sleep
 
@@ -25,14 +39,23 @@ if TYPE_CHECKING:
     from .events import ProxyView
 
 OTHER = "other"
+UNKNOWN = "(unknown)"
+"""The one ``tool`` label value (and status row) of every name no upstream offers."""
 _FAULT_TYPE = re.compile(r"[A-G][0-9]{1,2}_[a-z0-9_]{1,60}")
-_OUTCOMES = frozenset({"ok", "error", "refused", "cancelled"})
+_OUTCOMES = frozenset({"ok", "error", "refused", "abandoned"})
 _STAGES = frozenset(
     {"validate", "access", "guard", "provenance", "idempotency", "breaker", "cache", "fallback", "policy", "output"}
 )
 _BREAKER = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _version_of(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 class CappedLabels:
@@ -61,6 +84,8 @@ class MetricsRecorder(CallEvents):
     enabled = True
 
     def __init__(self, *, max_tools: int = 100, registry: CollectorRegistry | None = None) -> None:
+        # a _created series per counter is a quarter of all series and tells nothing here
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.tool_label = CappedLabels(max_tools)
         self._upstreams = CappedLabels(max(max_tools, 64))
@@ -100,16 +125,23 @@ class MetricsRecorder(CallEvents):
         self.backoff = Counter(
             "resilient_mcp_backoff_seconds", "Time spent waiting between attempts.", ["upstream"], registry=r
         )
+        build = Gauge(
+            "resilient_mcp_build_info", "Always 1: the running version.", ["version", "python", "mcp"], registry=r
+        )
+        build.labels(__version__, platform.python_version(), _version_of("mcp")).set(1)
+        ProcessCollector(registry=r)
         self._children: dict[tuple[str, str], _ToolSeries] = {}
         """The labelled series of each (upstream, tool), looked up once: ``labels()`` costs more than a dict get."""
         self._attempts: dict[tuple[str, str], Any] = {}
         self._cache_limit = 2 * max_tools
 
     def call_finished(self, call: ToolCall, end: CallEnd) -> None:
-        key = (call.upstream, call.name)
+        name = call.name if call.known else UNKNOWN
+        key = (call.upstream, name)
         children = self._children.get(key)
         if children is None:
-            children = _ToolSeries(self, self._upstreams(call.upstream or "-"), self.tool_label(call.name))
+            tool = name if not call.known else self.tool_label(name)
+            children = _ToolSeries(self, self._upstreams(call.upstream or "-"), tool)
             if len(self._children) < self._cache_limit:  # names past the cap (unknown tools a host made up) stay out
                 self._children[key] = children
         outcome = (end.outcome, end.fault_type)
@@ -208,8 +240,9 @@ class ProxyCollector(Collector):
             "Circuit state: 0 closed, 1 half-open, 2 open (tool '' = the upstream's).",
             labels=["upstream", "tool"],
         )
+        public = proxy.services.public_names
         for upstream_name, tool, circuit_state, _ in proxy.services.board.circuit_states():
-            label = "" if tool is None else self._tool(tool)
+            label = "" if tool is None else self._tool(public.get((upstream_name, tool), tool))
             breaker.add_metric([upstream_name, label], _BREAKER.get(circuit_state, 0.0))
         yield breaker
         records = GaugeMetricFamily(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.chain import ToolCall
 from .events import CallEnd, CallEvents, Sleep
-from .metrics import OTHER, CappedLabels
+from .metrics import OTHER, UNKNOWN, CappedLabels
 from .secrets import Scrubber
 
 if TYPE_CHECKING:
@@ -81,11 +81,11 @@ class StatusRecorder(CallEvents):
 
     def call_finished(self, call: ToolCall, end: CallEnd) -> None:
         now = self._clock()
-        key = (call.upstream or "-", self._tool(call.name))
+        key = (call.upstream or "-", self._tool(call.name) if call.known else UNKNOWN)
         samples = self._samples.get(key)
         if samples is None:
             samples = self._samples[key] = collections.deque(maxlen=self._per_tool)
-        failed = end.outcome in ("error", "refused")
+        failed = end.outcome in ("error", "refused", "abandoned")
         samples.append(_Sample(now, end.latency_s, failed, end.category if failed else None))
         absorbed = self.absorbed
         if end.retries:
@@ -187,6 +187,7 @@ class StatusRecorder(CallEvents):
             "tools": tools,
             "absorbed": absorbed,
             "failures": self._scrub.data(list(self._failures)),
+            "treatment": list(proxy.services.treatment),
         }
 
 
@@ -238,6 +239,7 @@ def render_live(snap: dict[str, Any]) -> str:
             )
         out.append("</tbody></table>")
     out.append("</section>")
+    out.append(_render_treatment(snap.get("treatment", [])))
     out.append(f'<section id="failures"><h2>Last {FAILURES_KEPT} failures</h2>')
     if not snap["failures"]:
         out.append('<p class="empty">No failures.</p>')
@@ -251,6 +253,25 @@ def render_live(snap: dict[str, Any]) -> str:
             f"<pre>{_e(body)}</pre></details>"
         )
     out.append("</section>")
+    return "".join(out)
+
+
+def _render_treatment(rows: list[dict[str, str]]) -> str:
+    """Which tools are treated how and why (effect class, its source, what is retried)."""
+    out = ['<section id="treatment"><h2>How tools are treated</h2>']
+    if not rows:
+        out.append('<p class="empty">No tools served.</p></section>')
+        return "".join(out)
+    out.append(
+        "<table><thead><tr><th>Tool</th><th>Upstream</th><th>Effect</th><th>Why</th><th>Retried on</th></tr>"
+        "</thead><tbody>"
+    )
+    for row in rows:
+        out.append(
+            f'<tr data-treatment="{_e(row["tool"])}"><td>{_e(row["tool"])}</td><td>{_e(row["upstream"])}</td>'
+            f"<td>{_e(row['effect'])}</td><td>{_e(row['effect_from'])}</td><td>{_e(row['retried_on'])}</td></tr>"
+        )
+    out.append("</tbody></table></section>")
     return "".join(out)
 
 

@@ -65,6 +65,11 @@ def render_text(snap: dict[str, Any], failures: int = 10) -> str:
         out += ["  " + line for line in _table(rows)]
     else:
         out.append("  no calls yet")
+    if snap.get("treatment"):
+        out += ["", "How tools are treated"]
+        rows = [["TOOL", "EFFECT", "WHY", "RETRIED ON"]]
+        rows += [[t["tool"], t["effect"], t["effect_from"], t["retried_on"]] for t in snap["treatment"]]
+        out += ["  " + line for line in _table(rows)]
     out += ["", "Absorbed by the proxy"]
     out += ["  " + line for line in _table([[k, str(v)] for k, v in snap["absorbed"].items()])]
     out += ["", f"Last failures (newest first, {min(failures, len(snap['failures']))} of {len(snap['failures'])})"]

@@ -3,7 +3,7 @@
 A policy file (``policies/*.yaml``, JSON accepted) has this shape::
 
     version: 1
-    defaults: {effect: write_unsafe, timeouts: {attempt_s: 60}, ...}      # a ToolRule
+    defaults: {effect: write_unsafe, timeouts: {attempt_s: 50}, ...}      # a ToolRule
     session: {max_tool_calls: 1000, max_failures: 100, loop_threshold: 3}
     observations: {level: L2, unknown_tool_as_result: false}
     deny: ["*delete*"]                                                     # host-visible names, globs
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -56,10 +57,12 @@ class ValidationRule(Strict):
 
 
 class TimeoutRule(Strict):
-    attempt_s: float = Field(60.0, gt=0, le=86_400)
+    attempt_s: float = Field(50.0, gt=0, le=86_400)
     """Timeout of one upstream attempt, in seconds; a timed-out attempt is cancelled upstream."""
-    total_s: float = Field(120.0, gt=0, le=86_400)
-    """Deadline of the whole call across attempts and backoff, in seconds."""
+    total_s: float = Field(50.0, gt=0, le=86_400)
+    """Deadline of the whole call across attempts and backoff, in seconds. The default stays under the 60 s after
+    which common hosts give up on a request (the TypeScript SDK's default), so the host gets the proxy's observation
+    of a hung upstream, never its own timeout; raise it for hosts that wait longer."""
     progress_extends: bool = True
     """A progress notification from the upstream restarts the attempt timeout (never past total_s)."""
 
@@ -208,6 +211,59 @@ class ResultInvariants(Strict):
         return bool(self.required or self.fields or self.json_schema is not None)
 
 
+def _check_result_path(path: str) -> str:
+    parts = path.split(".")
+    if parts[0] != "$" or any(not part or part.strip() != part for part in parts[1:]):
+        raise ValueError(
+            f"json_path {path!r} must be $ followed by dot-separated names or array indexes with no empty part "
+            "(e.g. $.result or $.error.code)"
+        )
+    return path
+
+
+def _check_fault_type(name: str) -> str:
+    from ..faults import BY_TYPE
+
+    if not name[:1].isupper() or name not in BY_TYPE:
+        known = ", ".join(sorted(t for t in BY_TYPE if t[:1].isupper()))
+        raise ValueError(f"fault_type {name!r} is not a catalog fault type; use one of: {known}")
+    return name
+
+
+ResultPath = Annotated[str, AfterValidator(_check_result_path)]
+FaultTypeName = Annotated[str, AfterValidator(_check_fault_type)]
+
+
+class ResultError(Strict):
+    """One sign that a successful result is a failure the server did not flag (``isError`` false). Exactly one of
+    ``prefix``, ``contains`` or ``json_path`` (with ``equals``). Matched as plain text, never as a regular
+    expression."""
+
+    prefix: str | None = Field(None, min_length=1, max_length=1000)
+    """The result's text starts with this (after leading white space), e.g. "Database error: "."""
+    contains: str | None = Field(None, min_length=1, max_length=1000)
+    """The result's text contains this anywhere (the first 64 KiB of it are read)."""
+    json_path: ResultPath | None = None
+    """A field of the result's data (structuredContent, else the text parsed as JSON): $ then dotted names or
+    indexes, e.g. $.result; the result is a failure when that field equals `equals`."""
+    equals: str | int | float | bool | None = None
+    """The value json_path must have for the result to be a failure (with json_path only)."""
+    ignore_case: bool = False
+    """Compare prefix / contains / a string `equals` without regard to case."""
+    fault_type: FaultTypeName | None = None
+    """The catalog fault type to report (e.g. D5_state_conflict); unset: the classifier reads the result's text, as
+    it reads an isError result."""
+
+    def model_post_init(self, context: Any, /) -> None:
+        chosen = [name for name in ("prefix", "contains", "json_path") if getattr(self, name) is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                f"a result_errors entry needs exactly one of prefix, contains or json_path (got {chosen or 'none'})"
+            )
+        if ("equals" in self.model_fields_set) != (self.json_path is not None):
+            raise ValueError("equals goes with json_path (and json_path needs equals): set both or neither")
+
+
 class VerifyWith(Strict):
     tool: str
     """A read-only tool (host-visible name) that tells whether a write took effect."""
@@ -246,6 +302,10 @@ class ToolRule(Strict):
     """Output size caps and outputSchema checks (see `output`)."""
     cache: CacheRule = CacheRule()
     """Response cache for read_only tools, off by default (see `cache`)."""
+    result_errors: list[ResultError] = Field(default_factory=list)
+    """Signs that a successful result is a failure the server did not flag (a database error answered as text, a
+    {"result": "error"}): a result matching one of them is reported as a classified fault instead of as data. Empty
+    (the default): a success is never reinterpreted."""
     result_invariants: ResultInvariants | None = None
     """What a successful result must look like (see `result_invariants`); a result that breaks it is reported as a
     suspect result (E5) instead of being passed on as data. None: no checks beyond the outputSchema."""
@@ -314,8 +374,11 @@ Glob = Annotated[str, AfterValidator(_check_glob)]
 
 
 class UpstreamPolicy(Strict):
-    trust_annotations: bool = False
-    """Use the upstream's MCP tool annotations (readOnlyHint, destructiveHint, idempotentHint) as effect classes."""
+    trust_annotations: bool | None = None
+    """true: use the upstream's MCP tool annotations (readOnlyHint, destructiveHint, idempotentHint) as effect
+    classes, and believe its typed claims that a failed write did not run. false: use none of them. Unset (the
+    default): a local stdio server's ``readOnlyHint: true`` makes that tool read_only (retried on transient faults);
+    every other hint, and every hint of a remote ``url:`` server, is not used."""
     allow: list[Glob] | None = None
     """Only tools matching one of these globs (upstream names) are offered; None offers all."""
     deny: list[Glob] = Field(default_factory=list)
@@ -406,6 +469,13 @@ def effect_from_annotations(annotations: types.ToolAnnotations | None) -> Effect
     return EffectClass.WRITE_UNSAFE
 
 
+def _read_only_hint(annotations: types.ToolAnnotations | None) -> EffectClass | None:
+    """A server's ``readOnlyHint: true`` alone (the default trust in a local stdio server)."""
+    if annotations is not None and annotations.read_only_hint:
+        return EffectClass.READ_ONLY
+    return None
+
+
 def matches(name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
@@ -416,6 +486,22 @@ class Policy:
     def __init__(self, file: PolicyFile | None = None, sources: list[str] | None = None) -> None:
         self.file = file or PolicyFile()
         self.sources = sources or []
+        self.local_upstreams: frozenset[str] = frozenset()
+        """Upstreams the user configured as a local stdio command: their ``readOnlyHint`` is used unless the policy
+        says ``trust_annotations: false`` (``annotation_trust``)."""
+
+    def mark_local(self, names: Iterable[str]) -> Policy:
+        """Record which upstreams are local stdio servers (the proxy's config says); returns self."""
+        self.local_upstreams = frozenset(names)
+        return self
+
+    def annotation_trust(self, upstream: str) -> Literal["all", "read_only", "none"]:
+        """Which of ``upstream``'s annotations are used: all (``trust_annotations: true``), only ``readOnlyHint``
+        (the default for a local stdio server), or none (``false``, and the default for a remote server)."""
+        trust = self.upstream(upstream).trust_annotations
+        if trust is None:
+            return "read_only" if upstream in self.local_upstreams else "none"
+        return "all" if trust else "none"
 
     @property
     def session(self) -> SessionRule:
@@ -454,11 +540,14 @@ class Policy:
         for pattern, layer in self.file.tools.items():
             if fnmatch.fnmatchcase(public_name, pattern):
                 rule = merge(rule, layer)
-        if "effect" not in rule.model_fields_set and up.trust_annotations:
-            hinted = effect_from_annotations(annotations)
+        trust = self.annotation_trust(upstream)
+        if "effect" not in rule.model_fields_set and trust != "none":
+            hinted = effect_from_annotations(annotations) if trust == "all" else _read_only_hint(annotations)
             if hinted is not None:
+                fields_set = rule.model_fields_set
                 rule = rule.model_copy(update={"effect": hinted})
-        if up.trust_annotations:
+                object.__setattr__(rule, "__pydantic_fields_set__", set(fields_set))  # a hint is not the policy's word
+        if trust == "all":
             rule = rule.model_copy()
             rule._trusted_upstream = True
         return rule
@@ -467,8 +556,15 @@ class Policy:
         """Where ``rule.effect`` came from, in words (``check --connect``, ``explain``)."""
         if "effect" in rule.model_fields_set:
             return "policy"
-        if self.upstream(upstream).trust_annotations:
+        trust = self.annotation_trust(upstream)
+        if trust == "all":
             if effect_from_annotations(annotations) is not None:
                 return "annotations (trust_annotations: true)"
             return "default (trust_annotations: true, but the tool has no annotations)"
-        return "default (no policy entry; the upstream's annotations are not trusted)"
+        if trust == "read_only":
+            if _read_only_hint(annotations) is not None:
+                return "readOnlyHint of a local stdio server (trust_annotations: false turns this off)"
+            return "default (no policy entry, no readOnlyHint; a local server's other hints are not used)"
+        if self.upstream(upstream).trust_annotations is False:
+            return "default (no policy entry; trust_annotations: false)"
+        return "default (no policy entry; a remote server's annotations are not trusted)"

@@ -43,6 +43,7 @@ from .source import Document, SourceError, expand_env, load_document, validate_d
 SDK_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_HTTP_URL = re.compile(r"https?://")
 
 
 def default_prefix(name: str) -> str:
@@ -134,7 +135,7 @@ class RemoteUpstream(_UpstreamCommon):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not re.match(r"^https?://", v):
+        if not v.startswith("${") and not _HTTP_URL.match(v):  # ${API_BASE_URL:-https://...}/mcp: checked expanded
             raise ValueError("url must start with http:// or https://")
         return v
 
@@ -297,6 +298,10 @@ class ProxyConfig(_Strict):
     def enabled_upstreams(self) -> dict[str, StdioUpstream | RemoteUpstream]:
         return {name: up for name, up in self.upstreams.items() if up.enabled}
 
+    def local_upstreams(self) -> list[str]:
+        """The upstreams started as a local command (stdio): the policy uses their ``readOnlyHint`` by default."""
+        return [name for name, up in self.upstreams.items() if isinstance(up, StdioUpstream)]
+
     @property
     def host(self) -> HostSettings:
         """What a host's file said beyond the servers themselves (``hostfiles.py``); empty for other files."""
@@ -388,17 +393,22 @@ def _expand(
             from_file = env_file(up, (*base, host.key_of(name, "env_file")))
             ups[name] = up.model_copy(
                 update={
+                    "command": ex(up.command, (*base, "command")),
                     "env": from_file | {k: ex(v, (*base, "env", k)) for k, v in up.env.items()},
                     "args": [ex(a, (*base, "args", i)) for i, a in enumerate(up.args)],
                     "cwd": None if up.cwd is None else ex(up.cwd, (*base, "cwd")),
                 }
             )
         else:
+            url_key = (*base, host.key_of(name, "url"))
+            url = ex(up.url, url_key)
+            if url != up.url and not _HTTP_URL.match(url):
+                problems.append(
+                    f"{doc.path}:{doc.line_of(url_key) or '?'}: {'.'.join(map(str, url_key))}: {up.url!r} expands to "
+                    f"{url[:80]!r}, which does not start with http:// or https:// (check the variable's value)"
+                )
             ups[name] = up.model_copy(
-                update={
-                    "url": ex(up.url, (*base, "url")),
-                    "headers": {k: ex(v, (*base, "headers", k)) for k, v in up.headers.items()},
-                }
+                update={"url": url, "headers": {k: ex(v, (*base, "headers", k)) for k, v in up.headers.items()}}
             )
     tokens = [ex(t, ("listen", "auth_tokens", i)) for i, t in enumerate(cfg.listen.auth_tokens)]
     for i, token in enumerate(tokens):

@@ -13,7 +13,11 @@ faults (argument mistakes, permission refusals, tool errors that executed) neith
 A tool circuit opens at ``breaker.failure_threshold`` consecutive counted failures of that tool. The upstream circuit
 opens at the same count when the failures show the upstream, not one tool, is failing: connection-level faults
 (connect failure, connection lost, gateway 5xx) or failures spread over at least two tools. One broken tool therefore
-does not take its healthy siblings down with it.
+does not take its healthy siblings down with it. Connection-level faults of one tool alone may still be that tool's
+(a gateway that refuses one route, a per-tool backend that is down): while the upstream circuit holds a single tool's
+streak, the first call of *another* tool is its half-open probe at once (a read goes through; a write waits for the
+listing probe), so a healthy sibling is never refused on one tool's evidence; when that call fails too, the streak
+spans two tools and the circuit refuses every tool until ``open_s`` has passed.
 
 While a circuit is open, calls fail fast with ``PersistentOutage`` (not sent; repair ``switch_tool`` naming the rule's
 ``fallback`` tools, else ``degrade``; the time until the next probe). When ``open_s`` has passed, one probe runs and
@@ -145,7 +149,7 @@ class BreakerBoard:
         if circuit.state is CircuitState.CLOSED:
             return None
         now = self._clock()
-        if circuit.state is CircuitState.OPEN and now < circuit.open_until:
+        if circuit.state is CircuitState.OPEN and now < circuit.open_until and not self._other_tool(circuit, tool):
             return self._refusal(circuit, tool, round((circuit.open_until - now) * 1000))
         if circuit.probing:
             return self._refusal(circuit, tool, 0, "probe_in_flight")
@@ -160,6 +164,11 @@ class BreakerBoard:
             return self._refusal(circuit, tool, 0, "read_probe")
         return await self._run_probe(circuit, tool, rule)
 
+    @staticmethod
+    def _other_tool(circuit: _Circuit, tool: str) -> bool:
+        """An upstream circuit opened on one tool's failures alone, asked for another tool: probe it now."""
+        return circuit.tool is None and len(circuit.tools) == 1 and tool not in circuit.tools
+
     async def _run_probe(self, circuit: _Circuit, tool: str, rule: BreakerRule) -> Refusal | None:
         assert self._probe is not None
         circuit.probing = True
@@ -168,6 +177,8 @@ class BreakerBoard:
                 await self._probe(circuit.upstream)
         except Exception as exc:
             circuit.probing = False
+            if circuit.tool is None:  # the upstream failed its listing: the evidence is no longer one tool's
+                circuit.tools.add(tool)
             self._open(circuit, rule, reason=f"probe failed: {type(exc).__name__}")
             return self._refusal(circuit, tool, round(rule.open_s * 1000))
         except BaseException:

@@ -17,6 +17,9 @@ from the ``SessionRule`` and that shared state, and per call:
    time, an approval the user declined or cancelled (asking again is the user's decision), and a write blocked
    until its outcome is verified (the idempotency stage lifts that block itself once the session has verified);
 3. counts the outcome: a success forgets the fingerprint, a failure is recorded. Cancellation is not a failure.
+   Identical writes the idempotency stage held unsent (an earlier one's outcome is unknown) count toward the loop
+   while the session repeats them blindly; once it has verified, they are taken off the count: they never ran, so
+   the re-issue after verifying is not the third attempt of a write the upstream saw once.
    A success, or an error the tool itself answered ("not found": the server's word on its state), also records
    that the session verified: by tool name, and by upstream when the call was read-only
    (class read_only by policy or trusted annotations, or an upstream's own ``readOnlyHint``: a hint may lift a
@@ -70,6 +73,10 @@ class FailureRecord:
     retry_after_ms: int | None
     tool: str
     """The host-visible tool name, for observations."""
+    held: int = 0
+    """Of ``count``: identical writes the idempotency stage held unsent while an earlier one's outcome was unknown."""
+    failed_wall: float = 0.0
+    """Wall-clock time of the last failure (compared with the session's verifying calls)."""
 
 
 @dataclass(slots=True)
@@ -243,11 +250,21 @@ class Guard:
     def _record_failure(self, call: ToolCall, state: SessionState, key: Fingerprint, fault: Fault) -> None:
         previous = state.failures.get(key)
         count = previous.count + 1 if previous is not None else 1
+        held = previous.held if previous is not None else 0
+        if previous is not None and held and self._verified_after(call, previous):
+            count, held = count - held, 0  # verified since: the held calls never ran, they were not repeats
+        if _held_unsent(call, fault):
+            held += 1
         if previous is not None:
             fault.details.setdefault("repeat_count", count - 1)
             self._escalate(fault, count, call)
-        record = FailureRecord(_kept(fault), count, self._clock(), fault.retry_after_ms, call.name)
+        now = self._clock()
+        record = FailureRecord(_kept(fault), count, now, fault.retry_after_ms, call.name, held, self._wall())
         self._guards.remember(state, key, record)
+
+    def _verified_after(self, call: ToolCall, previous: FailureRecord) -> bool:
+        verify = call.rule.verify_with.tool if call.rule.verify_with is not None else None
+        return self._guards.verified_since(call.session_id, call.upstream, verify, previous.failed_wall) is not None
 
     def _escalate(self, fault: Fault, count: int, call: ToolCall) -> None:
         verdict = decide(fault, call.rule)
@@ -273,6 +290,11 @@ class Guard:
                 for r in reversed(recent)
             ],
         }
+
+
+def _held_unsent(call: ToolCall, fault: Fault) -> bool:
+    """The idempotency stage held this write unsent: an identical one's outcome is unknown."""
+    return call.record.decided_by == "idempotency" and fault.details.get("conflict") == "outcome_unknown"
 
 
 def _reads_only(call: ToolCall) -> bool:

@@ -87,7 +87,7 @@ from ..faults import (
 from ..faults.error_results import answered_by_tool
 from ..faults.repeat import decide, decide_outcome_unknown
 from ..policy import ToolRule
-from ..state import IdempotencyRecord, IdempotencyStore, StateUnavailable
+from ..state import Claim, IdempotencyRecord, IdempotencyStore, StateUnavailable
 from .guard import SessionGuards
 
 log = structlog.get_logger(__name__)
@@ -207,23 +207,26 @@ class Idempotency:
     ) -> types.CallToolResult:
         now = flight.started_at
         try:
-            held = await self._claim(call, key, args_hash, now)
-            if held is not None and key.marker is not None and held.status != "completed":
-                # A derived key's own record is only ever completed between calls; anything else is stale.
-                await self._store.release(key.stored)
-                held = await self._claim(call, key, args_hash, now)
-            unknown = held is not None and held.status == "unknown" and held.args_hash == args_hash
-            if unknown and decide_outcome_unknown(call.rule).safe:  # rule R: the upstream dedupes by the sent key
-                await self._store.release(key.stored)
-                held = await self._claim(call, key, args_hash, now)
-            if held is not None:
-                return self._from_record(call, key, args_hash, held)
             if key.marker is not None:
+                # Both records in one durable step (a derived key's own record is only ever completed between
+                # calls; the store replaces anything else as stale).
+                claim = Claim(args_hash, call.name, now, now + self._in_flight_s, now + self._rule.unknown_outcome_s)
+                held, marker_held = await self._store.begin_write(key.stored, key.marker, claim)
+                if held is not None:
+                    return self._from_record(call, key, args_hash, held)
                 try:
-                    await self._claim_marker(call, key, key.marker, args_hash, now)
+                    await self._claim_marker(call, key, key.marker, args_hash, now, marker_held)
                 except Fault:
                     await self._store.release(key.stored)
                     raise
+            else:
+                held = await self._claim(call, key, args_hash, now)
+                unknown = held is not None and held.status == "unknown" and held.args_hash == args_hash
+                if unknown and decide_outcome_unknown(call.rule).safe:  # rule R: the upstream dedupes by the key
+                    await self._store.release(key.stored)
+                    held = await self._claim(call, key, args_hash, now)
+                if held is not None:
+                    return self._from_record(call, key, args_hash, held)
         except Fault:
             raise
         except StateUnavailable as exc:
@@ -264,12 +267,11 @@ class Idempotency:
             key.stored, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._in_flight_s
         )
 
-    async def _claim_marker(self, call: ToolCall, key: _Key, marker: str, args_hash: str, now: float) -> None:
-        """Claim the upstream-wide record of a derived-key write, or refuse while an identical write's outcome is
-        unknown and this session has not verified since."""
-        held = await self._store.begin(
-            marker, args_hash=args_hash, tool=call.name, now=now, expires_at=now + self._rule.unknown_outcome_s
-        )
+    async def _claim_marker(
+        self, call: ToolCall, key: _Key, marker: str, args_hash: str, now: float, held: IdempotencyRecord | None
+    ) -> None:
+        """After ``begin_write``: the upstream-wide record of a derived-key write is claimed (``held`` is None), or
+        refuse while an identical write's outcome is unknown and this session has not verified since."""
         if held is None or self._flights.marked(marker):  # free, or another session of this process runs it now
             self._flights.mark(marker)
             return
@@ -318,17 +320,15 @@ class Idempotency:
         self, key: _Key, marker: str, result: types.CallToolResult | None, reissuable: bool
     ) -> None:
         now = self._clock()
-        if result is not None:  # kept for a replay until the host has it (``_forget_when_delivered``)
-            await self._store.complete(key.stored, result, expires_at=now + self._rule.window_s)
-        else:
-            await self._store.release(key.stored)
         if result is not None or reissuable:
-            if not self._flights.marked(marker, beyond=1):
-                await self._store.release(marker)
-                # Writes are queued; a read through the store runs after them. So another proxy process sharing
-                # the database (a second window) sees the claim gone before this host has the answer.
-                await self._store.get(marker, now=now)
+            # One step: the own record kept for a replay until the host has it (``_forget_when_delivered``), or
+            # released; the upstream-wide record released unless another call of this process still runs it. A
+            # store shared with another process has written it when this returns, so that process sees the claim
+            # gone before this host has the answer.
+            mine = marker if not self._flights.marked(marker, beyond=1) else None
+            await self._store.settle_write(key.stored, mine, result, expires_at=now + self._rule.window_s)
             return
+        await self._store.release(key.stored)
         # Outcome unknown: the upstream-wide record blocks an identical blind call, in any session, after restarts.
         if await self._store.get(marker, now=now) is None:
             await self._store.begin(
@@ -343,7 +343,7 @@ class Idempotency:
         store, stored = self._store, key.stored
 
         async def forget() -> None:
-            await store.release(stored)
+            store.forget(stored)  # off the call's path: the store's next operation on the key sees it gone
 
         call.record.on_delivered.append(forget)
 

@@ -9,8 +9,10 @@ the inner stages carries them), then calls next and:
   policy says ``unknown_tool_as_result``;
 - on any other exception (a bug in the proxy): logs it with its traceback and returns an ``INTERNAL_ERROR``
   observation that carries no exception text;
-- on cancellation: nothing. It is re-raised untouched and is not a failure (it is a ``BaseException``, so none of
-  the handlers above see it).
+- on cancellation (the host cancelled the request, disconnected, or gave up on it): the call is recorded as
+  ``abandoned`` (audit row, metrics, status page: a call the host never got an answer to is a failure the operator
+  must see) and the cancellation is re-raised untouched; no observation is built (nobody is there to read it) and
+  the failure counts that steer the model are left alone.
 
 Every completed call writes one ``AuditEntry`` to the ``AuditSink`` (if any) and one ``tool_call`` log event with the
 same fields: at debug level for successes, info for failures, so the hot path renders nothing by default.
@@ -26,6 +28,7 @@ from dataclasses import dataclass, fields
 from itertools import islice
 from typing import Any, Literal, Protocol
 
+import anyio
 import mcp_types as types
 import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
@@ -41,7 +44,7 @@ from ..policy import ObservationLevel, ObservationRule
 
 log = structlog.get_logger(__name__)
 
-Outcome = Literal["ok", "error", "refused"]
+Outcome = Literal["ok", "error", "refused", "abandoned"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +215,9 @@ class Observe:
     async def _run(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         try:
             result = await call_next(call)
+        except anyio.get_cancelled_exc_class():
+            self._finish(call, "abandoned", None)
+            raise
         except Fault as fault:
             return self._failed(call, await self._diagnosed(call, fault))
         except Exception as exc:

@@ -12,16 +12,15 @@ byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an ou
 (that path is rare, never the hot path).
 
 Idempotency records are also kept in memory (``state_index.IdempotencyIndex``: loaded from SQLite when the store
-opens, updated by every operation) while this store is the only user of its database, so ``begin`` and ``get``
-answer without a round trip to the worker; only the replay of a completed result reads SQLite. Every write to the
-records is queued to the worker (write-behind, in order). A record loaded from a previous process keeps its status:
-``in_flight`` (that process stopped mid-call) reads as "outcome unknown", ``completed`` replays. The one window this
-opens: a claim granted by ``begin`` reaches the disk when the worker runs it (measured on a loaded 2-core machine:
-0.1 ms median, 3 ms p99, at most ~5 ms, the GIL switch interval the worker may wait); if the process dies in it,
-after the call was sent, the claim is lost and an identical call after a restart runs again. (Before, the claim was
-committed before the call was sent: a crash then read as "outcome unknown".) As soon as another process (or another
-store of this process) opens the same database, the store stops trusting its index and asks SQLite on every call,
-atomically across processes, as it always did where POSIX locks are missing.
+opens, updated by every operation) while this store is the only user of its database, so a held record and ``get``
+answer without a round trip to the worker; only the replay of a completed result reads SQLite. A claim is the one
+write a call waits for: ``begin`` (and ``begin_write``, both records of a derived-key write in one transaction) is
+committed before it returns, so once the call is sent a crash of the proxy leaves a record that reads as "outcome
+unknown" after a restart. Every other write to the records (``settle_write``, ``complete``, ``release``...) is queued
+to the worker (write-behind, in order) and returns at once. A record loaded from a previous process keeps its status:
+``in_flight`` (that process stopped mid-call) reads as "outcome unknown", ``completed`` replays. As soon as another
+process (or another store of this process) opens the same database, the store stops trusting its index and asks
+SQLite on every call, atomically across processes, as it always did where POSIX locks are missing.
 
 Stored outputs are UTF-8 text written and read in chunks through SQLite's incremental blob I/O, so a 50 MB result
 is never copied whole in memory. Writes survive a crash of the proxy (WAL, ``synchronous=NORMAL``); several proxy
@@ -66,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuditFields",
     "AuditStore",
+    "Claim",
     "IdempotencyRecord",
     "IdempotencyStore",
     "OutputStore",
@@ -122,6 +122,19 @@ class IdempotencyRecord:
     """The stored result of a completed call; None when it was larger than ``idempotency_max_result_bytes``."""
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What ``IdempotencyStore.begin_write`` writes: the call's fingerprint and tool, when, and the two expiries."""
+
+    args_hash: str
+    tool: str
+    now: float
+    expires_at: float
+    """Of the call's own record (in flight: the window plus the call's total timeout)."""
+    marker_expires_at: float
+    """Of the upstream-wide record (``unknown_outcome_s``)."""
+
+
 class AuditFields(Protocol):
     """What the audit trail keeps of one call (``stages.observe.AuditEntry`` has this shape)."""
 
@@ -156,6 +169,26 @@ class IdempotencyStore(Protocol):
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
         """Claim ``key`` as in flight, atomically: None when claimed, else the unexpired record that holds it."""
+        ...
+
+    async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
+        """A derived-key write's claims in one durable step: its own record ``key`` and the upstream-wide ``marker``.
+
+        ``(own, None)``: ``key`` holds a completed result (a replay), nothing claimed. Otherwise ``key`` is claimed
+        (a stale record of it replaced) and the second item is ``None`` when ``marker`` was claimed too, else the
+        unexpired record that holds it (``key`` stays claimed)."""
+        ...
+
+    async def settle_write(
+        self, key: str, marker: str | None, result: types.CallToolResult | None, *, expires_at: float
+    ) -> None:
+        """How a derived-key write ended, in one step: ``key`` completed with ``result`` (kept until ``expires_at``)
+        or, without one, released; ``marker`` (when given) released."""
+        ...
+
+    def forget(self, key: str) -> None:
+        """Release ``key`` off the caller's path (a write-behind or background delete); every later operation of
+        this store on ``key`` sees it gone. For the own record of a write whose result the host has received."""
         ...
 
     async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None: ...
@@ -421,8 +454,64 @@ class StateStore:
         elif held is not None:
             return _from_held(key, held)
         self._index.claim(key, Held(args_hash, tool, "in_flight", now, expires_at))
-        self._queue(lambda: sql.idem_claim(self._db(), key, args_hash, tool, now, expires_at))
+        # Committed before the call is sent (one synchronous write): a crash from here on reads as outcome unknown.
+        try:
+            await self._run(lambda: sql.idem_claim(self._db(), key, args_hash, tool, now, expires_at))
+        except Exception:
+            self._index.delete(key)
+            raise
         return None
+
+    async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
+        if not self._indexed():
+            rows = await self._run(lambda: sql.idem_begin_write(self._db(), key, marker, claim))
+            return _record(rows[0]), _record(rows[1])
+        if self._index.over_bound() or time.monotonic() >= self._next_index_prune:
+            self._prune_index()
+        mine = self._index.get(key, claim.now)
+        if mine is not None and mine.status == "completed":  # a replay: its result is in SQLite
+            record = await self._run(lambda: _record(sql.idem_get(self._db(), key, claim.now)))
+            if record is not None:
+                return record, None
+        held = self._index.get(marker, claim.now)
+        self._index.claim(key, Held(claim.args_hash, claim.tool, "in_flight", claim.now, claim.expires_at))
+        if held is None:
+            marked = Held(claim.args_hash, claim.tool, "in_flight", claim.now, claim.marker_expires_at)
+            self._index.claim(marker, marked)
+        # The one synchronous write before the call is sent: the claims are committed, so a crash of this process
+        # from here on reads as "outcome unknown" after a restart.
+        try:
+            await self._run(lambda: sql.idem_claim_write(self._db(), key, None if held is not None else marker, claim))
+        except Exception:  # not claimed after all (the stage logs it and sends the call unguarded)
+            self._index.delete(key)
+            if held is None:
+                self._index.delete(marker)
+            raise
+        return None, (_from_held(marker, held) if held is not None else None)
+
+    async def settle_write(
+        self, key: str, marker: str | None, result: types.CallToolResult | None, *, expires_at: float
+    ) -> None:
+        if result is not None:
+            self._index.update(key, "completed", expires_at)
+        else:
+            self._index.delete(key)
+        if marker is not None:
+            self._index.delete(marker)
+
+        def job() -> None:
+            text: str | None = None
+            if result is not None:
+                text = result.model_dump_json(by_alias=True, exclude_none=True)
+                if len(text) > self.limits.idempotency_max_result_bytes:
+                    log.info("idempotency_result_not_kept", key=key, bytes=len(text))
+                    text = None
+            sql.idem_settle_write(self._db(), key, marker, text, expires_at, result is not None)
+
+        if self._indexed():
+            self._queue(job)  # write-behind, in order: every later operation of this store sees it
+        else:  # another process shares the database: it sees the claims gone before this host has the answer
+            await self._run(job)
 
     def _indexed(self) -> bool:
         """Whether the in-memory index answers (the store is open and the sole user of its database)."""
@@ -437,11 +526,11 @@ class StateStore:
         for key in trimmed if write else ():
             self._queue(lambda k=key: sql.idem_delete(self._db(), k))  # type: ignore[misc]
 
-    # complete / mark_unknown / release settle a call that has already happened, and begin's claim is granted by
-    # the index: the writes are queued (write-behind) and return at once, off the call's path. The worker runs jobs
-    # in order, so every later operation of this store sees them; a failure is logged by the worker. A crash before
-    # a settling job ran leaves the record in_flight, which a later identical call reads as "outcome unknown"; a
-    # crash before the claim itself ran loses it (the window in the module docstring).
+    # complete / mark_unknown / release / settle_write settle a call that has already happened: the writes are
+    # queued (write-behind) and return at once, off the call's path. The worker runs jobs in order, so every later
+    # operation of this store sees them; a failure is logged by the worker. A crash before a settling job ran leaves
+    # the record in_flight (the claim was committed before the call was sent), which a later identical call reads as
+    # "outcome unknown".
 
     async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
         self._index.update(key, "completed", expires_at)
@@ -460,6 +549,9 @@ class StateStore:
         self._queue(lambda: sql.idem_update(self._db(), key, "unknown", None, expires_at))
 
     async def release(self, key: str) -> None:
+        self.forget(key)
+
+    def forget(self, key: str) -> None:
         self._index.delete(key)
         self._queue(lambda: sql.idem_delete(self._db(), key))
 

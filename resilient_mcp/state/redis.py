@@ -9,7 +9,10 @@ Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
                                 replica (or given as ``state.secret``): every replica derives the same fingerprints
 ``idem:<key>``                  a hash per idempotency record (status, args_hash, tool, times, result); every status
                                 change is one Lua script (claim, complete, mark unknown), so a claim is atomic across
-                                replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry
+                                replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry. A
+                                default write waits for two round trips: both of its records claimed in one script,
+                                both settled in one; its own record is deleted in the background once the host has
+                                the result (``forget``: the next operation on it waits for that, redoes a failed one)
 ``out:<key>`` / ``out:<key>:m``  a stored output's UTF-8 text (appended chunk by chunk, read by ``GETRANGE`` pages)
                                 and its manifest; both expire after ``output_ttl_s``; the key binds handle and owner
 ``audit``                       a Redis Stream capped with ``XADD MAXLEN ~ audit_max_entries``
@@ -46,7 +49,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.fingerprint import call_arguments_hash, keyed_fingerprint
-from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, iter_utf8, output_key, utf8_len
+from . import (
+    AuditFields,
+    Claim,
+    IdempotencyRecord,
+    StateError,
+    StateLimits,
+    StateUnavailable,
+    iter_utf8,
+    output_key,
+    utf8_len,
+)
 from .sqlite import AUDIT_FIELDS
 
 if TYPE_CHECKING:
@@ -58,6 +71,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
 
+_MAX_UNFORGOTTEN = 10_000
 _DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
 
 # KEYS[1] record · ARGV: now, args_hash, tool, expires_at. Returns {} when claimed, else the record that holds it.
@@ -73,6 +87,47 @@ redis.call('HSET', KEYS[1], 'args_hash', ARGV[2], 'tool', ARGV[3], 'status', 'in
   'created_at', ARGV[1], 'expires_at', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[4]) * 1000))
 return {}
+"""
+
+# KEYS[1] own record, KEYS[2] upstream-wide marker · ARGV: now, args_hash, tool, own expiry, marker expiry.
+# {1, own}: own holds a completed result (nothing claimed) · {2, marker}: own claimed, the marker held · {0}: both.
+_CLAIM_WRITE = """
+local now = tonumber(ARGV[1])
+local function live(key)
+  local r = redis.call('HGETALL', key)
+  for i = 1, #r, 2 do if r[i] == 'expires_at' and tonumber(r[i + 1]) > now then return r end end
+  return nil
+end
+local function claim(key, exp)
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'args_hash', ARGV[2], 'tool', ARGV[3], 'status', 'in_flight',
+    'created_at', ARGV[1], 'expires_at', exp)
+  redis.call('PEXPIREAT', key, math.ceil(tonumber(exp) * 1000))
+end
+local own = live(KEYS[1])
+if own then
+  for i = 1, #own, 2 do if own[i] == 'status' and own[i + 1] == 'completed' then return {1, own} end end
+end
+claim(KEYS[1], ARGV[4])
+local held = live(KEYS[2])
+if held then return {2, held} end
+claim(KEYS[2], ARGV[5])
+return {0}
+"""
+
+# KEYS[1] own record, KEYS[2] (optional) marker · ARGV: '1' completed / '0' released, expires_at, result ('' = none).
+_SETTLE_WRITE = """
+if ARGV[1] == '1' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    redis.call('HSET', KEYS[1], 'status', 'completed', 'expires_at', ARGV[2])
+    if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[3]) else redis.call('HDEL', KEYS[1], 'result') end
+    redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+  end
+else
+  redis.call('DEL', KEYS[1])
+end
+if #KEYS > 1 then redis.call('DEL', KEYS[2]) end
+return 1
 """
 
 # KEYS[1] bucket · ARGV: delta, max. The shared retry budget of one upstream, clamped to [0, max]; starts full.
@@ -118,6 +173,10 @@ class RedisStateStore:
         self._back.set()
         self._writing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._forgetting: dict[str, asyncio.Task[None]] = {}
+        """Records being deleted in the background (``forget``): this store's next operation on one waits for it."""
+        self._unforgotten: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Records whose background delete failed: deleted before this store's next operation on them."""
         self._hash_key = b""
         kwargs: dict[str, Any] = {
             "socket_timeout": config.command_timeout_s,
@@ -133,6 +192,8 @@ class RedisStateStore:
         self.redis: aioredis.Redis = aioredis.Redis.from_url(config.url, **kwargs)
         self._claim = self.redis.register_script(_CLAIM)
         self._settle = self.redis.register_script(_SETTLE)
+        self._claim_write = self.redis.register_script(_CLAIM_WRITE)
+        self._settle_write = self.redis.register_script(_SETTLE_WRITE)
         self._bucket = self.redis.register_script(_BUCKET)
 
     @classmethod
@@ -185,6 +246,8 @@ class RedisStateStore:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+        if self._forgetting:
+            await asyncio.wait(list(self._forgetting.values()), timeout=self.config.command_timeout_s)
         try:
             await self._write_audit()
         except (StateError, RedisError):
@@ -262,9 +325,44 @@ class RedisStateStore:
     def _idem(self, key: str) -> str:
         return f"{self.prefix}idem:{key}"
 
+    def forget(self, key: str) -> None:
+        """Delete the record in a background task (off the call's path); ``_settled`` makes this store's next
+        operation on ``key`` wait for it, and redo it if it failed, so a record the host received is never
+        replayed."""
+        if self._task is None:
+            raise StateError("the state store is closed")
+        task = asyncio.get_running_loop().create_task(self._forget(key))
+        self._forgetting[key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._forgetting.get(key) is t:
+                del self._forgetting[key]
+
+        task.add_done_callback(done)
+
+    async def _forget(self, key: str) -> None:
+        try:
+            await self._do(lambda: self.redis.delete(self._idem(key)))
+        except Exception as exc:
+            self._unforgotten[key] = None
+            while len(self._unforgotten) > _MAX_UNFORGOTTEN:  # bounded: the oldest then only expire (window_s)
+                self._unforgotten.popitem(last=False)
+            log.warning("idempotency_forget_deferred", key=key, error=str(exc))
+
+    async def _settled(self, *keys: str) -> None:
+        """Wait for background deletes of ``keys`` (never cancelling them); redo the ones that failed."""
+        for key in keys:
+            task = self._forgetting.get(key)
+            if task is not None:
+                await asyncio.wait([task])
+            if key in self._unforgotten:
+                await self._do(lambda k=key: self.redis.delete(self._idem(k)))  # type: ignore[misc]
+                self._unforgotten.pop(key, None)
+
     async def begin(
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
+        await self._settled(key)
         args = [repr(now), args_hash, tool, repr(expires_at)]
         held = await self._do(lambda: self._claim(keys=[self._idem(key)], args=args))
         if not held:
@@ -272,11 +370,37 @@ class RedisStateStore:
         flat = [v.decode() if isinstance(v, bytes) else str(v) for v in held]
         return _record(key, dict(zip(flat[::2], flat[1::2], strict=True)))
 
-    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+    async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
+        """One round trip (a Lua script, atomic across replicas) for both claims of a derived-key write."""
+        await self._settled(key, marker)
+        args = [repr(claim.now), claim.args_hash, claim.tool, repr(claim.expires_at), repr(claim.marker_expires_at)]
+        got = await self._do(lambda: self._claim_write(keys=[self._idem(key), self._idem(marker)], args=args))
+        which = int(got[0])
+        if which == 0:
+            return None, None
+        flat = [v.decode() if isinstance(v, bytes) else str(v) for v in got[1]]
+        record = _record(key if which == 1 else marker, dict(zip(flat[::2], flat[1::2], strict=True)))
+        return (record, None) if which == 1 else (None, record)
+
+    async def settle_write(
+        self, key: str, marker: str | None, result: types.CallToolResult | None, *, expires_at: float
+    ) -> None:
+        """One round trip: the own record completed (or deleted) and the marker deleted."""
+        text = self._kept(key, result) if result is not None else ""
+        keys = [self._idem(key)] + ([self._idem(marker)] if marker is not None else [])
+        args = ["1" if result is not None else "0", repr(expires_at), text]
+        await self._do(lambda: self._settle_write(keys=keys, args=args))
+
+    def _kept(self, key: str, result: types.CallToolResult) -> str:
+        """The result as stored for a replay ('' when it is larger than ``idempotency_max_result_bytes``)."""
         text = result.model_dump_json(by_alias=True, exclude_none=True)
         if len(text) > self.limits.idempotency_max_result_bytes:
             log.info("idempotency_result_not_kept", key=key, bytes=len(text))
-            text = ""
+            return ""
+        return text
+
+    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+        text = self._kept(key, result)
         await self._do(lambda: self._settle(keys=[self._idem(key)], args=["completed", repr(expires_at), text]))
 
     async def mark_unknown(self, key: str, *, expires_at: float) -> None:
@@ -286,6 +410,7 @@ class RedisStateStore:
         await self._do(lambda: self.redis.delete(self._idem(key)))
 
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
+        await self._settled(key)
         raw: dict[bytes, bytes] = await self._do(lambda: self.redis.hgetall(self._idem(key)))
         if not raw:
             return None

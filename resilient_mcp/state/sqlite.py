@@ -22,13 +22,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import structlog
+
+if TYPE_CHECKING:
+    from . import Claim
 
 log = structlog.get_logger(__name__)
 
@@ -289,6 +292,46 @@ def idem_claim(conn: sqlite3.Connection, key: str, args_hash: str, tool: str, no
         "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, 'in_flight', NULL, ?, ?)",
         (key, args_hash, tool, now, expires_at),
     )
+
+
+def idem_begin_write(
+    conn: sqlite3.Connection, key: str, marker: str, claim: Claim
+) -> tuple[sqlite3.Row | None, sqlite3.Row | None]:
+    """``IdempotencyStore.begin_write`` in one transaction (the store is not the sole user of the database)."""
+    with tx(conn):
+        own: sqlite3.Row | None = conn.execute(f"{_IDEM} WHERE key = ? AND expires_at > ?", (key, claim.now)).fetchone()
+        if own is not None and own["status"] == "completed":
+            return own, None
+        idem_claim(conn, key, claim.args_hash, claim.tool, claim.now, claim.expires_at)
+        held: sqlite3.Row | None = conn.execute(
+            f"{_IDEM} WHERE key = ? AND expires_at > ?", (marker, claim.now)
+        ).fetchone()
+        if held is None:
+            idem_claim(conn, marker, claim.args_hash, claim.tool, claim.now, claim.marker_expires_at)
+    return None, held
+
+
+def idem_claim_write(conn: sqlite3.Connection, key: str, marker: str | None, claim: Claim) -> None:
+    """Write a derived-key write's claims the in-memory index granted (``marker``: ``None`` when it was held), in one
+    transaction: committed (to the WAL) before the call is sent, so it survives a crash of the proxy."""
+    with tx(conn):
+        idem_claim(conn, key, claim.args_hash, claim.tool, claim.now, claim.expires_at)
+        if marker is not None:
+            idem_claim(conn, marker, claim.args_hash, claim.tool, claim.now, claim.marker_expires_at)
+
+
+def idem_settle_write(
+    conn: sqlite3.Connection, key: str, marker: str | None, result_json: str | None, expires_at: float, done: bool
+) -> None:
+    """``IdempotencyStore.settle_write`` in one transaction: ``key`` completed (``done``) or deleted; ``marker``
+    deleted."""
+    with tx(conn):
+        if done:
+            idem_update(conn, key, "completed", result_json, expires_at)
+        else:
+            idem_delete(conn, key)
+        if marker is not None:
+            idem_delete(conn, marker)
 
 
 def idem_live(conn: sqlite3.Connection, now: float) -> list[tuple[str, str, str, str, float, float]]:

@@ -52,6 +52,7 @@ from ..faults import (
 )
 from ..faults.classify import classify_exception, classify_http_status
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
+from .startup import STOP_AFTER, StartFailure, StderrTail, classify_start_failure
 from .stdio import OVERSIZED_META, stdio_upstream
 
 log = structlog.get_logger(__name__)
@@ -98,6 +99,9 @@ class UpstreamCatalog:
     server_info: types.Implementation | None = None
     instructions: str | None = None
     protocol_version: str | None = None
+    unlisted: dict[str, str] = field(default_factory=dict)
+    """List methods the upstream declared and failed to answer at connect time (method -> code and message): served
+    as empty lists."""
 
 
 class UpstreamHooks(Protocol):
@@ -206,6 +210,12 @@ class Upstream:
         """This connection speaks 2026-07-28 (only ever a twin's)."""
         self.handshake_only = False
         """A twin found that the server does not speak 2026-07-28: the handshake connection serves every host."""
+        self.start_failure: StartFailure | None = None
+        """Why the last start failed (``None`` once connected): classified, with the server's words."""
+        self.given_up = False
+        """Not restarted any more: its starts failed permanently ``STOP_AFTER`` times in a row."""
+        self._connecting = True
+        self._tail = StderrTail() if isinstance(config, StdioUpstream) else None
         self.declared: frozenset[str] = frozenset(HOST_CAPABILITIES)
         """The host capabilities declared to this upstream: all of them while several hosts may be served (each
         request is then checked against the calling host), exactly the host's own with a single stdio host."""
@@ -237,28 +247,52 @@ class Upstream:
     async def _supervise(self) -> None:
         backoff = self._backoff_initial_s
         log.info("upstream_starting", upstream=self.name, transport=self._describe(), era=self._era())
+        permanent_in_row = 0
         try:
             while True:
                 try:
                     await self._connect_and_serve()
                     backoff = self._backoff_initial_s
+                    permanent_in_row = 0
                     if self.handshake_only:
                         log.info("upstream_speaks_handshake_era_only", upstream=self.name)
                         return
                 except Exception as exc:
-                    fault = classify_exception(exc, sent=False)
-                    first = self.state == "starting" or self.start_failures == 0
-                    self.start_failures += 1
-                    reason = _reason(exc)
-                    self._set_state("failed" if self.start_failures >= 2 else "down", reason)
-                    log.warning(
-                        "upstream_start_failed" if first else "upstream_connect_failed",
-                        upstream=self.name,
-                        error=reason,
-                        fault=fault.fault_type,
-                        retry_in_s=round(backoff, 2),
-                        failures=self.start_failures,
-                    )
+                    if not self._connecting:  # the connection was up: not a start-up failure
+                        self._set_state("down", _reason(exc))
+                        log.warning("upstream_connection_failed", upstream=self.name, error=_reason(exc))
+                    else:
+                        failure = self.start_failure = classify_start_failure(exc, self._tail)
+                        first = self.state == "starting" or self.start_failures == 0
+                        self.start_failures += 1
+                        permanent_in_row = permanent_in_row + 1 if failure.permanent else 0
+                        reason = failure.summary()
+                        given_up = permanent_in_row >= STOP_AFTER
+                        # A permanent failure is reported at once (the host's first answer says it), then
+                        # retried a few times with backoff, then the upstream is left stopped (and says why).
+                        failed = failure.permanent or self.start_failures >= 2
+                        self._set_state("failed" if failed else "down", reason)
+                        log.warning(
+                            "upstream_start_failed" if first else "upstream_connect_failed",
+                            upstream=self.name,
+                            error=reason,
+                            fault=failure.fault_type,
+                            permanent=failure.permanent,
+                            retry_in_s=None if given_up else round(backoff, 2),
+                            failures=self.start_failures,
+                        )
+                        if given_up:
+                            self.given_up = True
+                            self.last_error = f"not restarted after {permanent_in_row} failed starts: {reason}"
+                            log.error(
+                                "upstream_not_restarted",
+                                upstream=self.name,
+                                fault=failure.fault_type,
+                                error=reason,
+                                hint="fix the server's configuration (credentials, arguments, paths), then restart "
+                                "the proxy; `resilient-mcp check --connect` shows the same",
+                            )
+                            return
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, self._backoff_max_s)
         finally:
@@ -268,7 +302,11 @@ class Upstream:
     async def _connect_and_serve(self) -> None:
         self._ended = anyio.Event()
         self._restart = anyio.Event()
-        self._set_state("starting")
+        self._connecting = True
+        if self._tail is not None:
+            self._tail.clear()
+        if self.start_failure is None or not self.start_failure.permanent:
+            self._set_state("starting")  # (after a permanent failure it stays "failed": calls are answered at once)
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport())
             watched = _WatchedRead(read, self._ended.set)
@@ -309,6 +347,8 @@ class Upstream:
                     )
             self._session = session
             self.start_failures = 0
+            self.start_failure = None
+            self._connecting = False
             self._set_state("ready")
             info = self.catalog.server_info
             log.info(
@@ -393,7 +433,7 @@ class Upstream:
             else:  # linear-time reader, size guard, process-group teardown (stdio_upstream)
                 env = get_default_environment() | stdio_environment(cfg)
                 async with stdio_upstream(
-                    cfg.command, list(cfg.args), env, cfg.cwd, max_message_bytes=cfg.max_message_bytes
+                    cfg.command, list(cfg.args), env, cfg.cwd, max_message_bytes=cfg.max_message_bytes, tail=self._tail
                 ) as streams:
                     yield streams
         elif cfg.transport == "sse":
@@ -423,19 +463,42 @@ class Upstream:
             instructions=session.instructions,
             protocol_version=session.protocol_version,
         )
+        lists: list[tuple[str, Any, Any, str]] = []
         if caps.tools is not None:
-            cat.tools = await _pages(session, types.ListToolsRequest, types.ListToolsResult, "tools")
+            lists.append(("tools", types.ListToolsRequest, types.ListToolsResult, "tools"))
         if caps.resources is not None:
-            cat.resources = await _pages(session, types.ListResourcesRequest, types.ListResourcesResult, "resources")
-            cat.resource_templates = await _pages(
-                session,
-                types.ListResourceTemplatesRequest,
-                types.ListResourceTemplatesResult,
-                "resource_templates",
-                optional=True,
+            lists.append(("resources", types.ListResourcesRequest, types.ListResourcesResult, "resources"))
+            lists.append(
+                (
+                    "resource_templates",
+                    types.ListResourceTemplatesRequest,
+                    types.ListResourceTemplatesResult,
+                    "resource_templates",
+                )
             )
         if caps.prompts is not None:
-            cat.prompts = await _pages(session, types.ListPromptsRequest, types.ListPromptsResult, "prompts")
+            lists.append(("prompts", types.ListPromptsRequest, types.ListPromptsResult, "prompts"))
+        for field_name, request_type, result_type, attr in lists:
+            try:
+                items = await _pages(session, request_type, result_type, attr)
+            except MCPError as exc:
+                # A capability declared but not implemented (-32601), or a list that fails while the rest works,
+                # costs that list only: the tools stay usable, as they are for a client that never asks for it. The
+                # tools' own list is the reason to connect: only "not implemented" is tolerated there.
+                if field_name == "tools" and exc.code != types.METHOD_NOT_FOUND:
+                    raise
+                method = request_type.model_fields["method"].default
+                cat.unlisted[method] = f"{exc.code}: {_cut(exc.message, 200)}"
+                log.warning(
+                    "upstream_list_failed",
+                    upstream=self.name,
+                    method=method,
+                    code=exc.code,
+                    error=_cut(exc.message, 200),
+                    hint="served without it; the other lists and the tools are unaffected",
+                )
+                continue
+            setattr(cat, field_name, items)
         return cat
 
     async def _restore_session_state(self, session: ClientSession) -> None:
@@ -479,6 +542,9 @@ class Upstream:
                 if self.state in ("failed", "stopped"):
                     break
                 await self._changed.wait()
+        failure = self.start_failure
+        if self.state in ("failed", "stopped") and failure is not None and failure.permanent:
+            raise failure.fault(self.name, stopped=self.given_up)  # what it is (F1, D4...), in the server's words
         details: dict[str, Any] = {"upstream": self.name, "state": self.state, "last_error": self.last_error}
         if self.state in ("failed", "stopped"):
             reason = self.last_error or self.state
@@ -825,19 +891,12 @@ class _HttpStatuses:
         return self._seen.pop(attempt, None)
 
 
-async def _pages(
-    session: ClientSession, request_type: Any, result_type: Any, attr: str, *, optional: bool = False
-) -> list[Any]:
+async def _pages(session: ClientSession, request_type: Any, result_type: Any, attr: str) -> list[Any]:
     items: list[Any] = []
     cursor: str | None = None
     for _ in range(10_000):  # a server that pages forever must not hang the proxy
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        try:
-            page = await session.send_request(request_type(params=params), result_type)
-        except MCPError as exc:
-            if optional and exc.code == types.METHOD_NOT_FOUND:
-                return items
-            raise
+        page = await session.send_request(request_type(params=params), result_type)
         items.extend(getattr(page, attr))
         cursor = page.next_cursor
         if not cursor:
@@ -870,6 +929,10 @@ async def _quietly(aw: Awaitable[Any]) -> None:
         await aw
     except Exception as exc:
         log.debug("upstream_restore_failed", error=_reason(exc))
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _reason(exc: BaseException) -> str:

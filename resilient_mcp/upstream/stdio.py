@@ -48,6 +48,8 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from .startup import StderrTail
+
 log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -61,6 +63,8 @@ GRACE_S = 2.0
 KILL_AFTER_S = 2.0
 """How long the group has between SIGTERM and SIGKILL."""
 _REAP_S = 2.0
+STDERR_DRAIN_S = 0.5
+"""How long the end of a relayed stderr is waited for once the server exited (a child of it may hold the pipe)."""
 _CHUNK = 1 << 16
 _THREAD_PARSE_BYTES = 1 << 20
 """Lines at least this long are parsed in a worker thread."""
@@ -219,12 +223,15 @@ async def stdio_upstream(
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     errlog: Any = None,
+    tail: StderrTail | None = None,
 ) -> AsyncIterator[Streams]:
     """Start ``command`` in a new process group and yield ``(read_stream, write_stream)`` as the SDK's
-    ``stdio_client`` does. Raises ``OSError`` when it cannot be started."""
-    process = await anyio.open_process(
-        [command, *args], env=env, cwd=cwd, stderr=sys.stderr if errlog is None else errlog, start_new_session=True
-    )
+    ``stdio_client`` does. Raises ``OSError`` when it cannot be started.
+
+    With ``tail``, the server's stderr is relayed to the proxy's (or ``errlog``) through a pipe and its end kept in
+    ``tail``, with the lines of stdout that are not JSON-RPC: what the server said when it fails to start."""
+    stderr: Any = subprocess.PIPE if tail is not None else (sys.stderr if errlog is None else errlog)
+    process = await anyio.open_process([command, *args], env=env, cwd=cwd, stderr=stderr, start_new_session=True)
     watchdog: tuple[anyio.abc.Process, int] | None = None
     try:
         watchdog = await _arm_watchdog(process.pid)
@@ -247,7 +254,10 @@ async def stdio_upstream(
 
     async def on_line(line: bytes) -> None:
         if line.strip():
-            await deliver(await parse_line(line))
+            item = await parse_line(line)
+            if tail is not None and not isinstance(item, SessionMessage):
+                tail.unreadable(line)
+            await deliver(item)
 
     async def on_oversized(big: _Oversized) -> None:
         request_id = in_flight.match(big.message_id())
@@ -277,29 +287,66 @@ async def stdio_upstream(
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await to_session.aclose()  # the server stopped reading: the session sees the end, not a hang
 
+    stderr_done = anyio.Event()
+
+    async def relay_stderr() -> None:
+        """The server's stderr to the proxy's (or ``errlog``), its end kept in ``tail``; written as the proxy's own
+        log lines are (so a server is held up by a full stderr exactly as it was when it wrote there itself)."""
+        assert process.stderr is not None and tail is not None
+        fd = errlog.fileno() if errlog is not None else 2
+        try:
+            while chunk := await _receive_or_end(process.stderr):
+                tail.add(chunk)
+                with suppress(OSError):
+                    _write_all(fd, chunk)
+        finally:
+            stderr_done.set()
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)
         tg.start_soon(writer)
+        if tail is not None:
+            tg.start_soon(relay_stderr)
         try:
             yield read_stream, write_stream
         finally:
             with anyio.CancelScope(shield=True):
                 read_stream.close()
                 write_stream.close()
-                await _stop(process, watchdog)
+                await _stop(process, watchdog, stderr_done if tail is not None else None)
             tg.cancel_scope.cancel()
 
 
-async def _stop(process: anyio.abc.Process, watchdog: tuple[anyio.abc.Process, int] | None) -> None:
+async def _receive_or_end(stream: anyio.abc.ByteReceiveStream) -> bytes:
+    try:
+        return await stream.receive(_CHUNK)
+    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        return b""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+async def _stop(
+    process: anyio.abc.Process,
+    watchdog: tuple[anyio.abc.Process, int] | None,
+    stderr_done: anyio.Event | None = None,
+) -> None:
     """Close stdin, give the server ``GRACE_S`` to exit, then terminate its whole group (always), disarm the
-    watchdog and release the pipes."""
+    watchdog and release the pipes. A relayed stderr is read to its end first (bounded: ``STDERR_DRAIN_S``), so the
+    last words of a server that exited are kept."""
     from mcp.os.posix.utilities import terminate_posix_process_tree
 
     if process.stdin is not None:
         # bounded: closing waits for buffered data to be written, which a server that stopped reading never allows
         with anyio.move_on_after(GRACE_S), suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             await process.stdin.aclose()
-    await _exited(process, GRACE_S)
+    if await _exited(process, GRACE_S) and stderr_done is not None:
+        with anyio.move_on_after(STDERR_DRAIN_S):
+            await stderr_done.wait()
     await terminate_posix_process_tree(process, KILL_AFTER_S)
     if not await _exited(process, _REAP_S):
         log.warning("upstream_process_survived_kill", pid=process.pid)

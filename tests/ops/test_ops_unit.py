@@ -236,3 +236,50 @@ async def test_metrics_public_lets_only_metrics_through_without_the_listeners_to
             assert await _asgi_get(app, "/metrics", auth) == 200
             assert await _asgi_get(app, "/status", auth) == 200
             assert await _asgi_get(app, "/status", {**auth, "Host": "evil.example"}) == 421
+
+
+async def test_a_call_the_host_gave_up_on_is_a_failure_in_metrics_status_and_audit() -> None:
+    up = ScriptedUpstream(name="shop")
+    reached = anyio.Event()
+
+    async def hang(args: dict[str, Any]) -> types.CallToolResult:
+        reached.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    up.tool("slow", hang)
+    ops = Ops(config(), served=True)
+    assert ops.status is not None
+    finished, record = anyio.Event(), ops.status.call_finished
+
+    def seen(call: ToolCall, end: CallEnd) -> None:  # the proxy's side of the call ended (the status page heard it)
+        record(call, end)
+        finished.set()
+
+    ops.status.call_finished = seen  # type: ignore[method-assign]
+    async with proxied(
+        {"shop": up.server()}, {"tools": {"slow": {"effect": "read_only"}}}, pipeline=ops.pipeline()
+    ) as h:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:  # the host cancels its request (as a host timeout does)
+                tg.start_soon(h.client.call_tool, "slow", {})
+                await reached.wait()
+                tg.cancel_scope.cancel()
+            await finished.wait()
+        assert ops.metrics is not None and ops.status is not None and ops.proxy is not None
+        text = ops.metrics.render().decode()
+        snap = ops.status.snapshot(ops.proxy)
+        store = h.proxy.pipeline.services.store
+        assert store is not None
+        await store.flush()
+        rows = store.recent_audit(limit=5)
+    outcomes = {
+        s.labels["outcome"]
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "resilient_mcp_tool_calls_total" and s.labels["tool"] == "slow"
+    }
+    assert outcomes == {"abandoned"}
+    assert [(f["tool"], f["outcome"]) for f in snap["failures"]] == [("slow", "abandoned")]
+    assert snap["tools"][0]["failures"] == 1
+    assert [r["outcome"] for r in rows] == ["abandoned"]

@@ -27,7 +27,7 @@ from resilient_mcp.policy import ToolRule
 pytestmark = pytest.mark.anyio
 
 RULE = DiagnosisRule(enabled=True, timeout_s=5, max_per_minute=100, cache_ttl_s=600)
-TEXT = 'relation "customers" does not exist'
+TEXT = 'ledger "customers" refused the entry'
 
 
 class Model:

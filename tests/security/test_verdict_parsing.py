@@ -104,7 +104,7 @@ async def test_an_endpoint_answer_over_the_byte_cap_falls_back_to_the_rules() ->
 
     provider = OpenAICompatible("http://127.0.0.1:9/v1", "m", None, timeout_s=5, transport=httpx2.MockTransport(answer))
     rule = DiagnosisRule(enabled=True, provider="openai", url="http://127.0.0.1:9/v1", model="m", timeout_s=5)
-    text = 'relation "customers" does not exist'
+    text = 'ledger "customers" refused the entry'
     fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=None)
     assert fault is not None
     result = await Diagnoser(rule, DiagnosisState(), provider)(_call(), fault)

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Installs the third-party MCP servers the error corpus is collected from (benchmarks/errors/collect.py), pinned,
+# into .tools/corpus/: npm servers under .tools/corpus/npm, each Python server in its own virtualenv under
+# .tools/corpus/py/NAME (most of them are built on the mcp 1.x SDK and cannot share the project's mcp 2.x venv).
+# PostgreSQL and redis-server come from Debian. The collector is run by hand; CI never runs this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-peers.sh >/dev/null
+NPM_FLAGS=(--no-audit --no-fund --loglevel=error)
+CORPUS=.tools/corpus
+mkdir -p "$CORPUS"
+
+if ! command -v pg_ctl >/dev/null && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+  apt-get update && apt-get install -y postgresql
+fi
+command -v redis-server >/dev/null || { apt-get update && apt-get install -y redis-server; }
+
+NPM_SERVERS=(
+  mcp-fetch-server@1.1.2
+  @modelcontextprotocol/server-postgres@0.6.2
+  @modelcontextprotocol/server-redis@2025.4.25
+  @bytebase/dbhub@1.4.0
+  @cyanheads/git-mcp-server@2.15.3
+  @negokaz/excel-mcp-server@0.12.0
+  @ivotoby/openapi-mcp-server@1.16.1
+  @adamhancock/bullmq-mcp@1.0.7
+  mcp-searxng@2.4.0
+  @wonderwhy-er/desktop-commander@0.2.52
+)
+if [ ! -f "$CORPUS/npm/.installed" ] || [ "$(cat "$CORPUS/npm/.installed")" != "${NPM_SERVERS[*]}" ]; then
+  # No browser downloads (a dependency of desktop-commander pulls puppeteer; nothing here needs its Chrome).
+  PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix "$CORPUS/npm" "${NPM_FLAGS[@]}" "${NPM_SERVERS[@]}"
+  echo "${NPM_SERVERS[*]}" > "$CORPUS/npm/.installed"
+fi
+
+# uv builds the per-server virtualenvs (a registry package; its wheel ships the binary).
+if [ ! -x "$CORPUS/uv/bin/uv" ]; then
+  python3.11 -m venv "$CORPUS/uv"
+  "$CORPUS/uv/bin/pip" install -q uv==0.13.9
+fi
+UV="$CORPUS/uv/bin/uv"
+# name=requirement [extra requirement...]: the venv's name is the server's short name in servers.py. Servers
+# written against the mcp 1.x SDK get mcp<2 (mcp 2 removed the decorators they use; they crash at start).
+PY_SERVERS=(
+  "sqlite-ref=mcp-server-sqlite==2025.4.25 mcp<2"
+  "duckdb=mcp-server-duckdb==1.1.0 mcp<2"
+  "redis-py=redis-mcp-server==0.5.1 mcp<2"
+  "shell=mcp-shell-server==1.1.14 mcp<2"
+  "text-editor=mcp-text-editor==1.2.2 mcp<2"
+  "excel-py=excel-mcp-server==2.2.2"
+  "word=office-word-mcp-server==1.1.11"
+  "alchemy=mcp-alchemy==2026.10.15.202659 psycopg2-binary==2.9.11"
+  "openapi-py=mcp-openapi-proxy==0.4.0"
+  "git-mcp=git-mcp==0.3.2 mcp<2"
+  "mcp-sqlite=mcp-sqlite==0.3.2 mcp<2"
+  "postgres-py=postgres-mcp==0.3.0 mcp<2"
+)
+# The interpreter itself, not a pyenv shim (a shim for a version that is not pyenv's global one fails).
+find_python() {
+  local exe
+  for exe in "$(command -v "$1" || true)" "$HOME"/.pyenv/versions/*/bin/"$1"; do
+    if [ -n "$exe" ] && "$exe" -c 'import sys' 2>/dev/null; then "$exe" -c 'import sys; print(sys.executable)'; return; fi
+  done
+  echo "$1 not found" >&2; return 1
+}
+# mcp-text-editor 1.2.x needs Python 3.13, mcp-sqlite and postgres-mcp 3.12+ (pyenv's, on PATH here).
+declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13 [postgres-py]=python3.13)
+for entry in "${PY_SERVERS[@]}"; do
+  name=${entry%%=*}
+  reqs=${entry#*=}
+  dir="$CORPUS/py/$name"
+  if [ ! -f "$dir/.installed" ] || [ "$(cat "$dir/.installed")" != "$reqs" ]; then
+    rm -rf "$dir"
+    python=$(find_python "${PYTHON_OF[$name]:-python3.11}")
+    "$UV" venv -q --python "$python" "$dir"
+    # shellcheck disable=SC2086
+    VIRTUAL_ENV="$dir" "$UV" pip install -q $reqs || { echo "install failed: $name" >&2; continue; }
+    echo "$reqs" > "$dir/.installed"
+  fi
+done
+echo "corpus servers installed under $CORPUS"

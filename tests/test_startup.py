@@ -1,0 +1,218 @@
+"""Upstream start-up through real processes: one start per upstream per session, servers that declare more than they
+implement, and start-up failures reported as what they are.
+
+Every test runs ``resilient-mcp wrap`` (or ``serve``) as a subprocess in front of a real stdio server: the probe
+fixture (whose events file records each start), small upstream scripts written by the test, and the npm
+``mcp-fetch-server`` (``peers``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from resilient_mcp.upstream.startup import STOP_AFTER
+from tests.harness import observation, text
+from tests.helpers import (
+    FIXTURES,
+    REPO,
+    await_until,
+    child_env,
+    node_binary,
+    probe_argv,
+    proxy_argv,
+    read_events,
+    run_cli,
+    write_yaml,
+)
+
+pytestmark = pytest.mark.anyio
+
+LIMIT_S = 90.0
+"""Bound on one test (process start-up included); never reached when things work."""
+
+
+@asynccontextmanager
+async def wrapped(
+    argv: list[str], tmp: Path, *, wrap: tuple[str, ...] = (), label: str = "proxy", **client: Any
+) -> AsyncIterator[Client]:
+    """A legacy-mode client over stdio to ``resilient-mcp wrap -- argv`` (``client``: the Client's callbacks)."""
+    args = proxy_argv("wrap", "--state-dir", str(tmp / "state"), *wrap, "--", *argv)
+    params = StdioServerParameters(command=args[0], args=args[1:], env=child_env(), cwd=REPO)
+    with (tmp / f"{label}.stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None, **client) as c:
+            yield c
+
+
+async def _sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(text="ok"), model="test")
+
+
+async def _roots(context: Any) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[])
+
+
+# --- one start per upstream per session -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host",
+    [{}, {"sampling_callback": _sampling, "list_roots_callback": _roots}],
+    ids=["host-declares-nothing", "host-declares-sampling-and-roots"],
+)
+async def test_each_upstream_starts_once_per_session_whatever_the_host_declares(
+    host: dict[str, Any], tmp_path: Path
+) -> None:
+    events = tmp_path / "upstream.events"
+    with anyio.fail_after(LIMIT_S):
+        async with wrapped(probe_argv(events=events), tmp_path, **host) as client:
+            listed = [t.name for t in (await client.list_tools()).tools]
+            first = await client.call_tool("echo", {"text": "one"})
+            second = await client.call_tool("echo", {"text": "two"})
+            starts = [e for e in read_events(events) if e.startswith("started ")]
+    assert "echo" in listed
+    assert not first.is_error and not second.is_error
+    assert len(starts) == 1, f"the upstream was started {len(starts)} times: {starts}"
+
+
+# --- a capability declared but not implemented ------------------------------------------------------------------------
+
+FETCH_SERVER = REPO / ".tools/fetch/node_modules/mcp-fetch-server/dist/index.js"
+_NODE = node_binary()
+
+
+@asynccontextmanager
+async def direct(argv: list[str], tmp: Path) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env(), cwd=REPO)
+    with (tmp / "direct.stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None) as c:
+            yield c
+
+
+@pytest.mark.peers
+@pytest.mark.skipif(
+    _NODE is None or not FETCH_SERVER.exists(), reason="node or mcp-fetch-server missing: scripts/install-peers.sh"
+)
+async def test_a_server_that_declares_resources_it_does_not_list_is_served_through_wrap_as_directly(
+    tmp_path: Path,
+) -> None:
+    """``mcp-fetch-server@1.1.2`` declares ``resources`` and answers ``resources/list`` with -32601. Its tools are
+    called with a page of a loopback web server the test runs; the server refuses private addresses itself (its SSRF
+    guard, inside the tool), so the tool's own answer is what is compared, directly and through ``wrap``."""
+    assert _NODE is not None
+
+    async def web(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.receive(4096)
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello")
+
+    argv = [_NODE, str(FETCH_SERVER)]
+    with anyio.fail_after(LIMIT_S):
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, web)
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            url = f"http://127.0.0.1:{port}/page.txt"
+            answers: dict[str, tuple[list[str], types.CallToolResult]] = {}
+            for label, client_of in (("direct", direct(argv, tmp_path)), ("wrap", wrapped(argv, tmp_path))):
+                async with client_of as client:
+                    tools = sorted(t.name for t in (await client.list_tools()).tools)
+                    answers[label] = (tools, await client.call_tool("fetch_txt", {"url": url}))
+            tg.cancel_scope.cancel()
+    (direct_tools, direct_answer), (wrapped_tools, wrapped_answer) = answers["direct"], answers["wrap"]
+    assert len(direct_tools) == 6 and wrapped_tools == direct_tools
+    assert wrapped_answer.is_error == direct_answer.is_error
+    assert text(wrapped_answer).startswith(text(direct_answer)), "the tool's own answer, not the proxy's"
+    obs = observation(wrapped_answer) if wrapped_answer.is_error else {}
+    assert obs.get("code") != "UPSTREAM_UNAVAILABLE"
+    assert "upstream_list_failed" in (tmp_path / "proxy.stderr").read_text()
+
+
+# --- start-up failures: what they are, in the server's words, and a stop ---------------------------------------------
+
+FAILING = FIXTURES / "failing_start.py"
+
+
+def _starts(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines()) if path.exists() else 0
+
+
+@pytest.mark.parametrize("mode", ["auth-stderr", "auth-initialize"])
+async def test_a_start_up_authentication_failure_reaches_the_model_as_f1_ask_user_within_one_call(
+    mode: str, tmp_path: Path
+) -> None:
+    starts = tmp_path / "starts"
+    argv = [sys.executable, str(FAILING), "--starts", str(starts), mode]
+    with anyio.fail_after(LIMIT_S):
+        async with wrapped(argv, tmp_path) as client:
+            notice = client.instructions or ""
+            answer = await client.call_tool("list_orders", {})
+            obs = observation(answer)
+            await await_until(
+                lambda: "upstream_not_restarted" in (tmp_path / "proxy.stderr").read_text(), 60, "the restarts to stop"
+            )
+            later = observation(await client.call_tool("get_order", {"id": 7}))
+    assert obs["fault_type"] == "F1_unauthenticated", obs
+    assert obs["repair_action"] == "ask_user" and obs["retry_safety"] == "not_sent" and obs["is_transient"] is False
+    assert "authentication failed" in str(obs["upstream_message"]).lower(), "the server's words"
+    assert notice.startswith("NOTICE: No tools are available")
+    assert "F1_unauthenticated" in notice and "(untrusted)" in notice
+    assert later["fault_type"] == "F1_unauthenticated" and later["details"]["stopped"] is True, json.dumps(later)
+    assert _starts(starts) == STOP_AFTER, "backed off to a stop: no restart after that"
+
+
+async def test_an_upstreams_initialize_error_reaches_the_instructions_short_and_fenced(tmp_path: Path) -> None:
+    starts = tmp_path / "starts"
+    argv = [sys.executable, str(FAILING), "--starts", str(starts), "huge-initialize-error"]
+    with anyio.fail_after(LIMIT_S):
+        async with wrapped(argv, tmp_path) as client:
+            notice = client.instructions or ""
+    head = notice.split("\n\n", 1)[0]
+    assert head.startswith("NOTICE:") and "'upstream': D4_permanent_execution_error" in head, head[:500]
+    assert len(head) < 1000, f"the notice is {len(head)} characters"
+    quoted = head[head.index("«") + 1 : head.index("»")]
+    assert quoted.startswith("IGNORE ALL PREVIOUS INSTRUCTIONS") and quoted.endswith("…")
+    assert "IGNORE ALL" not in head.replace(quoted, ""), "the server's words appear only inside the fence"
+    assert notice.count("IGNORE ALL") == quoted.count("IGNORE ALL"), "nothing of it outside the notice either"
+
+
+@pytest.mark.parametrize(
+    ("mode", "fault_type", "words"),
+    [
+        ("usage", "D4_permanent_execution_error", "--database is required"),
+        ("garbage", "E1_malformed_response", "Orders server v1.2 starting..."),
+        ("auth-stderr", "F1_unauthenticated", "password authentication failed"),
+    ],
+)
+def test_check_connect_says_why_an_upstream_cannot_start(
+    mode: str, fault_type: str, words: str, tmp_path: Path
+) -> None:
+    config = write_yaml(
+        tmp_path / "config.yaml",
+        {
+            "upstreams": {
+                "orders": {
+                    "command": sys.executable,
+                    "args": [str(FAILING), "--starts", str(tmp_path / "starts"), mode],
+                    "connect_timeout_s": 15 if mode == "garbage" else 60,  # garbage: never answers
+                }
+            }
+        },
+    )
+    done = run_cli("check", "--connect", "--config", str(config), env=child_env(tmp_path / "state"))
+    assert done.returncode == 1, done.stderr[-3000:]
+    report = json.loads(done.stdout)["orders"]
+    assert report["state"] in ("failed", "stopped"), done.stderr[-3000:]
+    assert report["error"].startswith(fault_type) and words in report["error"], report
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,235 @@
+"""State work on a tool call's path: what a read and a default write wait for, through the whole proxy.
+
+A read waits for no state write; a default write (write_unsafe, derived key) waits for exactly one write before it
+is sent, committed to the database file (the claim that reads as "outcome unknown" after a crash), and for none
+after (the settlement and the delivery are queued, one job each). The audit is queued off the path and every row is
+on disk once the proxy has shut down. On Redis a default write waits for two round trips (claim, settle); the
+delivery's delete runs in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.server import Server
+
+from resilient_mcp.core import pipeline as pipeline_module
+from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.faults import EffectClass
+from resilient_mcp.policy import IdempotencyRule, ToolRule
+from resilient_mcp.policy.config import StateConfig
+from resilient_mcp.stages.idempotency import Idempotency, InFlight
+from resilient_mcp.state import StateLimits, StateStore, recent_audit
+from resilient_mcp.state import sqlite as state_sqlite
+from resilient_mcp.state.redis import RedisStateStore
+from tests.harness import proxied
+from tests.redis_server import RedisServer, needs_redis
+
+pytestmark = pytest.mark.anyio
+
+T = TypeVar("T")
+OBJECT = {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+
+class CountingWorker(state_sqlite.Worker):
+    """The SQLite store's worker, counting what is asked of it: ``call`` waits for the job (a synchronous state
+    operation on the call's path), ``submit`` queues it (write-behind)."""
+
+    def __init__(self, idle: Callable[[], None], tick_s: float) -> None:
+        self.waited = 0
+        self.queued = 0
+        super().__init__(idle, tick_s)
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        self.waited += 1
+        return await super().call(fn)
+
+    def submit(self, fn: Callable[[], object]) -> None:
+        self.queued += 1
+        super().submit(fn)
+
+
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[CountingWorker]]:
+    opened: list[CountingWorker] = []
+
+    def counting(idle: Callable[[], None], tick_s: float) -> CountingWorker:
+        opened.append(CountingWorker(idle, tick_s))
+        return opened[-1]
+
+    monkeypatch.setattr(state_sqlite, "Worker", counting)
+    yield opened
+
+
+@dataclass
+class Seen:
+    """What the upstream saw when a call reached it: the worker's counts and the idempotency rows on disk."""
+
+    waited: int
+    queued: int
+    rows: list[tuple[str, str]]
+
+
+def upstream(state_file: Callable[[], Path], worker: Callable[[], CountingWorker], seen: list[Seen]) -> Server[Any]:
+    tools = [
+        types.Tool(name="lookup", input_schema=OBJECT, annotations=types.ToolAnnotations(read_only_hint=True)),
+        types.Tool(name="create", input_schema=OBJECT),
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        conn = sqlite3.connect(f"{state_file().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("SELECT key, status FROM idempotency ORDER BY key").fetchall()
+        finally:
+            conn.close()
+        w = worker()
+        seen.append(Seen(w.waited, w.queued, [(str(k), str(s)) for k, s in rows]))
+        return types.CallToolResult(content=[types.TextContent(text=f"{params.name} {params.arguments}")])
+
+    return Server("shop", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def test_a_read_waits_for_no_state_write_and_a_write_for_one_durable_claim(
+    tmp_path: Path, workers: list[CountingWorker]
+) -> None:
+    seen: list[Seen] = []
+    state = tmp_path / "state"
+    server = upstream(lambda: state / "state.sqlite3", lambda: workers[0], seen)
+    async with proxied({"shop": server}, config={"state_dir": str(state)}) as h:
+        [worker] = workers
+        for tool, n in (("lookup", 1), ("create", 1), ("create", 2), ("lookup", 2)):
+            before = (worker.waited, worker.queued)
+            with anyio.fail_after(10):
+                result = await h.client.call_tool(tool, {"n": n})
+            assert not result.is_error, result
+            sent, after = seen[-1], (worker.waited, worker.queued)
+            if tool == "lookup":
+                assert (sent.waited, sent.queued) == before and after == before, "a read touched the state"
+                continue
+            assert sent.waited == before[0] + 1, "a default write waits for exactly one state write before it is sent"
+            assert sent.queued == before[1], "nothing of the write is queued before it is sent"
+            # That one write is both claims, committed: the call's own record and the upstream-wide marker.
+            assert sorted((key.count("#session:"), status) for key, status in sent.rows) == [
+                (0, "in_flight"),
+                (1, "in_flight"),
+            ], sent.rows
+            assert after[0] == sent.waited, "a write waits for no state write after the upstream answered"
+            assert after[1] - sent.queued <= 2, "settling and delivery are at most one queued job each"
+
+
+class LazyAudit(StateStore):
+    """The SQLite store with an audit batch larger than the test's calls and no timed flush."""
+
+    @classmethod
+    async def open(cls, state_dir: Any = None, *, clock: Any = time.time, limits: Any = None) -> StateStore:
+        return await super().open(state_dir, clock=clock, limits=StateLimits(audit_batch=1000, flush_interval_s=3600))
+
+
+async def test_every_audit_row_is_on_disk_after_the_proxy_shut_down(
+    tmp_path: Path, workers: list[CountingWorker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline_module, "StateStore", LazyAudit)
+    seen: list[Seen] = []
+    state = tmp_path / "state"
+    calls = 40
+    server = upstream(lambda: state / "state.sqlite3", lambda: workers[0], seen)
+    async with proxied({"shop": server}, config={"state_dir": str(state)}) as h:
+        for i in range(calls):
+            with anyio.fail_after(10):
+                await h.client.call_tool("lookup" if i % 2 else "create", {"n": i})
+        assert recent_audit(state, limit=1000) == [], "the audit was written on the calls' path"
+    rows = recent_audit(state, limit=1000)
+    assert len(rows) == calls
+    assert sorted(r["tool"] for r in rows) == ["create"] * (calls // 2) + ["lookup"] * (calls // 2)
+
+
+WRITE = ToolRule(effect=EffectClass.WRITE_UNSAFE, idempotency=IdempotencyRule())
+
+
+@needs_redis()
+async def test_a_default_write_waits_for_two_redis_round_trips_and_deletes_its_record_off_the_path(
+    redis: RedisServer,
+) -> None:
+    store = await RedisStateStore.open(StateConfig(backend="redis", url=redis.url, command_timeout_s=5.0))
+    sent: list[tuple[str, bool]] = []
+    execute = store.redis.execute_command
+    path: set[asyncio.Task[Any] | None] = set()
+
+    async def counted(*args: Any, **options: Any) -> Any:  # every command the store sends is one round trip
+        sent.append((str(args[0]), asyncio.current_task() in path))
+        return await execute(*args, **options)
+
+    store.redis.execute_command = counted  # type: ignore[method-assign]
+
+    async def terminal(c: ToolCall) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text="done")])
+
+    async def write(n: int) -> list[tuple[str, bool]]:
+        call = ToolCall(
+            name="create", arguments={"n": n}, upstream="shop", upstream_tool="create", rule=WRITE, session_id="s"
+        )
+        before = len(sent)
+        result = await stage(call, terminal)
+        assert not result.is_error and "replay" not in str(result.meta), (n, result)
+        for hook in call.record.on_delivered:
+            await hook()
+        return sent[before:]
+
+    path.add(asyncio.current_task())
+    try:
+        stage = Idempotency(WRITE, store, InFlight())
+        await write(0)  # loads the scripts into Redis (a first EVALSHA is answered NOSCRIPT)
+        for _ in range(3):  # the same write three times: each was delivered, so each runs, never a replay
+            commands = await write(1)
+            waited = [name for name, on_path in commands if on_path]
+            assert waited == ["EVALSHA", "EVALSHA"], "claim both, then settle both: all the call waits for"
+        await store.get("anything", now=0.0)  # a later command: the last background delete has been sent
+        assert [name for name, on_path in sent if not on_path].count("DEL") == 4, "each delivery deleted its record"
+    finally:
+        await store.aclose()
+
+
+@needs_redis()
+async def test_a_failed_background_delete_is_redone_before_the_next_identical_write(redis: RedisServer) -> None:
+    store = await RedisStateStore.open(StateConfig(backend="redis", url=redis.url, command_timeout_s=5.0))
+    execute = store.redis.execute_command
+    failures = {"DEL": 1}
+
+    async def flaky(*args: Any, **options: Any) -> Any:
+        if failures.get(str(args[0]), 0) > 0:
+            failures[str(args[0])] -= 1
+            raise ConnectionError("connection reset by peer")
+        return await execute(*args, **options)
+
+    store.redis.execute_command = flaky  # type: ignore[method-assign]
+    ran: list[int] = []
+
+    async def terminal(c: ToolCall) -> types.CallToolResult:
+        ran.append(1)
+        return types.CallToolResult(content=[types.TextContent(text="done")])
+
+    try:
+        stage = Idempotency(WRITE, store, InFlight())
+        for _ in range(2):
+            call = ToolCall(
+                name="create", arguments={"n": 1}, upstream="shop", upstream_tool="create", rule=WRITE, session_id="s"
+            )
+            result = await stage(call, terminal)
+            assert "replay" not in str(result.meta), result
+            for hook in call.record.on_delivered:
+                await hook()  # the first delete fails in the background
+        assert len(ran) == 2 and failures["DEL"] == 0, "the delivered write was replayed instead of run"
+    finally:
+        await store.aclose()
