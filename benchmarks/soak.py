@@ -1,7 +1,7 @@
 """Soak of the HTTP listener: many sessions, injected faults and a slowloris flood at once, with resources before/after.
 
     python benchmarks/soak.py                                   # full size: 50 sessions x 1,000 calls, 500 sockets
-    python benchmarks/soak.py --sessions 10 --calls 100 --slowloris 100     # reduced (~1 min on 2 cores)
+    python benchmarks/soak.py --sessions 10 --calls 100 --slowloris 100 --slow-bodies 100 --oversized 10  # reduced
     python benchmarks/soak.py --body-stall [--baseline DIR]    # another session's stall during a 3.6 MB body
 
 Soak: ``resilient-mcp serve --http 127.0.0.1:PORT`` in front of ``raw_upstream.py`` in chaos mode (``faults:``):
@@ -13,6 +13,13 @@ checked against its unique message, and a health check every second: *calm*, the
 ``--slowloris`` sockets each send half a request and are reopened whenever the proxy closes them (header deadline,
 connection cap). After each phase the sessions are deleted and, once descriptors settle (bounded wait), RSS and
 descriptors are read again.
+
+The flood also holds ``--slow-bodies`` sockets that send complete headers and the start of a body that never ends
+(closed by the body deadline or to make room, and reopened), and, with ``--oversized`` > 0, a second upstream
+(``tests/security/hostile_http_upstream.py``, streamable HTTP, ``max_message_bytes`` 4 MB) answers that many calls
+per flood round with 16 MB results and endless bodies, each of which must come back as ``E4_oversized_result``. The
+flood runs ``--rounds`` times; the proxy's RSS after each round is printed as a ratio to its RSS after the first
+(target: within 10 %).
 
 Printed per phase (and written to ``benchmarks/out/soak.json``): failed good calls (a wrong answer, an HTTP failure,
 or an error that is not an injected fault), faulted calls not recovered (every attempt the policy allows was
@@ -38,7 +45,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +62,13 @@ OUT = HERE / "out"
 PY = sys.executable
 PROTOCOL = "2025-11-25"
 PARTIAL = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+SLOW_BODY = (
+    b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Accept: application/json, text/event-stream\r\nContent-Length: 100000\r\n\r\n"
+    b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {'
+)
+HOSTILE = str(REPO / "tests" / "security" / "hostile_http_upstream.py")
+OVERSIZED_LIMIT = 4_000_000
 FAULT_RATE = 0.01
 FAULTS = [  # each a third of FAULT_RATE; the first rule that fires decides
     {"fault": "transient", "params": {"as": "result"}},
@@ -89,13 +103,20 @@ class Proxy:
         return sum(1 for line in self.log.read_text(errors="replace").splitlines() if event in line)
 
 
-def write_config(tmp: Path, fault_rate: float, run_id: str) -> Path:
+def write_config(tmp: Path, fault_rate: float, run_id: str, hostile_port: int | None = None) -> Path:
     policy = tmp / "soak-policy.yaml"
-    policy.write_text("version: 1\nsession: {max_tool_calls: null}\ntools:\n  echo: {effect: read_only}\n")
+    echo = "raw__echo" if hostile_port is not None else "echo"  # several upstreams: names carry their prefix
+    policy.write_text(f"version: 1\nsession: {{max_tool_calls: null}}\ntools:\n  {echo}: {{effect: read_only}}\n")
     config: dict[str, Any] = {
         "policies": [str(policy)],
         "upstreams": {"raw": {"command": PY, "args": [RAW, "--run-id", run_id]}},
     }
+    if hostile_port is not None:  # tools then carry their upstream's prefix: raw__echo, hostile__big_json
+        config["upstreams"]["hostile"] = {
+            "url": f"http://127.0.0.1:{hostile_port}/mcp",
+            "protocol": "legacy",
+            "max_message_bytes": OVERSIZED_LIMIT,
+        }
     if fault_rate:
         p = fault_rate / len(FAULTS)
         config["faults"] = {"seed": 7, "rules": [{"match": {"tool": "echo", "probability": p}, **r} for r in FAULTS]}
@@ -105,9 +126,11 @@ def write_config(tmp: Path, fault_rate: float, run_id: str) -> Path:
 
 
 @asynccontextmanager
-async def running_proxy(tmp: Path, code: Path, fault_rate: float, run_id: str, name: str) -> AsyncIterator[Proxy]:
+async def running_proxy(
+    tmp: Path, code: Path, fault_rate: float, run_id: str, name: str, hostile_port: int | None = None
+) -> AsyncIterator[Proxy]:
     port = free_port()
-    config = write_config(tmp, fault_rate, run_id)
+    config = write_config(tmp, fault_rate, run_id, hostile_port)
     log = tmp / f"proxy-{name}.log"
     env = {**os.environ, "PYTHONPATH": str(code), "PYTHONUNBUFFERED": "1"}
     argv = [PY, "-m", "resilient_mcp.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"]
@@ -135,8 +158,9 @@ def _message(response: httpx2.Response) -> dict[str, Any]:
 
 
 class Session:
-    def __init__(self, http: httpx2.AsyncClient, base: str) -> None:
+    def __init__(self, http: httpx2.AsyncClient, base: str, tool: str = "echo") -> None:
         self.http, self.url, self.sid, self.next_id = http, f"{base}/mcp", "", 0
+        self.tool = tool
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -164,7 +188,7 @@ class Session:
             "jsonrpc": "2.0",
             "id": self.next_id,
             "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"message": text}},
+            "params": {"name": self.tool, "arguments": {"message": text}},
         }
         try:
             response = await self.post(call)
@@ -185,6 +209,22 @@ class Session:
         with suppress(httpx2.HTTPError):
             await self.http.delete(self.url, headers=self.headers())
 
+    async def oversized(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        """None when the call came back as E4_oversized_result; else what it came back as."""
+        self.next_id += 1
+        call = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call"}
+        call["params"] = {"name": tool, "arguments": arguments}
+        try:
+            response = await self.post(call)
+        except httpx2.HTTPError as exc:
+            return f"http: {type(exc).__name__}"
+        message = _message(response)
+        result = message.get("result") or {}
+        fault = result.get("_meta", {}).get("io.github.resilient-mcp/fault", {})
+        if fault.get("fault_type") == "E4_oversized_result":
+            return None
+        return str(fault.get("fault_type") or message or f"{response.status_code} {response.text[:150]}")[:200]
+
 
 # --- the flood --------------------------------------------------------------------------------------------------
 
@@ -193,6 +233,7 @@ class Session:
 class Flood:
     port: int
     size: int
+    payload: bytes = PARTIAL
     open: int = 0
     reopened: int = 0
     failed_connects: int = 0
@@ -213,7 +254,7 @@ class Flood:
             if self.open >= self.size:
                 self.ready.set()
             try:
-                await stream.send(PARTIAL)
+                await stream.send(self.payload)
                 while await stream.receive():  # until the proxy closes it
                     pass
             except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
@@ -258,16 +299,34 @@ async def settled(proxy: Proxy, baseline: dict[str, int], limit_s: float) -> dic
     return resources(proxy)
 
 
-async def phase(proxy: Proxy, http: httpx2.AsyncClient, args: argparse.Namespace, flood_size: int) -> dict[str, Any]:
-    """``args.sessions`` sessions x ``args.calls`` calls, with ``flood_size`` slowloris sockets held meanwhile."""
+async def phase(
+    proxy: Proxy, http: httpx2.AsyncClient, args: argparse.Namespace, flood_size: int, hostile: bool = False
+) -> dict[str, Any]:
+    """``args.sessions`` sessions x ``args.calls`` calls, with ``flood_size`` slowloris sockets (and, in a flood,
+    ``args.slow_bodies`` slow-body sockets and ``args.oversized`` oversized results) meanwhile."""
     latencies: list[float] = []
     failures: list[str] = []
     peak = resources(proxy)
     health = {"checks": 0, "failed": 0}
     flood = Flood(proxy.port, flood_size)
+    bodies = Flood(proxy.port, args.slow_bodies if flood_size else 0, SLOW_BODY)
+    tool = "raw__echo" if args.oversized else "echo"
+    oversized: dict[str, Any] = {"calls": 0, "not_e4": []}
+
+    async def big_calls() -> None:
+        session = await Session(http, proxy.base).open()
+        for i in range(args.oversized):
+            name, arguments = (
+                ("hostile__endless_json", {}) if i % 4 == 3 else ("hostile__big_json", {"bytes": 16_000_000})
+            )
+            problem = await session.oversized(name, arguments)
+            oversized["calls"] += 1
+            if problem:
+                oversized["not_e4"].append(problem)
+        await session.close()
 
     async def one_session(n: int) -> None:
-        session = await Session(http, proxy.base).open()
+        session = await Session(http, proxy.base, tool).open()
         for i in range(args.calls):
             t0 = time.perf_counter()
             problem = await session.echo(f"s{n}-c{i}-{uuid.uuid4().hex[:6]}")
@@ -295,23 +354,30 @@ async def phase(proxy: Proxy, http: httpx2.AsyncClient, args: argparse.Namespace
         outer.start_soon(watch, stop)
         async with anyio.create_task_group() as attack:
             await flood.run(attack)
+            await bodies.run(attack)
             with anyio.fail_after(120):
                 await flood.ready.wait()
-            held_at_start = flood.open
+                await bodies.ready.wait()
+            held_at_start = flood.open + bodies.open
             started = time.perf_counter()
             async with anyio.create_task_group() as work:
                 for n in range(args.sessions):
                     work.start_soon(one_session, n)
+                if hostile and flood_size:
+                    work.start_soon(big_calls)
             elapsed = time.perf_counter() - started
-            held_at_end = flood.open
+            held_at_end = flood.open + bodies.open
             attack.cancel_scope.cancel()
         stop.set()
-    for stream in list(flood.streams):
+    for stream in [*flood.streams, *bodies.streams]:
         await stream.aclose()
     faulted = [f for f in failures if any(f.startswith(f"error: {t} ") for t in INJECTED)]
     good = [f for f in failures if f not in faulted]
     return {
         "slowloris": flood_size,
+        "slow_bodies": bodies.size,
+        "oversized_calls": oversized["calls"],
+        "oversized_not_e4": oversized["not_e4"],
         "calls": len(latencies),
         "failed_good_calls": len(good),
         "good_call_failures": sorted(set(good))[:10],
@@ -325,8 +391,8 @@ async def phase(proxy: Proxy, http: httpx2.AsyncClient, args: argparse.Namespace
         "flood": {
             "held_at_start": held_at_start,
             "held_at_end": held_at_end,
-            "closed_by_proxy_and_reopened": flood.reopened,
-            "failed_connects": flood.failed_connects,
+            "closed_by_proxy_and_reopened": flood.reopened + bodies.reopened,
+            "failed_connects": flood.failed_connects + bodies.failed_connects,
         },
         "proxy_peak": peak,
     }
@@ -335,17 +401,29 @@ async def phase(proxy: Proxy, http: httpx2.AsyncClient, args: argparse.Namespace
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
     run_id = f"soak-{uuid.uuid4().hex[:8]}"
     phases: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        async with running_proxy(Path(tmp), REPO, args.fault_rate, run_id, "soak") as proxy:
+    with tempfile.TemporaryDirectory() as tmp, (Path(tmp) / "hostile.log").open("w") as hostile_log:
+        hostile_port = free_port() if args.oversized else None
+        async with AsyncExitStack() as stack:
+            if hostile_port is not None:
+                argv = [PY, HOSTILE, "--port", str(hostile_port), "--run-id", run_id]
+                await stack.enter_async_context(process_group(argv, hostile_log))
+                await wait_for_port("127.0.0.1", hostile_port, timeout_s=30)
+            proxy = await stack.enter_async_context(
+                running_proxy(Path(tmp), REPO, args.fault_rate, run_id, "soak", hostile_port)
+            )
             limits = httpx2.Limits(max_connections=args.sessions + 8, max_keepalive_connections=args.sessions + 8)
             async with httpx2.AsyncClient(trust_env=False, timeout=60, limits=limits) as http:
-                warm = await Session(http, proxy.base).open()
+                warm = await Session(http, proxy.base, "raw__echo" if args.oversized else "echo").open()
                 for i in range(args.warmup):
                     await warm.echo(f"warm-{i}")
                 await warm.close()
                 before = await settled(proxy, resources(proxy), 0)
-                for name, flood in ([] if args.skip_calm else [("calm", 0)]) + [("flood", args.slowloris)]:
-                    phases[name] = await phase(proxy, http, args, flood)
+                rounds = [
+                    (f"flood{i + 1}" if args.rounds_soak > 1 else "flood", args.slowloris)
+                    for i in range(args.rounds_soak)
+                ]
+                for name, flood in ([] if args.skip_calm else [("calm", 0)]) + rounds:
+                    phases[name] = await phase(proxy, http, args, flood, hostile=hostile_port is not None)
                     phases[name]["proxy_after"] = await settled(proxy, before, args.settle_s)
             injected = proxy.log_count("chaos_fault_injected")
             shed_lines = proxy.log_count("http_connections_shed")
@@ -383,6 +461,10 @@ def report_soak(r: dict[str, Any]) -> None:
         )
         if p["slowloris"]:
             print(
+                f"    slow bodies {p['slow_bodies']}; oversized results {p['oversized_calls']}, not E4: "
+                f"{len(p['oversized_not_e4'])} {p['oversized_not_e4'][:3] or ''}"
+            )
+            print(
                 f"    flood: held {f['held_at_start']} at start, {f['held_at_end']} at end; closed by the proxy and "
                 f"reopened {f['closed_by_proxy_and_reopened']} times; failed connects {f['failed_connects']}"
             )
@@ -390,6 +472,11 @@ def report_soak(r: dict[str, Any]) -> None:
             f"    proxy RSS MB peak {peak['rss_kb'] / 1024:.1f}, after {after['rss_kb'] / 1024:.1f}; descriptors "
             f"peak {peak['descriptors']}, after {after['descriptors']}"
         )
+    floods = [p for name, p in r["phases"].items() if name.startswith("flood")]
+    if len(floods) > 1:
+        first = floods[0]["proxy_after"]["rss_kb"]
+        ratios = ", ".join(f"{p['proxy_after']['rss_kb'] / first:.3f}" for p in floods[1:])
+        print(f"RSS after each later flood round / after the first: {ratios} (target: within 1.10)")
     print(
         f"proxy log: {r['proxy_log_lines']} lines ({r['shed_log_lines']} shed summaries); "
         f"leftover processes: {r['leftover_processes']}"
@@ -473,7 +560,7 @@ async def main(args: argparse.Namespace, codes: list[Path]) -> None:
             )
         (OUT / "body_stall.json").write_text(json.dumps(results, indent=2))
         return
-    raise_descriptor_limit(args.slowloris + args.sessions + 256)
+    raise_descriptor_limit(args.slowloris + args.slow_bodies + args.sessions + 256)
     result = await soak(args)
     report_soak(result)
     (OUT / "soak.json").write_text(json.dumps(result, indent=2))
@@ -488,6 +575,9 @@ if __name__ == "__main__":
     parser.add_argument("--settle-s", type=float, default=30.0, help="longest wait for descriptors to settle")
     parser.add_argument("--fault-rate", type=float, default=FAULT_RATE, help="share of upstream calls faulted")
     parser.add_argument("--skip-calm", action="store_true", help="no phase without the flood first")
+    parser.add_argument("--slow-bodies", type=int, default=200, help="slow-body sockets held open during a flood")
+    parser.add_argument("--oversized", type=int, default=20, help="oversized results per flood round (0: none)")
+    parser.add_argument("--rounds-soak", type=int, default=2, help="flood rounds (RSS compared to the first)")
     parser.add_argument("--body-stall", action="store_true", help="measure the 3.6 MB body stall instead")
     parser.add_argument("--keys", type=int, default=200_000, help="keys of the --body-stall body")
     parser.add_argument("--rounds", type=int, default=3, help="--body-stall repetitions")

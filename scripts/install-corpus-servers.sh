@@ -53,7 +53,6 @@ PY_SERVERS=(
   "openapi-py=mcp-openapi-proxy==0.4.0"
   "git-mcp=git-mcp==0.3.2 mcp<2"
   "mcp-sqlite=mcp-sqlite==0.3.2 mcp<2"
-  "postgres-py=postgres-mcp==0.3.0 mcp<2"
 )
 # The interpreter itself, not a pyenv shim (a shim for a version that is not pyenv's global one fails).
 find_python() {
@@ -63,8 +62,9 @@ find_python() {
   done
   echo "$1 not found" >&2; return 1
 }
-# mcp-text-editor 1.2.x needs Python 3.13, mcp-sqlite and postgres-mcp 3.12+ (pyenv's, on PATH here).
-declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13 [postgres-py]=python3.13)
+# mcp-text-editor 1.2.x needs Python 3.13, mcp-sqlite 3.12+ (pyenv's here). postgres-mcp 0.3.0 is not installed:
+# it pins pglast==7.2.0, which has no build for these Pythons.
+declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13)
 for entry in "${PY_SERVERS[@]}"; do
   name=${entry%%=*}
   reqs=${entry#*=}

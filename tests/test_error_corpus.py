@@ -9,10 +9,11 @@ import pytest
 
 from benchmarks.errors.accuracy import AXES, harms, overall, right, run
 from benchmarks.errors.measure import ScriptedModel, measure
-from benchmarks.errors.replay import CORPUS, error_text, load, rules_verdict
+from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, error_text, load, rules_verdict
 from resilient_mcp.faults import BY_TYPE, RepairAction, RetrySafety
 
 RECORDS = load(CORPUS)
+SHAPED = load(SUCCESS_SHAPED)
 
 
 def test_the_corpus_holds_at_least_300_real_errors_from_several_servers_with_catalog_labels() -> None:
@@ -35,6 +36,25 @@ def test_every_record_replays_through_the_rules_and_the_report_names_where_they_
     report = run(CORPUS)
     assert "| **all** | " in report and "Where the rules are wrong" in report
     assert all(s in report for s in set(wrong))
+
+
+def test_the_corpus_spans_at_least_25_real_servers_of_many_kinds_and_names_each_records_server() -> None:
+    # Leave-one-server-out groups by `server`; the project's own chaos server and fault shim are not real servers.
+    real = Counter(r["server"] for r in RECORDS + SHAPED if r["kind"] != "fault injector")
+    assert len(real) >= 25, sorted(real)
+    kinds = {r["kind"] for r in RECORDS if r["kind"] != "fault injector"}
+    assert {"database", "cache", "shell", "editor", "office", "web", "vcs", "search", "queue", "api"} <= kinds
+    assert all(isinstance(r["server"], str) and r["server"] and not r["success_shaped"] for r in RECORDS)
+
+
+def test_success_shaped_failures_are_successful_results_labelled_as_the_failure_they_are() -> None:
+    # What `result_errors` policies are measured on: the server said success, the situation was a failure.
+    assert len(SHAPED) >= 30 and len({r["server"] for r in SHAPED}) >= 4
+    for r in SHAPED:
+        assert r["success_shaped"] is True and r["raw"]["kind"] == "result", r["id"]
+        assert not r["raw"]["result"].get("isError", False), r["id"]
+        assert r["gold"]["fault_type"] in BY_TYPE, r["id"]
+    assert not {r["id"] for r in SHAPED} & {r["id"] for r in RECORDS}
 
 
 @pytest.mark.anyio

@@ -78,12 +78,14 @@ def replicas(
     stateless: bool = True,
     policy: dict[str, Any] | None = None,
     faults_on_first: list[dict[str, Any]] | None = None,
+    first: int = 1,
 ) -> Iterator[list[Replica]]:
+    """``n`` replicas numbered from ``first`` (their config and stderr files are named by number)."""
     ledger = tmp / "ledger"
     policy_file = write_yaml(tmp / "policy.yaml", policy or {})
     out: list[Replica] = []
     with ExitStack() as stack:
-        for i in range(n):
+        for i in range(first - 1, first - 1 + n):
             port = free_port()
             config: dict[str, Any] = {
                 "upstreams": {"ledger": {"command": sys.executable, "args": [str(LEDGER), "--ledger", str(ledger)]}},
@@ -91,7 +93,7 @@ def replicas(
                 "state": {"backend": "redis", "url": redis.url, "command_timeout_s": 1, "connect_timeout_s": 1},
                 "listen": {"http": f"127.0.0.1:{port}", "stateless": stateless, "auth_tokens": list(TOKENS.values())},
             }
-            if i == 0 and faults_on_first:
+            if i == first - 1 and faults_on_first:
                 config["faults"] = {"rules": faults_on_first}
             path = write_yaml(tmp / f"replica{i + 1}.yaml", config)
             stderr = tmp / f"replica{i + 1}.stderr"
@@ -187,7 +189,10 @@ async def test_a_stored_output_from_replica_1_is_read_in_pages_through_replica_2
 
 
 async def test_a_shared_breaker_opened_on_replica_1_fails_fast_on_replica_2(tmp_path: Path, redis: RedisServer) -> None:
-    policy = {"defaults": {"breaker": {"failure_threshold": 1, "open_s": 60, "shared": True}}}
+    # No retry: the server marks ping read-only, and a retry would meet the breaker its first attempt opened.
+    policy = {
+        "defaults": {"breaker": {"failure_threshold": 1, "open_s": 60, "shared": True}, "retry": {"enabled": False}}
+    }
     gateway = [{"match": {"tool": "ping"}, "fault": "5xx"}]
     with replicas(tmp_path, redis, 2, policy=policy, faults_on_first=gateway) as (one, two):
         assert fault(one.call("ping", {"n": 1}))["fault_type"] == "C4_gateway_5xx"
@@ -206,7 +211,7 @@ async def test_redis_stopped_mid_run_refuses_writes_serves_reads_then_recovers_w
         read = one.call("ping", {"n": 5})
         assert one.health()["state"] == "unavailable"
         redis.start()
-        wait_until(lambda: one.health()["state"] == "ok", 60, "reconnected", stderr=one.stderr)
+        wait_until(lambda: one.health()["state"] == "reset", 60, "reconnected, the wipe reported", stderr=one.stderr)
         after = one.call("append", {"entry": "w1"}, key="w1")
         wait_until(
             lambda: any(r["tool"] == "ping" for r in read_audit(StateConfig(backend="redis", url=redis.url))),

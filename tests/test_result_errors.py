@@ -204,22 +204,30 @@ async def test_without_the_policy_the_proxy_passes_the_success_shaped_failure_on
     assert not again.is_error and _text(again) == "Database error: UNIQUE constraint failed: u.email"
 
 
-def test_the_collected_success_shaped_failures_of_the_reference_server_all_become_faults_with_the_example_policy() -> (
-    None
-):
-    """The corpus's success-shaped records (benchmarks/errors/success_shaped.jsonl, collected from the real server)
+@pytest.mark.parametrize(
+    ("server", "policy_file", "upstream"),
+    [("sqlite-ref", "server-sqlite.yaml", "sqlite"), ("text-editor", "text-editor.yaml", "editor")],
+)
+def test_the_collected_success_shaped_failures_become_faults_with_the_shipped_example_policy(
+    server: str, policy_file: str, upstream: str
+) -> None:
+    """The corpus's success-shaped records (benchmarks/errors/success_shaped.jsonl, collected from the real servers)
     through the shipped policy: every one becomes a fault, none is called transient unless the label says so."""
     import yaml
 
     from benchmarks.errors.replay import load, server_of
+    from resilient_mcp.policy import Policy
 
-    policy = PolicyFile.model_validate(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
-    entries = policy.upstreams["sqlite"].defaults.result_errors
-    records = [r for r in load(REPO / "benchmarks/errors/success_shaped.jsonl") if server_of(r) == "sqlite-ref"]
-    assert len(records) >= 10
+    text = (REPO / "policies" / policy_file).read_text(encoding="utf-8")
+    policy = Policy(PolicyFile.model_validate(yaml.safe_load(text)))
+    records = [r for r in load(REPO / "benchmarks/errors/success_shaped.jsonl") if server_of(r) == server]
+    assert records
     for record in records:
         result = types.CallToolResult.model_validate(record["raw"]["result"])
         assert not result.is_error
-        fault = success_shaped_failure(result, entries, tool=None)
+        name = record["tool"]["name"]
+        fault = success_shaped_failure(result, policy.resolve(upstream, name, name).result_errors, tool=None)
         assert fault is not None, record["id"]
         assert fault.is_transient is record["gold"]["transient"], record["id"]
+    reader = policy.resolve(upstream, "get_text_file_contents", "get_text_file_contents")
+    assert server != "text-editor" or reader.result_errors == []  # file content is never reinterpreted

@@ -18,7 +18,7 @@ from resilient_mcp.policy.source import SourceError
 from resilient_mcp.stages.idempotency import REPLAY_META, Idempotency, InFlight
 from resilient_mcp.stages.observe import AuditEntry
 from resilient_mcp.stages.retry import RetryBudgets
-from resilient_mcp.state import StateError, StateLimits, StateUnavailable
+from resilient_mcp.state import Claim, StateError, StateLimits, StateUnavailable
 from resilient_mcp.state.redis import RedisStateStore, read_audit
 from tests.helpers import write_yaml
 from tests.redis_server import RedisServer, needs_redis
@@ -228,3 +228,22 @@ async def test_retry_budgets_spent_on_one_replica_are_spent_for_the_other(
     two.on_success("shop")
     await two.share("shop", two.token_ratio)
     assert one.tokens("shop") == 5.0 and two.tokens("shop") == pytest.approx(4.1)
+
+
+async def test_a_flushed_redis_refuses_the_claims_that_find_it_then_both_replicas_share_one_secret_again(
+    replicas: tuple[RedisStateStore, RedisStateStore], redis: RedisServer
+) -> None:
+    """Issue 20, item 12, at the store: both claim scripts (explicit key, derived-key write) check the secret."""
+    one, two = replicas
+    probe = call({"x": 1})
+    assert one.call_fingerprint(probe) == two.call_fingerprint(probe)
+    await one.redis.flushall()
+    await two.redis.set(two.prefix + "secret", "ab" * 32)  # a replica started after the wipe made its own
+    claim = Claim(args_hash="h", tool="t", now=1.0, expires_at=10**10, marker_expires_at=10**10)
+    with pytest.raises(StateUnavailable, match="reset"):
+        await one.begin_write("own", "marker", claim)
+    with pytest.raises(StateUnavailable, match="reset"):
+        await two.begin("k", args_hash="h", tool="t", now=1.0, expires_at=10**10)  # two's own secret was replaced
+    assert one.state == "reset" and await one.begin_write("own", "marker", claim) == (None, None)
+    assert one.call_fingerprint(probe) == two.call_fingerprint(probe), "one secret for both again"
+    assert await two.begin("k", args_hash="h", tool="t", now=1.0, expires_at=10**10) is None

@@ -201,7 +201,10 @@ def summary(records: Sequence[dict[str, Any]]) -> str:
 
 
 SUCCESS_SHAPED = CORPUS.parent / "success_shaped.jsonl"
-EXAMPLE_POLICIES = {"sqlite-ref": (Path("policies/server-sqlite.yaml"), "sqlite")}
+EXAMPLE_POLICIES = {
+    "sqlite-ref": (Path("policies/server-sqlite.yaml"), "sqlite"),
+    "text-editor": (Path("policies/text-editor.yaml"), "editor"),
+}
 """Servers with a shipped example policy whose ``result_errors`` the success-shaped records are read through."""
 
 
@@ -211,7 +214,7 @@ def success_shaped(path: Path = SUCCESS_SHAPED) -> str:
     import mcp_types as types
     import yaml
 
-    from resilient_mcp.policy import PolicyFile
+    from resilient_mcp.policy import Policy, PolicyFile
     from resilient_mcp.stages.result_errors import success_shaped_failure
 
     from .replay import tool_of, verdict_of
@@ -230,10 +233,11 @@ def success_shaped(path: Path = SUCCESS_SHAPED) -> str:
             lines.append(f"| {server} | none shipped | {len(group)} | 0 | - | - | - | - |")
             continue
         file, upstream = EXAMPLE_POLICIES[server]
-        policy = PolicyFile.model_validate(yaml.safe_load((root / file).read_text(encoding="utf-8")))
-        entries = policy.upstreams[upstream].defaults.result_errors
+        policy = Policy(PolicyFile.model_validate(yaml.safe_load((root / file).read_text(encoding="utf-8"))))
         verdicts = []
         for rec in group:
+            name = rec["tool"]["name"]
+            entries = policy.resolve(upstream, name, name).result_errors
             fault = success_shaped_failure(
                 types.CallToolResult.model_validate(rec["raw"]["result"]), entries, tool=tool_of(rec)
             )

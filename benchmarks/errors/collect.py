@@ -1,6 +1,13 @@
 """Regenerates the error corpus (``corpus.jsonl``) by provoking real MCP servers.
 
-    python -m benchmarks.errors.collect [--out benchmarks/errors/corpus.jsonl] [--only fs,git,...]
+    bash scripts/install-corpus-servers.sh      # once: the wider corpus's servers, pinned, under .tools/corpus/
+    python -m benchmarks.errors.collect [--out benchmarks/errors/corpus.jsonl] [--only fs,git,...] [--table]
+
+``--only`` re-collects those sources and keeps every other record of the files. Failures a server answers as a
+successful result go to ``success_shaped.jsonl`` beside the corpus (listed "to review" at the end of a run: a
+situation that did not fail at all is removed from its source). A source with ``startup`` records the error of a
+server that fails while the proxy starts it (tool ``(start-up)``). The wider corpus's servers are in
+``servers.py``, the local services behind them (PostgreSQL, redis-server, a fake HTTP API) in ``services.py``.
 
 Every server is started as the proxy starts an upstream (``resilient_mcp.upstream.Upstream``: stdio subprocess or
 streamable HTTP) and called with arguments that provoke one known situation (``situations.py``). What is recorded
@@ -9,31 +16,29 @@ JSON-RPC error / HTTP status / transport exception the upstream seam caught (cap
 entry points), or a fault the proxy detected itself (its own attempt timeout). ``replay.py`` turns a record back
 into what the rules see. Each record carries the gold label of its situation (``labels.py``).
 
-Servers: npm ``@modelcontextprotocol/server-filesystem``, ``server-memory``, ``server-everything`` (2026.8.31,
-under ``.tools/npm``), PyPI ``mcp-server-git``, ``mcp-server-time`` (2026.10.19), ``mcp-server-fetch``
-(2026.10.24, against a loopback ``http.server``), ``database-mcp-sqlite`` (0.2.1), the project's chaos server over
-stdio, and the chaos server over HTTP behind the fault shim. Scratch files live in a temporary directory; every
-process started here is stopped here.
+Servers: the first nine servers (``situations.py``: the reference filesystem, memory, everything, git, time and
+fetch servers, ``database-mcp-sqlite``, the project's chaos server over stdio and behind the HTTP fault shim) and the
+wider corpus of issue 19 (``servers.py``); the list with versions, kinds and situations is in ``LABELS.md``. Scratch
+files live in a temporary directory; every process started here is stopped here.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
@@ -116,42 +121,6 @@ async def connected(name: str, config: StdioUpstream | RemoteUpstream) -> AsyncI
             tg.cancel_scope.cancel()
 
 
-class _Catalog:
-    def __init__(self, tools: list[types.Tool]) -> None:
-        self.tools = tools
-
-
-class DirectUpstream:
-    """The official client's session, for a server the proxy cannot start yet (``Source.direct``).
-
-    ``mcp-fetch-server@1.1.2`` declares ``resources`` but answers ``resources/list`` with -32601, and the proxy's
-    start-up lists every declared capability (issue 19, item 4). Its tool calls are recorded through this session:
-    the same raw outcomes (an ``isError`` result, a JSON-RPC error) that the proxy's seam would see.
-    """
-
-    def __init__(self, session: ClientSession, tools: list[types.Tool]) -> None:
-        self.session = session
-        self.catalog = _Catalog(tools)
-
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None, *, timeout_s: float) -> Any:
-        try:
-            with anyio.fail_after(timeout_s):
-                return await self.session.call_tool(name, arguments)
-        except Exception as exc:
-            raise _recording_exception(exc, sent=True) from exc
-
-
-@asynccontextmanager
-async def connected_direct(config: StdioUpstream) -> AsyncIterator[DirectUpstream]:
-    params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd)
-    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 (the server's stderr, opened once)
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            with anyio.fail_after(60):
-                await session.initialize()
-                tools = (await session.list_tools()).tools
-            yield DirectUpstream(session, tools)
-
-
 def _fault_dict(fault: Fault) -> dict[str, Any]:
     return {
         "kind": "proxy_fault",
@@ -164,7 +133,7 @@ def _fault_dict(fault: Fault) -> dict[str, Any]:
     }
 
 
-async def call_once(up: Upstream | DirectUpstream, case: Case) -> dict[str, Any]:
+async def call_once(up: Upstream, case: Case) -> dict[str, Any]:
     """The raw outcome of one call: a fault as the seam caught it, or the result, error or not (a provoked failure
     the server answers as a success is a success-shaped failure; ``collect_source`` lists them for review)."""
     _captured.clear()
@@ -201,7 +170,7 @@ class Record:
         return json.dumps(self.__dict__, ensure_ascii=False, sort_keys=True)
 
 
-def _tool_dict(up: Upstream | DirectUpstream, name: str) -> dict[str, Any]:
+def _tool_dict(up: Upstream, name: str) -> dict[str, Any]:
     for tool in up.catalog.tools:
         if tool.name == name:
             return {"name": name, "description": tool.description or "", "input_schema": tool.input_schema}
@@ -221,8 +190,8 @@ async def collect_startup(source: Source, ws: Workspace, out: list[Record], prob
         up = Upstream(source.name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)
         async with anyio.create_task_group() as tg:
             tg.start_soon(up.run)
-            try:
-                await up.wait_ready(30.0)
+            try:  # long enough for a server that retries its own connection a few times and then exits
+                await up.wait_ready(60.0)
             except Fault as fault:
                 raw = _captured[0] if _captured else _fault_dict(fault)
             else:
@@ -254,16 +223,15 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
         return
     async with source.started(ws) as config:
         cases = source.cases(ws)
-        if source.direct:
-            assert isinstance(config, StdioUpstream)
-            session: AbstractAsyncContextManager[Upstream | DirectUpstream] = connected_direct(config)
-        else:
-            session = connected(source.name, config)
-        async with session as up:
+        async with connected(source.name, config) as up:
             for i, case in enumerate(cases, 1):
                 if case.before is not None:
                     case.before(ws)
                 raw = await call_once(up, case)
+                if case.setup:
+                    if raw["kind"] != "result" or raw["result"].get("isError"):
+                        problems.append(f"{source.name}: setup call {case.tool} failed: {json.dumps(raw)[:200]}")
+                    continue
                 rid = f"{source.name}-{i:03d}-{case.situation}"
                 shaped = raw["kind"] == "result" and not raw["result"].get("isError", False)
                 if shaped:  # to review: a situation that did not fail at all is removed from situations
@@ -288,14 +256,23 @@ async def collect_source(source: Source, ws: Workspace, out: list[Record], probl
                 if case.settle_s:  # a reset HTTP connection is noticed a moment later (REPORT.md, findings)
                     await anyio.sleep(case.settle_s)
                 if case.restart_after:  # the server died on purpose: wait for the supervisor's restart
-                    assert isinstance(up, Upstream)
                     await up.wait_ready(60.0)
 
 
 @contextmanager
 def workspace() -> Iterator[Workspace]:
-    # A fixed path, so that paths quoted in error texts are the same on every regeneration.
+    # A fixed path, so that paths quoted in error texts are the same on every regeneration; one run at a time (a
+    # second run would delete the first one's files under its servers).
     root = Path(tempfile.gettempdir()) / "rmcp-errors-corpus"
+    with open(root.with_suffix(".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"another collector is running (it holds {lock.name})") from None
+        yield from _workspace(root)
+
+
+def _workspace(root: Path) -> Iterator[Workspace]:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
     try:
@@ -304,12 +281,13 @@ def workspace() -> Iterator[Workspace]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _kept(path: Path, sources: list[Source], only: set[str] | None) -> list[str]:
-    """The lines of an existing corpus file that this run does not regenerate (``--only`` keeps the others)."""
-    if only is None or not path.exists():
+def _kept(path: Path, keep: Callable[[str], bool]) -> list[str]:
+    """The lines of an existing corpus file that this run keeps, by source: ``--only`` keeps the other sources, and a
+    source that failed keeps its old records."""
+    if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if line.strip() and _source_of(json.loads(line)["id"]) not in only]
+    return [line for line in lines if line.strip() and keep(_source_of(json.loads(line)["id"]))]
 
 
 def _source_of(record_id: str) -> str:
@@ -336,7 +314,7 @@ async def main_async(out_path: Path, only: set[str] | None) -> int:
         print(f"unknown source(s): {', '.join(sorted(unknown))}; known: {known}", file=sys.stderr)
         return 2
     shaped_path = out_path.with_name("success_shaped.jsonl")
-    kept, kept_shaped = _kept(out_path, sources, only), _kept(shaped_path, sources, only)
+    failed: set[str] = set()
     with workspace() as ws:
         for source in sources:
             if only and source.name not in only:
@@ -345,9 +323,13 @@ async def main_async(out_path: Path, only: set[str] | None) -> int:
             try:
                 with anyio.fail_after(600):
                     await collect_source(source, ws, records, problems)
-            except Exception as exc:  # one broken peer must not lose the others' records
+            except Exception as exc:  # one broken peer must not lose the others' records (nor its old ones)
                 problems.append(f"{source.name}: {type(exc).__name__}: {exc}")
+                failed.add(source.name)
+                del records[before:]
             print(f"{source.name:12} {len(records) - before:4d} records", file=sys.stderr)
+    keep = (lambda name: name not in only or name in failed) if only else (lambda name: name in failed)
+    kept, kept_shaped = _kept(out_path, keep), _kept(shaped_path, keep)
     errors = [r for r in records if not r.success_shaped]
     shaped = [r for r in records if r.success_shaped]
     _write(out_path, kept, errors)
@@ -358,11 +340,48 @@ async def main_async(out_path: Path, only: set[str] | None) -> int:
     return 0 if records else 1
 
 
+def server_table(out_path: Path) -> str:
+    """The servers of the committed corpus as a Markdown table (LABELS.md): records and success-shaped per server."""
+    languages = {(s.server or s.name): s.language for s in ALL_SOURCES}
+    rows: dict[str, dict[str, Any]] = {}
+    for path, key in ((out_path, "errors"), (out_path.with_name("success_shaped.jsonl"), "shaped")):
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            row = rows.setdefault(
+                r["server"], {"package": r["source"], "kind": r["kind"], "errors": 0, "shaped": 0, "situations": {}}
+            )
+            row[key] += 1
+            mark = "*" if key == "shaped" else ""
+            row["situations"].setdefault(r["situation"] + mark, None)
+    lines = [
+        "| server | package | kind | SDK | error records | success-shaped | situations (* success-shaped) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, row in sorted(rows.items(), key=lambda kv: (kv[1]["kind"], kv[0])):
+        situations = ", ".join(sorted(row["situations"])) if row["kind"] != "fault injector" else "see situations.py"
+        lines.append(
+            f"| {name} | `{row['package']}` | {row['kind']} | {languages.get(name, '')} | {row['errors']} | "
+            f"{row['shaped']} | {situations} |"
+        )
+    total_e = sum(r["errors"] for r in rows.values())
+    total_s = sum(r["shaped"] for r in rows.values())
+    real = sum(1 for row in rows.values() if row["kind"] != "fault injector")
+    label = f"**{real} real servers** (+ {len(rows) - real} fault injectors)"
+    lines.append(f"| {label} | | | | **{total_e}** | **{total_s}** | |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=HERE / "corpus.jsonl")
     parser.add_argument("--only", help="comma-separated source names (fs, memory, everything, git, ...)")
+    parser.add_argument("--table", action="store_true", help="print the corpus's servers as a Markdown table")
     args = parser.parse_args()
+    if args.table:
+        sys.stdout.write(server_table(args.out) + "\n")
+        return 0
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     only = set(args.only.split(",")) if args.only else None
     return anyio.run(main_async, args.out, only)

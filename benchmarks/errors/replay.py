@@ -28,6 +28,8 @@ from resilient_mcp.faults.repeat import decide
 from resilient_mcp.policy import ToolRule
 
 CORPUS = Path(__file__).resolve().parent / "corpus.jsonl"
+SUCCESS_SHAPED = CORPUS.with_name("success_shaped.jsonl")
+"""Failures the server answered as a successful result (no ``isError``): the test set for ``result_errors``."""
 
 
 def load(path: Path = CORPUS) -> list[dict[str, Any]]:

@@ -165,7 +165,7 @@ class Redis:
 
 
 @contextmanager
-def redis(root: Path, password: str = "cache-secret") -> Iterator[Redis]:
+def redis(root: Path, password: str = "cache-secret", replica_of: Redis | None = None) -> Iterator[Redis]:
     port = free_port()
     work = root / f"redis-{port}"
     work.mkdir()
@@ -181,6 +181,8 @@ def redis(root: Path, password: str = "cache-secret") -> Iterator[Redis]:
         "--maxmemory-policy", "noeviction",
         "--busy-reply-threshold", "200",
     ]  # fmt: skip
+    if replica_of is not None:
+        argv += ["--replicaof", "127.0.0.1", str(replica_of.port), "--masterauth", replica_of.password]
     log = (work / "redis.log").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=log)
     r = Redis(port, password, proc)
@@ -214,7 +216,10 @@ _ERRORS = {
     404: ("NOT_FOUND", "Requested entity was not found."),
     409: ("ALREADY_EXISTS", "The resource already exists."),
     422: ("INVALID_ARGUMENT", "Unprocessable entity: 'quantity' must be a positive integer"),
-    429: ("RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Requests' of service."),
+    429: (
+        "RESOURCE_EXHAUSTED",
+        "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' of service 'inventory'.",
+    ),
     500: ("INTERNAL", "Internal error encountered."),
     502: ("UNAVAILABLE", "Bad gateway: the backend did not answer."),
     503: ("UNAVAILABLE", "The service is currently unavailable."),
@@ -333,6 +338,8 @@ class _ApiHandler(BaseHTTPRequestHandler):
 
     def _error(self, code: int, quota: bool = False) -> None:
         status, message = _ERRORS.get(code, ("UNKNOWN", f"HTTP {code}"))
+        if quota:  # the day's quota is spent: no short wait helps
+            message = "Quota exceeded for quota metric 'Requests' and limit 'Requests per day' of service 'inventory'."
         headers: dict[str, str] = {}
         if code == 429:
             headers["Retry-After"] = "3600" if quota else "2"

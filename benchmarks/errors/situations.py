@@ -40,6 +40,8 @@ class Case:
     restart_after: bool = False
     settle_s: float = 0.0
     """Pause after this case: an HTTP upstream needs a moment to notice a reset connection (see REPORT.md)."""
+    setup: bool = False
+    """A call that prepares the server for the next cases (e.g. a queue server's ``connect``): not recorded."""
 
 
 @dataclass
@@ -95,8 +97,6 @@ class Source:
     language = ""
     """python or node: the SDK the server is built on."""
     effects: dict[str, str] = {}
-    direct = False
-    """Collected through the official client's session, not the proxy's upstream (see ``collect.DirectUpstream``)."""
     startup: tuple[str, Gold] | None = None
     """A source whose server fails while starting: its situation and label (one record, no call)."""
 

@@ -3,7 +3,9 @@
 ``json.loads`` of a body of 10^6 keys takes seconds and hundreds of megabytes, and the SDK then validates the result
 again: a cap on the message's bytes alone does not bound that. ``items_at_most`` is a cheap upper bound (four
 ``bytes.count``); only a message over it is counted exactly, token by token, by ``count_items`` (meant for a worker
-thread: each step is one short match, so the event loop's thread gets the interpreter lock back between tokens).
+thread: each step is one short match, so the event loop's thread gets the interpreter lock back every few
+milliseconds; ``json.loads`` would hold it for its whole parse, in a thread or not). The HTTP listener's body guard
+and the stdio transport both use them.
 """
 
 from __future__ import annotations
@@ -34,5 +36,5 @@ def count_items(data: bytes, limit: int) -> int:
     for _ in _ITEM.finditer(data):
         count += 1
         if count > limit:
-            raise TooComplex(f"more than {limit:,} JSON items")
+            raise TooComplex(f"more than {limit} JSON items")
     return count

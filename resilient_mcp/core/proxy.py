@@ -85,7 +85,7 @@ def session_key(ctx: Ctx) -> str:
     ``stdio:<clientInfo.name>:<random>``, ``http:<mcp-session-id the SDK issued>``, ``http-request:<random>``.
     So two proxy processes of one host (two IDE windows, two agent runs) are two sessions, and a header a client
     sends in stateless mode names nothing: guards and replay of writes keyed by their arguments never cross
-    connections (explicit idempotency keys are global by design)."""
+    connections (explicit idempotency keys are shared by every session of one principal, by design)."""
     connection: object = getattr(ctx.session, "_connection", None) or ctx.session
     key = _CONNECTION_KEYS.get(connection)
     if key is None:

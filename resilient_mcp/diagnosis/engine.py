@@ -43,6 +43,7 @@ from ..faults import (
     RetrySafety,
 )
 from ..faults.vocab import Basis
+from ..state.stored_outputs import owner_principal
 from .prompt import build_messages, error_text
 from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
 from .settings import DiagnosisRule
@@ -65,17 +66,10 @@ def signature(tool: str, text: str, scope: str = "") -> str:
     return hashlib.sha256(f"{scope}\0{tool}\0{norm}".encode()).hexdigest()[:32]
 
 
-def principal_of(owner: str) -> str:
-    """The bearer-token principal (``token-N``) of a call's ``owner``, or "" when the proxy has one principal
-    (stdio, or an HTTP listener without ``auth_tokens``)."""
-    first = owner.partition(" ")[0]
-    return first if first.startswith("token-") else ""
-
-
 def cache_scope(call: ToolCall, identity: str) -> str:
     """Who may be answered from one cached verdict: one principal, on one upstream (its name and ``identity``).
     A verdict holds a model-written suggestion: tenant A's is never shown to tenant B, whose model was not asked."""
-    return f"{principal_of(call.owner)}\0{call.upstream}\0{identity}"
+    return f"{owner_principal(call.owner)}\0{call.upstream}\0{identity}"
 
 
 def untyped(fault: Fault) -> bool:

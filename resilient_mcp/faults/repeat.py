@@ -4,7 +4,8 @@
 
     repeat = helps and safe
     helps  = the fault is transient (an identical call can succeed), and it is not the caller's mistake, a policy
-             refusal, a guard decision, an unknown tool or an error the rules did not recognise (``details.basis``
+             refusal, a guard decision (the shared state being unreachable is not one: once it is back the
+             identical write runs), an unknown tool or an error the rules did not recognise (``details.basis``
              ``unrecognised``: whatever says it is transient, the proxy does not know); a read_only tool's result
              that broke its outputSchema or the policy's result_invariants may be re-read once (the corruption may
              not come back)
@@ -39,6 +40,7 @@ from . import (
     RetrySafety,
     SemanticCorruption,
     SideEffectStatus,
+    StateUnavailableFault,
     UnknownTool,
 )
 
@@ -104,7 +106,7 @@ def decide(fault: Fault, rule: ToolRule) -> Decision:
         safety is RetrySafety.EXECUTED_FAILED and fault.side_effect_status in _NOTHING_DONE
     )
     max_repeats = fault.max_retry
-    if isinstance(fault, _NEVER_REPEATED):
+    if isinstance(fault, _NEVER_REPEATED) and not isinstance(fault, StateUnavailableFault):
         helps, why_not = False, "caller_must_change"
     elif fault.details.get("basis") == "unrecognised":
         helps, why_not = False, "unrecognised"

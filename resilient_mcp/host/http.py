@@ -8,10 +8,12 @@ the principal that opened it. Binding a non-loopback address without tokens need
 and is logged as a warning. ``/healthz`` reports upstreams.
 
 Hostile clients are bounded before authentication (``GuardedH11Protocol``): a request's headers must arrive within
-``listen.header_timeout_s``, and at most ``listen.max_connections`` connections are open, the oldest one without a
-request in progress making room for a new one, so that partial-header sockets can neither exhaust the descriptors nor
-crowd out health checks and real calls. Request bodies (``JsonBodyGuard``) are checked before the SDK parses them: a
-batch array, or more than ``listen.max_json_items`` JSON items, gets a short JSON-RPC error.
+``listen.header_timeout_s`` and its whole body within ``listen.body_timeout_s`` of them, and at most
+``listen.max_connections`` connections are open: a new one closes, to make room, the oldest one without a request in
+progress, else the one whose request body has gone longest without a byte, so that partial-header and slow-body
+sockets can neither exhaust the descriptors nor crowd out health checks and real calls. Request bodies
+(``JsonBodyGuard``) are checked before the SDK parses them: a batch array, or more than ``listen.max_json_items`` JSON
+items, gets a short JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import resource
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -48,6 +50,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ..core.jsoncount import TooComplex, count_items, items_at_most
 from ..core.proxy import Proxy
 from ..ops.web import ops_routes
 from ..policy.config import ListenConfig, is_loopback
@@ -64,8 +67,15 @@ class BearerAuth:
     An accepted request gets ``scope["user"]``: the SDK's session manager then serves a session only to requests
     carrying the token that opened it (any other gets 404, as for an unknown session)."""
 
-    def __init__(self, app: ASGIApp, tokens: list[str], exempt: tuple[str, ...] = ("/healthz",)) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: list[str],
+        exempt: tuple[str, ...] = ("/healthz",),
+        setting: str = "listen.auth_tokens",
+    ) -> None:
         self.app = app
+        self.setting = setting
         self.tokens = [t.encode() for t in tokens]
         self.exempt = exempt
         self.users = [
@@ -87,7 +97,7 @@ class BearerAuth:
                 await self.app(scope, receive, send)
                 return
         response = JSONResponse(
-            {"error": "unauthorized", "error_description": "send Authorization: Bearer <token> (listen.auth_tokens)"},
+            {"error": "unauthorized", "error_description": f"send Authorization: Bearer <token> ({self.setting})"},
             status_code=401,
             headers={"WWW-Authenticate": 'Bearer realm="resilient-mcp"'},
         )
@@ -96,36 +106,8 @@ class BearerAuth:
 
 # --- request bodies ---------------------------------------------------------------------------------------------------
 
-_ITEM = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|-?[0-9][0-9.eE+-]*|true|false|null')
-"""One JSON item: a string (object keys included), an object or array (its opening), a number or a literal."""
-
-
 _BATCH = re.compile(rb"[ \t\r\n]*\[")
 """A body whose JSON is an array: a JSON-RPC batch."""
-
-
-class _TooComplex(ValueError):
-    pass
-
-
-def _items_at_most(body: bytes) -> int:
-    """An upper bound of ``_count_items(body)``, at the cost of four ``bytes.count``: every item but the first
-    follows a ``,``, ``:``, ``[`` or ``{`` (inside strings too, which is why it is only a bound)."""
-    return body.count(b",") + body.count(b":") + body.count(b"[") + body.count(b"{") + 1
-
-
-def _count_items(body: bytes, limit: int) -> int:
-    """The JSON items of ``body``, counted token by token; raises ``_TooComplex`` past ``limit``.
-
-    Run in a worker thread. Each step is one short regular-expression match, so the event loop's thread gets the
-    interpreter lock back every few milliseconds (``json.loads`` of a 3.6 MB body would hold it for its whole
-    parse, in a thread or not)."""
-    count = 0
-    for _ in _ITEM.finditer(body):
-        count += 1
-        if count > limit:
-            raise _TooComplex(f"more than {limit} JSON items (listen.max_json_items)")
-    return count
 
 
 def _jsonrpc_error(code: int, message: str, status: int, request_id: Any = None) -> Response:
@@ -162,6 +144,8 @@ class JsonBodyGuard:
         trailing: Message | None = None
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # gone before its body was complete (closed, timed out, evicted): nothing to answer
             if message["type"] != "http.request":
                 trailing = message
                 break
@@ -194,17 +178,15 @@ class JsonBodyGuard:
             return _jsonrpc_error(
                 -32600, "Invalid Request: JSON-RPC batches are not supported; send one message per request", 400
             )
-        if _items_at_most(body) <= self.max_items:
+        if items_at_most(body) <= self.max_items:
             return None
         if self._counters is None:
             self._counters = anyio.CapacityLimiter(2)
         try:
-            await anyio.to_thread.run_sync(
-                functools.partial(_count_items, body, self.max_items), limiter=self._counters
-            )
-        except _TooComplex as exc:
+            await anyio.to_thread.run_sync(functools.partial(count_items, body, self.max_items), limiter=self._counters)
+        except TooComplex as exc:
             log.warning("http_body_refused", bytes=len(body), reason=str(exc))
-            return _jsonrpc_error(-32600, f"Request too complex: {exc}", 413)
+            return _jsonrpc_error(-32600, f"Request too complex: {exc} (listen.max_json_items)", 413)
         return None
 
 
@@ -237,13 +219,17 @@ def default_max_connections() -> int:
 class ConnectionLimits:
     """The connections of one listener: the cap, header deadlines, and a rate-limited account of what was shed."""
 
-    def __init__(self, max_connections: int, header_timeout_s: float) -> None:
+    def __init__(self, max_connections: int, header_timeout_s: float, body_timeout_s: float = 30.0) -> None:
         self.max_connections = max_connections
         self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
         self.open = 0
         self.waiting: OrderedDict[GuardedH11Protocol, None] = OrderedDict()
         """Connections without a request in progress, the longest waiting first: the ones that may be closed."""
-        self.shed = {"evicted": 0, "refused": 0, "header_timeouts": 0}
+        self.receiving: OrderedDict[GuardedH11Protocol, None] = OrderedDict()
+        """Connections whose request body is still arriving, the longest without a byte first: closed to make room
+        when no connection is waiting."""
+        self.shed = {"evicted": 0, "refused": 0, "header_timeouts": 0, "body_timeouts": 0}
         self._report: asyncio.TimerHandle | None = None
 
     def count(self, what: str, loop: asyncio.AbstractEventLoop) -> None:
@@ -261,6 +247,7 @@ class ConnectionLimits:
                 open=self.open,
                 max_connections=self.max_connections,
                 header_timeout_s=self.header_timeout_s,
+                body_timeout_s=self.body_timeout_s,
                 interval_s=SHED_LOG_INTERVAL_S,
             )
             self.shed = dict.fromkeys(self.shed, 0)
@@ -272,12 +259,15 @@ class ConnectionLimits:
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a header deadline and a connection cap (uvicorn has neither before a request).
+    """uvicorn's h11 protocol with header and body deadlines and a connection cap (uvicorn has none of them).
 
     A connection is *waiting* from when it opens, or its last response ends, until a request's headers are complete;
     the headers of each request must arrive within ``header_timeout_s`` of its first byte (of the connection's
-    opening when nothing arrives), else 408 and close. Over ``max_connections`` the longest-waiting connection is
-    closed to make room; when every connection has a request in progress the new one is closed instead."""
+    opening when nothing arrives), else 408 and close. It is then *receiving* until its body is complete, which must
+    be within ``body_timeout_s`` of the headers (else 408 and close: a body sent a byte at a time is not progress
+    enough). Over ``max_connections`` the longest-waiting connection is closed to make room, else the receiving one
+    that has gone longest without a byte; when every connection has a complete request in progress the new one is
+    closed instead."""
 
     def __init__(self, *args: Any, limits: ConnectionLimits, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -295,6 +285,8 @@ class GuardedH11Protocol(H11Protocol):
         self._arm()
         if limits.open > limits.max_connections:
             victim = next(iter(limits.waiting))
+            if victim is self and limits.receiving:
+                victim = next(iter(limits.receiving))  # a slow body makes room before a new connection is refused
             limits.count("evicted" if victim is not self else "refused", self.loop)
             victim._drop()
 
@@ -320,19 +312,31 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self._busy():
-            self.limits.waiting.pop(self, None)
-            self._disarm()
+            limits = self.limits
+            limits.waiting.pop(self, None)
             self._request_begun = False
+            if self.cycle is not None and self.cycle.more_body:  # the body is still arriving
+                if self in limits.receiving:
+                    limits.receiving.move_to_end(self)  # a byte arrived: the last to make room
+                else:
+                    limits.receiving[self] = None
+                    self._arm(limits.body_timeout_s, self._body_timeout)  # the whole body, from its headers
+            else:
+                limits.receiving.pop(self, None)
+                self._disarm()
             return
+        self.limits.receiving.pop(self, None)
         if self not in self.limits.waiting:
             self.limits.waiting[self] = None
         if not self._request_begun and self.conn.trailing_data[0]:
             self._request_begun = True  # the first bytes of a request: its headers are due from now
             self._arm()
 
-    def _arm(self) -> None:
+    def _arm(self, delay: float | None = None, then: Callable[[], None] | None = None) -> None:
         self._disarm()
-        self._deadline = self.loop.call_later(self.limits.header_timeout_s, self._header_timeout)
+        self._deadline = self.loop.call_later(
+            self.limits.header_timeout_s if delay is None else delay, then or self._header_timeout
+        )
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -348,12 +352,23 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.write(b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
         self._drop()
 
+    def _body_timeout(self) -> None:
+        self._deadline = None
+        cycle = self.cycle
+        if cycle is None or not cycle.more_body or cycle.response_complete or self.transport.is_closing():
+            return
+        self.limits.count("body_timeouts", self.loop)
+        if not cycle.response_started:
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
+        self._drop()
+
     def _drop(self) -> None:
         self._uncount()  # now, not when the close completes: a burst of new connections must not evict twice
         self.transport.close()
 
     def _uncount(self) -> None:
         self.limits.waiting.pop(self, None)
+        self.limits.receiving.pop(self, None)
         self._disarm()
         if self._counted:
             self._counted = False
@@ -425,7 +440,7 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
         body: dict[str, Any] = {"ok": ok, "ready": ready, "upstreams": len(proxy.upstreams)}
         store = proxy.pipeline.services.store
         if store is not None and store.journal_mode == "redis":  # reads still work without it: not a 503
-            body["state"] = "ok" if getattr(store, "available", True) else "unavailable"
+            body["state"] = getattr(store, "state", "ok")  # ok | unavailable | reset (Redis was wiped)
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @asynccontextmanager
@@ -438,7 +453,7 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
         routes=[
             Route(listen.path, endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),
             Route("/healthz", endpoint=health),
-            *(ops_routes(ops, security.allowed_hosts or []) if ops is not None else []),
+            *(ops_routes(ops, security.allowed_hosts or [], per_principal=bool(listen.auth_tokens)) if ops else []),
         ],
         lifespan=lifespan,
     )
@@ -459,7 +474,9 @@ async def serve_http(
             "writes identified by a hash of their arguments): each request is its own session",
         )
     app = build_app(proxy, server, host, listen, ops)
-    limits = ConnectionLimits(listen.max_connections or default_max_connections(), listen.header_timeout_s)
+    limits = ConnectionLimits(
+        listen.max_connections or default_max_connections(), listen.header_timeout_s, listen.body_timeout_s
+    )
     open_files = open_files_limit()
     if limits.max_connections > open_files - descriptor_reserve(open_files):
         log.warning(
@@ -488,6 +505,7 @@ async def serve_http(
         auth=bool(listen.auth_tokens),
         max_connections=limits.max_connections,
         header_timeout_s=limits.header_timeout_s,
+        body_timeout_s=limits.body_timeout_s,
     )
 
     async def run() -> None:

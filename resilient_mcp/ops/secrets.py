@@ -18,6 +18,8 @@ _MIN = 4
 def configured_secrets(config: ProxyConfig) -> list[str]:
     """Every value of the configuration that may be a credential, longest first."""
     found: set[str] = set(config.listen.auth_tokens)
+    if config.metrics.token:
+        found.add(config.metrics.token)
     for up in config.upstreams.values():
         if isinstance(up, StdioUpstream):
             found.update(up.env.values())

@@ -33,6 +33,9 @@ class MetricsConfig(_Strict):
     """Let /metrics through without the listener's bearer token (for a scraper that cannot send one)."""
     listen: str | None = None
     """A loopback HOST:PORT on which /metrics and /status are served, for stdio mode (no HTTP listener)."""
+    token: str | None = None
+    """The bearer token `metrics.listen` requires (at least 8 characters, `${VAR}` allowed). Without it any local
+    user can read that port, so the status page there shows no failure's observation (arguments, error texts)."""
     max_tools: int = Field(100, ge=1, le=10_000)
     """Distinct tool names used as metric labels; calls of later names are counted as tool="other"."""
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..core.chain import ToolCall
+from ..state.stored_outputs import owner_principal
 from .events import CallEnd, CallEvents, Sleep
 from .metrics import OTHER, UNKNOWN, CappedLabels
 from .secrets import Scrubber
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 WINDOW_S = 3600.0
 FAILURES_KEPT = 50
+VALUELESS = ("id", "at", "upstream", "tool", "outcome", "fault_type", "category", "repair_action", "attempts")
+"""The fields of a failure shown without its values (no observation: it quotes arguments and error texts)."""
 ABSORBED = (
     ("recovered", "calls that succeeded after a retry"),
     ("retries", "extra upstream attempts"),
@@ -112,6 +115,7 @@ class StatusRecorder(CallEvents):
                     "attempts": end.attempts,
                     "decided_by": end.decided_by,
                     "observation": end.observation,
+                    "principal": owner_principal(call.owner),
                 }
             )
 
@@ -129,7 +133,10 @@ class StatusRecorder(CallEvents):
 
     # --- the page's data --------------------------------------------------------------------------------------------
 
-    def snapshot(self, proxy: ProxyView) -> dict[str, Any]:
+    def snapshot(self, proxy: ProxyView, *, viewer: str | None = None, values: bool = True) -> dict[str, Any]:
+        """The page's data. ``viewer``: a bearer-token principal that sees only its own failures (the listener has
+        ``auth_tokens``: tenants never see each other's arguments or errors); ``values=False``: failures without their
+        observations (a page no credential protects). Counts, latencies and upstream states are not per tenant."""
         now = self._clock()
         since = now - WINDOW_S
         breakers: dict[str, str] = {}
@@ -186,9 +193,21 @@ class StatusRecorder(CallEvents):
             "upstreams": upstreams,
             "tools": tools,
             "absorbed": absorbed,
-            "failures": self._scrub.data(list(self._failures)),
+            "failures": self._scrub.data(_failures(self._failures, viewer, values)),
             "treatment": list(proxy.services.treatment),
         }
+
+
+def _failures(failures: collections.deque[dict[str, Any]], viewer: str | None, values: bool) -> list[dict[str, Any]]:
+    out = []
+    for f in failures:
+        if viewer is not None and f["principal"] != viewer:
+            continue
+        if values:
+            out.append({k: v for k, v in f.items() if k != "principal"})
+        else:
+            out.append({**{k: f[k] for k in VALUELESS}, "observation": None, "values_hidden": True})
+    return out
 
 
 # --- HTML ---------------------------------------------------------------------------------------------------------
@@ -247,7 +266,12 @@ def render_live(snap: dict[str, Any]) -> str:
         summary = f"{f['at']} · {f['tool']} · {f['outcome']} · {f['fault_type'] or 'unclassified'}"
         if f.get("decided_by"):
             summary += f" · by {f['decided_by']}"
-        body = json.dumps(f["observation"], indent=2, ensure_ascii=False) if f["observation"] else "(no observation)"
+        if f.get("values_hidden"):
+            body = "(not shown: set metrics.token and send it to see observations)"
+        elif f["observation"]:
+            body = json.dumps(f["observation"], indent=2, ensure_ascii=False)
+        else:
+            body = "(no observation)"
         out.append(
             f'<details class="failure" data-id="{f["id"]}"><summary>{_e(summary)}</summary>'
             f"<pre>{_e(body)}</pre></details>"

@@ -27,7 +27,7 @@ def status_url(config_path: str | None, url: str | None) -> tuple[str, str | Non
         host = f"[{host}]" if ":" in host and not host.startswith("[") else host
         return f"http://{host}:{port}", token or (config.listen.auth_tokens[0] if config.listen.auth_tokens else None)
     if config.metrics.listen:
-        return f"http://{config.metrics.listen}", token
+        return f"http://{config.metrics.listen}", token or config.metrics.token
     raise ValueError(
         f"{config_path}: the proxy serves no status page: set listen.http (HTTP mode) or metrics.listen (stdio mode)"
     )

@@ -1,8 +1,11 @@
 """HTTP endpoints of operations: ``/metrics``, ``/status`` (HTML), ``/status.json`` and the page's static files.
 
-On the HTTP listener they sit behind the listener's bearer tokens (``/metrics`` not, with ``metrics.public``); in
-stdio mode ``metrics.listen`` serves them on a loopback port of their own. Either way a request whose ``Host`` header
-names something other than the listener (DNS rebinding: a web page reading a local port) gets 421.
+On the HTTP listener they sit behind the listener's bearer tokens (``/metrics`` not, with ``metrics.public``), and
+the status page shows a token only the failures of calls made with that token (tenants never see each other's
+arguments or errors). In stdio mode ``metrics.listen`` serves them on a loopback port of their own: behind
+``metrics.token`` when it is set, else open to any local user and so without any failure's observation. Either way a
+request whose ``Host`` header names something other than the listener (DNS rebinding: a web page reading a local
+port) gets 421.
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ def host_allowed(request: Request, patterns: Sequence[str]) -> bool:
     return False
 
 
-def ops_routes(ops: Ops, allowed_hosts: Sequence[str]) -> list[BaseRoute]:
-    """The routes the configuration asks for (none when metrics and status are both off)."""
+def ops_routes(
+    ops: Ops, allowed_hosts: Sequence[str], *, per_principal: bool = False, values: bool = True
+) -> list[BaseRoute]:
+    """The routes the configuration asks for (none when metrics and status are both off). ``per_principal``: the
+    status page shows each bearer token only its own failures; ``values``: with their observations."""
     hosts = tuple(allowed_hosts)
 
     def guarded(handler: Any) -> Any:
@@ -66,10 +72,15 @@ def ops_routes(ops: Ops, allowed_hosts: Sequence[str]) -> list[BaseRoute]:
 
         routes.append(Route("/metrics", guarded(metrics_endpoint), methods=["GET"]))
     if status is not None and proxy is not None:
+        from ..state.stored_outputs import http_principal, owner_principal
         from .status import render_live, render_page
 
+        def view(request: Request) -> dict[str, Any]:
+            viewer = owner_principal(http_principal(request.scope)) if per_principal else ""
+            return status.snapshot(proxy, viewer=viewer or None, values=values)
+
         async def page(request: Request) -> Response:
-            snap = status.snapshot(proxy)
+            snap = view(request)
             if request.query_params.get("part") == "live":
                 return HTMLResponse(render_live(snap))
             response = HTMLResponse(render_page(snap))
@@ -79,7 +90,7 @@ def ops_routes(ops: Ops, allowed_hosts: Sequence[str]) -> list[BaseRoute]:
             return response
 
         async def snapshot(request: Request) -> Response:
-            return JSONResponse(status.snapshot(proxy))
+            return JSONResponse(view(request))
 
         async def static(request: Request) -> Response:
             name = request.path_params["name"]
@@ -103,11 +114,17 @@ class _Uvicorn(uvicorn.Server):
 
 
 async def serve_loopback(ops: Ops, host: str, port: int) -> None:
-    """``metrics.listen`` in stdio mode: /metrics and /status on a loopback port, until cancelled."""
-    app = Starlette(routes=ops_routes(ops, LOOPBACK_HOSTS))
+    """``metrics.listen`` in stdio mode: /metrics and /status on a loopback port, until cancelled. With
+    ``metrics.token`` every request must carry it; without, the status page shows no failure's observation."""
+    token = ops.config.metrics.token
+    app: Any = Starlette(routes=ops_routes(ops, LOOPBACK_HOSTS, values=token is not None))
+    if token is not None:
+        from ..host.http import BearerAuth
+
+        app = BearerAuth(app, [token], exempt=(), setting="metrics.token")
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
     server = _Uvicorn(config)
-    log.info("ops_listening", url=f"http://{host}:{port}/metrics")
+    log.info("ops_listening", url=f"http://{host}:{port}/metrics", auth=token is not None)
 
     async def run() -> None:
         with anyio.CancelScope(shield=True):  # stopped by should_exit, gracefully

@@ -120,6 +120,9 @@ class RemoteUpstream(_UpstreamCommon):
     the first); "legacy" serves every host over the handshake connection (2026-07-28 hosts bridged)."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers sent with every request, e.g. Authorization: "Bearer ${TOKEN}"."""
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Largest response body or SSE event read from the server (`type: sse`: at most 1 MiB per event, the MCP SDK's
+    limit); a larger result becomes an E4 oversized observation, the rest of it unread."""
 
     @model_validator(mode="before")
     @classmethod
@@ -181,6 +184,8 @@ class ListenConfig(_Strict):
     """Stateless HTTP: no sessions, no cancellation, no out-of-band notifications. Off by default."""
     header_timeout_s: float = Field(10.0, gt=0, le=600)
     """A connection must send a request's complete headers within this many seconds (else 408 and closed)."""
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """A request's whole body must arrive within this many seconds of its headers (else 408 and closed)."""
     max_connections: int | None = Field(None, ge=8)
     """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see the README's HTTP section."""
     max_json_items: int = Field(100_000, ge=100)
@@ -418,6 +423,12 @@ def _expand(
                 f"{doc.path}:{doc.line_of(loc) or '?'}: listen.auth_tokens[{i}]: a token must have at least 8 "
                 "characters (is its environment variable set?)"
             )
+    metrics = cfg.metrics
+    if metrics.token is not None:
+        metrics = metrics.model_copy(update={"token": ex(metrics.token, ("metrics", "token"))})
+        if len((metrics.token or "").strip()) < 8:
+            line = doc.line_of(("metrics", "token")) or "?"
+            problems.append(f"{doc.path}:{line}: metrics.token: use at least 8 characters (is its variable set?)")
     state = cfg.state
     if state.backend == "redis":
         expanded = {
@@ -432,7 +443,7 @@ def _expand(
     if problems:
         raise SourceError(doc.path, problems)
     listen = cfg.listen.model_copy(update={"auth_tokens": tokens})
-    return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state})
+    return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state, "metrics": metrics})
 
 
 class _OneUpstream(RootModel[UpstreamConfig]):

@@ -14,7 +14,9 @@ The key of a call, first found:
 Keys are scoped per upstream tool and per upstream *identity* (``upstream_identity``: its URL, or its command,
 arguments and working directory, with its configured name), so two different servers never share a record.
 
-**Explicit keys** (1, 2) have the Stripe/IETF semantics, shared by every session (and every proxy on one store):
+**Explicit keys** (1, 2) have the Stripe/IETF semantics, shared by every session (and every proxy on one store) of
+one principal: over HTTP with ``listen.auth_tokens`` a key is scoped to the bearer token that sent it, so another
+token's identical key is another record (never told the first one's write ran, never told the key was used):
 
 =====================================  =========================================================================
 nothing (or expired)                   runs; a success is stored as completed for ``window_s`` and replayed
@@ -88,6 +90,7 @@ from ..faults.error_results import answered_by_tool
 from ..faults.repeat import decide, decide_outcome_unknown
 from ..policy import ToolRule
 from ..state import Claim, IdempotencyRecord, IdempotencyStore, StateUnavailable
+from ..state.stored_outputs import owner_principal
 from .guard import SessionGuards
 
 log = structlog.get_logger(__name__)
@@ -395,7 +398,9 @@ class Idempotency:
             value = call.arguments[name]
             explicit = value if isinstance(value, str) else canonical_json(value)
         if explicit is not None:
-            return _Key(f"{scope}#key:{explicit}", explicit, True, None, call.name)
+            principal = owner_principal(call.owner)  # tenants never share a key's record
+            scoped = f"{scope}#by:{principal}#key:{explicit}" if principal else f"{scope}#key:{explicit}"
+            return _Key(scoped, explicit, True, None, call.name)
         # A key derived from the arguments only stands for "the same agent asked again": its result is scoped to
         # the session; whether its outcome is unknown is about the server, so that record is upstream-wide.
         return _Key(

@@ -6,7 +6,8 @@ Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
 
 ==============================  ======================================================================================
 ``secret``                      the installation's HMAC key (64 hex digits), created once with ``SET NX`` by the first
-                                replica (or given as ``state.secret``): every replica derives the same fingerprints
+                                replica: every replica derives the same fingerprints (with ``state.secret`` given,
+                                ``secret-id`` holds a digest of it instead, as the same check)
 ``idem:<key>``                  a hash per idempotency record (status, args_hash, tool, times, result); every status
                                 change is one Lua script (claim, complete, mark unknown), so a claim is atomic across
                                 replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry. A
@@ -25,6 +26,14 @@ be reached the store raises ``StateUnavailable`` (the idempotency stage turns it
 observation, or proceeds with ``idempotency.on_state_unavailable: proceed``); audit entries stay queued in memory
 (bounded) and are written when Redis is back; a background task pings every second while it is down, logs
 ``state_unavailable`` / ``state_reconnected`` and ``available`` feeds ``/healthz``.
+
+A Redis that lost its keys (restarted without persistence, ``FLUSHALL``) lost the shared secret with them: a replica
+that kept its own would silently stop deduplicating against one that made a new one. So every claim checks, in its Lua
+script, that the secret key still holds this replica's value, and the background task checks it every
+``SECRET_CHECK_S`` and on every reconnect. On a difference the claim is refused (``StateUnavailable``: the write is not
+sent), and the replica restores its secret with ``SET NX`` (replicas that shared it all restore the same value, so
+fingerprints made before stay valid) or adopts the one another replica restored or created first; it logs
+``state_reset`` and ``/healthz`` says ``"state": "reset"`` for ``RESET_REPORTED_S``.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
 import inspect
 import json
 import secrets
@@ -74,8 +84,18 @@ Clock = Callable[[], float]
 _MAX_UNFORGOTTEN = 10_000
 _DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
 
-# KEYS[1] record · ARGV: now, args_hash, tool, expires_at. Returns {} when claimed, else the record that holds it.
+SECRET_CHECK_S = 5.0
+"""How often the background task checks that the shared secret is still in Redis (claims check it every time)."""
+RESET_REPORTED_S = 600.0
+"""How long ``/healthz`` reports ``"state": "reset"`` after a wipe was found."""
+_MISMATCH = "!secret"
+
+# KEYS[1] record, KEYS[2] the secret · ARGV: now, args_hash, tool, expires_at, the secret this replica uses.
+# Returns {} when claimed, {'!secret', <what the key holds>} when the secret is not this replica's, else the record
+# that holds the key.
 _CLAIM = """
+local s = redis.call('GET', KEYS[2])
+if s ~= ARGV[5] then return {'!secret', s or ''} end
 local r = redis.call('HGETALL', KEYS[1])
 if #r > 0 then
   local exp = nil
@@ -89,9 +109,13 @@ redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[4]) * 1000))
 return {}
 """
 
-# KEYS[1] own record, KEYS[2] upstream-wide marker · ARGV: now, args_hash, tool, own expiry, marker expiry.
-# {1, own}: own holds a completed result (nothing claimed) · {2, marker}: own claimed, the marker held · {0}: both.
+# KEYS[1] own record, KEYS[2] upstream-wide marker, KEYS[3] the secret · ARGV: now, args_hash, tool, own expiry,
+# marker expiry, the secret this replica uses.
+# {1, own}: own holds a completed result (nothing claimed) · {2, marker}: own claimed, the marker held · {0}: both ·
+# {3, {'!secret', <what the key holds>}}: the secret is not this replica's (nothing claimed).
 _CLAIM_WRITE = """
+local s = redis.call('GET', KEYS[3])
+if s ~= ARGV[6] then return {3, {'!secret', s or ''}} end
 local now = tonumber(ARGV[1])
 local function live(key)
   local r = redis.call('HGETALL', key)
@@ -178,6 +202,12 @@ class RedisStateStore:
         self._unforgotten: collections.OrderedDict[str, None] = collections.OrderedDict()
         """Records whose background delete failed: deleted before this store's next operation on them."""
         self._hash_key = b""
+        self._check_value = ""
+        """What the secret key must hold: this replica's secret in hex (or the digest of ``state.secret``)."""
+        self._check_key = self.prefix + ("secret-id" if config.secret else "secret")
+        self.reset_at: float | None = None
+        """When this replica last found the shared state wiped (``/healthz``: ``reset``)."""
+        self._resyncing = asyncio.Lock()
         kwargs: dict[str, Any] = {
             "socket_timeout": config.command_timeout_s,
             "socket_connect_timeout": config.connect_timeout_s,
@@ -224,19 +254,58 @@ class RedisStateStore:
         log.info("state_opened", backend="redis", url=_redact(config.url or ""), prefix=store.prefix)
         return store
 
-    async def _secret(self) -> bytes:
+    async def _secret(self, restore: str | None = None) -> bytes:
+        """Load the shared secret, creating it (``SET NX``: the first replica's wins) as ``restore`` or a new one."""
         if self.config.secret:
+            self._check_value = hashlib.sha256(self.config.secret.encode()).hexdigest()[:32]
+            await self.redis.set(self._check_key, self._check_value)
             return self.config.secret.encode()
-        key = self.prefix + "secret"
-        await self.redis.set(key, secrets.token_hex(32), nx=True)
+        key = self._check_key
+        await self.redis.set(key, restore or secrets.token_hex(32), nx=True)
         value = await self.redis.get(key)
+        text = value.decode() if isinstance(value, bytes) else str(value)
         try:
-            secret = bytes.fromhex(value.decode() if isinstance(value, bytes) else str(value))
+            secret = bytes.fromhex(text)
         except ValueError:
             secret = b""
         if len(secret) < 32:
             raise StateError(f"Redis key {key!r} is not a resilient-mcp secret (64 hex digits expected): delete it")
+        self._check_value = text
         return secret
+
+    @property
+    def state(self) -> str:
+        """``ok``, ``unavailable``, or ``reset`` for a while after the shared state was found wiped (``/healthz``)."""
+        if not self.available:
+            return "unavailable"
+        if self.reset_at is not None and self._clock() - self.reset_at < RESET_REPORTED_S:
+            return "reset"
+        return "ok"
+
+    async def _resync(self, found: str) -> None:
+        """The secret key no longer holds this replica's secret: restore it, or adopt the one now there."""
+        async with self._resyncing:
+            current = await self.redis.get(self._check_key)
+            if (current.decode() if isinstance(current, bytes) else current) == self._check_value:
+                return  # another task of this replica restored it meanwhile
+            before = self._check_value
+            self._hash_key = await self._secret(restore=before)
+            self.reset_at = self._clock()
+            log.error(
+                "state_reset",
+                backend="redis",
+                found="missing" if not found else "another secret",
+                secret="restored" if self._check_value == before else "adopted another replica's",
+                hint="Redis lost this proxy's keys (restarted without persistence, or flushed): idempotency records, "
+                "stored outputs and open circuits kept before are gone; writes were refused until the secret was "
+                "consistent again. Enable Redis persistence (appendonly yes) to keep them.",
+            )
+
+    async def _check_secret(self) -> None:
+        current = await self.redis.get(self._check_key)
+        text = current.decode() if isinstance(current, bytes) else (current or "")
+        if text != self._check_value:
+            await self._resync(text)
 
     async def aclose(self) -> None:
         """Write queued audit entries (bounded by the command timeout), stop the background task, close the pool."""
@@ -303,7 +372,9 @@ class RedisStateStore:
         await self._back.wait()
 
     async def _background(self) -> None:
-        """Write the audit in batches; while Redis is down, ping every second until it answers."""
+        """Write the audit in batches; while Redis is down, ping every second until it answers; check the shared
+        secret every ``SECRET_CHECK_S`` and on every reconnect."""
+        checked = time.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.limits.flush_interval_s)
@@ -312,6 +383,10 @@ class RedisStateStore:
                 if not self.available:
                     await self.redis.ping()
                     self._up()
+                    checked = 0.0
+                if time.monotonic() - checked >= SECRET_CHECK_S:
+                    await self._check_secret()
+                    checked = time.monotonic()
                 await self._write_audit()
             except _DOWN as exc:
                 self._down(exc)
@@ -363,22 +438,36 @@ class RedisStateStore:
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
         await self._settled(key)
-        args = [repr(now), args_hash, tool, repr(expires_at)]
-        held = await self._do(lambda: self._claim(keys=[self._idem(key)], args=args))
+        args = [repr(now), args_hash, tool, repr(expires_at), self._check_value]
+        held = await self._do(lambda: self._claim(keys=[self._idem(key), self._check_key], args=args))
         if not held:
             return None
         flat = [v.decode() if isinstance(v, bytes) else str(v) for v in held]
+        if flat[0] == _MISMATCH:
+            await self._do(lambda: self._resync(flat[1]))
+            raise StateUnavailable(
+                "the shared state (Redis) was reset: it lost its keys (restarted without persistence, or flushed), "
+                "so this write could not be checked against earlier ones; the proxy has restored its secret"
+            )
         return _record(key, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
         """One round trip (a Lua script, atomic across replicas) for both claims of a derived-key write."""
         await self._settled(key, marker)
         args = [repr(claim.now), claim.args_hash, claim.tool, repr(claim.expires_at), repr(claim.marker_expires_at)]
-        got = await self._do(lambda: self._claim_write(keys=[self._idem(key), self._idem(marker)], args=args))
+        args.append(self._check_value)
+        keys = [self._idem(key), self._idem(marker), self._check_key]
+        got = await self._do(lambda: self._claim_write(keys=keys, args=args))
         which = int(got[0])
         if which == 0:
             return None, None
         flat = [v.decode() if isinstance(v, bytes) else str(v) for v in got[1]]
+        if which == 3:
+            await self._do(lambda: self._resync(flat[1]))
+            raise StateUnavailable(
+                "the shared state (Redis) was reset: it lost its keys (restarted without persistence, or flushed), "
+                "so this write could not be checked against earlier ones; the proxy has restored its secret"
+            )
         record = _record(key if which == 1 else marker, dict(zip(flat[::2], flat[1::2], strict=True)))
         return (record, None) if which == 1 else (None, record)
 

@@ -100,6 +100,13 @@ def output_owner(request: object, session: str) -> str:
     return f"{principal} {sid}" if sid else principal
 
 
+def owner_principal(owner: str) -> str:
+    """The bearer-token principal (``token-N``) in an ``output_owner`` string, or "" when there is none (stdio, or an
+    HTTP listener without ``auth_tokens``: one principal, nothing to keep apart)."""
+    principal = owner.partition(" ")[0]
+    return principal if principal.startswith("token-") else ""
+
+
 class StoredOutputMissing(LookupError):
     """No stored output under this handle: it expired, was trimmed away, or never existed."""
 

@@ -52,6 +52,7 @@ from ..faults import (
 )
 from ..faults.classify import classify_exception, classify_http_status
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
+from .http_cap import SDK_SSE_EVENT_LIMIT, CappedTransport, capped_client_factory
 from .startup import STOP_AFTER, StartFailure, StderrTail, classify_start_failure
 from .stdio import OVERSIZED_META, stdio_upstream
 
@@ -436,15 +437,20 @@ class Upstream:
                     cfg.command, list(cfg.args), env, cfg.cwd, max_message_bytes=cfg.max_message_bytes, tail=self._tail
                 ) as streams:
                     yield streams
-        elif cfg.transport == "sse":
-            async with sse_client(cfg.url, headers=dict(cfg.headers) or None) as streams:
+        elif cfg.transport == "sse":  # the SDK's 1 MiB event limit is fixed there: events are capped below it
+            limit = min(cfg.max_message_bytes, SDK_SSE_EVENT_LIMIT)
+            factory = capped_client_factory(limit, self.name)
+            async with sse_client(cfg.url, headers=dict(cfg.headers) or None, httpx_client_factory=factory) as streams:
                 yield streams
         else:
             timeout = httpx2.Timeout(cfg.connect_timeout_s, read=None)
             hooks = {"response": [self._http_statuses.observe]}
+            capped = CappedTransport(cfg.max_message_bytes, self.name)  # bodies and events: max_message_bytes
             async with (
-                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=timeout, event_hooks=hooks) as http,
-                streamable_http_client(cfg.url, http_client=http) as streams,
+                httpx2.AsyncClient(
+                    headers=dict(cfg.headers), timeout=timeout, event_hooks=hooks, transport=capped
+                ) as http,
+                streamable_http_client(cfg.url, http_client=http, max_sse_event_size=None) as streams,
             ):
                 yield streams[0], streams[1]
 
