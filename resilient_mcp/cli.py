@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -220,7 +222,22 @@ def _serve(args: argparse.Namespace) -> int:
     base = _host_policy(config)
     if not config.enabled_upstreams():
         raise SourceError(args.config, [f"{args.config}: no enabled upstreams: add one under upstreams:"])
+    if not (args.http or config.listen.http) and _stdin_is_null_device():
+        _err(
+            "resilient-mcp: stdin is not connected (/dev/null): no host can reach a stdio proxy, so it stops once "
+            "started. Serve over HTTP (--http HOST:PORT or listen.http), or give it stdin (docker run -i)."
+        )
     return _run_proxy(args, config, policy, base)
+
+
+def _stdin_is_null_device() -> bool:
+    """stdin is a character device that is not a terminal (``/dev/null``: ``docker run`` without ``-i``, a service
+    manager): a stdio ``serve`` ends as soon as it reads it (``host/stdio.py`` reads it with the SDK's reader)."""
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) and not os.isatty(0)
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -244,3 +244,17 @@ def test_check_refuses_a_bad_config_with_one_error_naming_file_line_and_key(case
     else:
         assert "YAML" in located[0], done.stderr
     assert done.stdout == ""
+
+
+# --- stdin that is not a host ---------------------------------------------------------------------------------------
+
+
+def test_serve_over_stdio_with_stdin_on_dev_null_says_so_and_stops_instead_of_hanging(tmp_path: Path) -> None:
+    """``docker run`` without ``-i``: stdin is /dev/null, stdout a pipe. It used to wait forever (the event loop
+    cannot watch /dev/null, so its end was never seen)."""
+    probe = {"command": sys.executable, "args": probe_argv()[1:]}
+    config = write_yaml(tmp_path / "config.yaml", {"upstreams": {"probe": probe}, "state_dir": str(tmp_path / "s")})
+    done = run_cli("serve", "--config", str(config), env=child_env(tmp_path / "state"), timeout=STARTUP_S + 10)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stdin is not connected (/dev/null)" in done.stderr and "--http HOST:PORT" in done.stderr
+    assert "stdin_closed" in done.stderr, "it started and stopped as when a host closes stdin"

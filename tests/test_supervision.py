@@ -33,11 +33,14 @@ def _proxy(tmp_path: Path) -> tuple[StdioServerParameters, dict[str, Path]]:
     }
     a = probe_argv(files["a_pid"], files["a_events"])
     b = probe_argv(files["b_pid"])
+    # The probe marks `slow` read-only: a policy that says otherwise keeps the in-flight call unretried (its C2 seen).
+    policy = write_yaml(tmp_path / "policy.yaml", {"tools": {"a__slow": {"effect": "write_unsafe"}}})
     config = write_yaml(
         tmp_path / "proxy.yaml",
         {
             "upstreams": {"a": {"command": a[0], "args": a[1:]}, "b": {"command": b[0], "args": b[1:]}},
             "state_dir": str(tmp_path / "state"),
+            "policies": [str(policy)],
         },
     )
     params = StdioServerParameters(

@@ -182,7 +182,10 @@ class Proxy:
         return raw if raw == ":memory:" else str(self.config.state_path())
 
     async def _wait_started(self, timeout_s: float | None) -> None:
-        limit = timeout_s or max((u.config.connect_timeout_s for u in self.upstreams.values()), default=1.0)
+        # Each upstream bounds its own handshake by its connect_timeout_s; this outer bound is only a safety net, and
+        # is longer, so that an upstream's own verdict (timed out, failed, why) is what the start reports.
+        longest = max((u.config.connect_timeout_s for u in self.upstreams.values()), default=1.0)
+        limit = timeout_s or longest + max(2.0, 0.25 * longest)
         with anyio.move_on_after(limit):
             for up in self.upstreams.values():
                 while up.state == "starting" or (up.state == "down" and up.start_failures < 2):

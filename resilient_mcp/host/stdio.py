@@ -52,14 +52,16 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
 
-def _streamable(fd: int) -> bool:
-    """Whether asyncio can drive ``fd`` as a pipe transport (pipe, socket or terminal). Other character devices
-    (``/dev/null``) cannot be watched by epoll: the SDK's reader serves them."""
+def _streamable(fd: int, *, reading: bool = False) -> bool:
+    """Whether asyncio can drive ``fd`` as a pipe transport (pipe, socket or character device). A character device
+    is read only when it is a terminal: epoll cannot watch ``/dev/null`` (the SDK's reader serves it); written, it
+    never needs watching."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+    chr_ok = stat.S_ISCHR(mode) and (not reading or os.isatty(fd))
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or chr_ok
 
 
 def _on_asyncio() -> bool:
@@ -73,7 +75,7 @@ def _on_asyncio() -> bool:
 @asynccontextmanager
 async def stdio_transport() -> AsyncIterator[Streams | Any]:
     """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``."""
-    if sys.platform == "win32" or not (_streamable(0) and _streamable(1) and _on_asyncio()):
+    if sys.platform == "win32" or not (_streamable(0, reading=True) and _streamable(1) and _on_asyncio()):
         async with stdio_server() as streams:
             yield streams
         return

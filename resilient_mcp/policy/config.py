@@ -177,7 +177,8 @@ class ListenConfig(_Strict):
     allow_unauthenticated_remote: bool = False
     """Required to bind a non-loopback address without auth_tokens."""
     allowed_hosts: list[str] = Field(default_factory=list)
-    """Extra Host header values accepted by DNS-rebinding protection (``name:port`` or ``name:*``)."""
+    """Extra Host header values accepted by DNS-rebinding protection (``name:port`` or ``name:*``); ``${VAR}`` is read
+    from the environment (a replica's own address: ``${POD_IP}:*``)."""
     allowed_origins: list[str] = Field(default_factory=list)
     """Extra Origin header values accepted by DNS-rebinding protection (e.g. https://app.example.com)."""
     stateless: bool = False
@@ -416,6 +417,7 @@ def _expand(
                 update={"url": url, "headers": {k: ex(v, (*base, "headers", k)) for k, v in up.headers.items()}}
             )
     tokens = [ex(t, ("listen", "auth_tokens", i)) for i, t in enumerate(cfg.listen.auth_tokens)]
+    allowed_hosts = [ex(h, ("listen", "allowed_hosts", i)) for i, h in enumerate(cfg.listen.allowed_hosts)]
     for i, token in enumerate(tokens):
         if len(token.strip()) < 8:
             loc = ("listen", "auth_tokens", i)
@@ -442,7 +444,7 @@ def _expand(
             problems.append(f"{doc.path}:{line}: state.secret: use 32 characters or more")
     if problems:
         raise SourceError(doc.path, problems)
-    listen = cfg.listen.model_copy(update={"auth_tokens": tokens})
+    listen = cfg.listen.model_copy(update={"auth_tokens": tokens, "allowed_hosts": allowed_hosts})
     return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state, "metrics": metrics})
 
 

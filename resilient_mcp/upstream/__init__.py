@@ -212,6 +212,8 @@ class Upstream:
         self.handshake_only = False
         """A twin found that the server does not speak 2026-07-28: the handshake connection serves every host."""
         self.start_failure: StartFailure | None = None
+        # Once it has served, a restart that ends without words is a crash to retry, not a configuration to fix.
+        self._served_before = False
         """Why the last start failed (``None`` once connected): classified, with the server's words."""
         self.given_up = False
         """Not restarted any more: its starts failed permanently ``STOP_AFTER`` times in a row."""
@@ -263,7 +265,9 @@ class Upstream:
                         self._set_state("down", _reason(exc))
                         log.warning("upstream_connection_failed", upstream=self.name, error=_reason(exc))
                     else:
-                        failure = self.start_failure = classify_start_failure(exc, self._tail)
+                        failure = self.start_failure = classify_start_failure(
+                            exc, self._tail, served_before=self._served_before
+                        )
                         first = self.state == "starting" or self.start_failures == 0
                         self.start_failures += 1
                         permanent_in_row = permanent_in_row + 1 if failure.permanent else 0
@@ -347,6 +351,7 @@ class Upstream:
                         protocol_version=session.protocol_version,
                     )
             self._session = session
+            self._served_before = True
             self.start_failures = 0
             self.start_failure = None
             self._connecting = False

@@ -34,6 +34,7 @@ from ..faults import (
     RetrySafety,
     SideEffectStatus,
     Unauthenticated,
+    vocab,
 )
 
 STOP_AFTER = 3
@@ -183,8 +184,6 @@ class StartFailure:
 
     def fault(self, upstream: str, stopped: bool) -> Fault:
         """A fresh fault for a call that found the upstream not started (never sent; ask the user when permanent)."""
-        state = "it is not restarted again" if stopped else "it is being restarted"
-        message = f"upstream {upstream!r} could not start ({self.what}); {state}."
         details: dict[str, Any] = {
             "upstream": upstream,
             "startup_failure": True,
@@ -199,19 +198,21 @@ class StartFailure:
         }
         if self.permanent:
             kw |= {"transient": False, "repair_action": RepairAction.ASK_USER, "max_retry": 0}
-            suggestion = (
-                "Tell the user this server could not start and quote its words; the fix is in the server's "
-                "configuration (credentials, arguments, paths), then the host or proxy must be restarted. Do not "
-                "retry the call."
-            )
-        else:
-            suggestion = "The server is being restarted; retry after a short wait."
-        fault = self.kind(message, suggestion=suggestion, **kw)
-        return fault
+        return self.kind.of(
+            "startup_failed",
+            suggest="startup_permanent_advice" if self.permanent else "startup_transient_advice",
+            upstream=upstream,
+            what=self.what,
+            state="it is not restarted again" if stopped else "it is being restarted",
+            **kw,
+        )
 
 
-def classify_start_failure(exc: BaseException, tail: StderrTail | None) -> StartFailure:
-    """The verdict on one failed start, from its exception and what the server wrote meanwhile."""
+def classify_start_failure(exc: BaseException, tail: StderrTail | None, *, served_before: bool = False) -> StartFailure:
+    """The verdict on one failed start, from its exception and what the server wrote meanwhile.
+
+    An exit without decisive words is permanent only for a server that never started in this process: one that has
+    served before and exits on a restart is a crash to retry with backoff (its configuration was fine)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     stderr = _last_lines(tail.text(), 600) if tail is not None else ""
@@ -232,7 +233,7 @@ def classify_start_failure(exc: BaseException, tail: StderrTail | None) -> Start
         if garbage and not stderr:
             what = "it wrote text that is not JSON-RPC on stdout and exited"
             return StartFailure(MalformedResponse, True, what, garbage)
-        return _by_words(stderr, "it exited before answering initialize", permanent_by_default=True)
+        return _by_words(stderr, "it exited before answering initialize", permanent_by_default=not served_before)
     words = f"{type(exc).__name__}: {exc}" + (f" / {stderr}" if stderr else "")
     return _by_words(words, "it could not be connected", permanent_by_default=False)
 
@@ -244,8 +245,19 @@ def _ended(exc: BaseException) -> bool:
 
 
 def _by_words(words: str, what: str, *, permanent_by_default: bool) -> StartFailure:
-    lowered = words.lower()
+    """The verdict the server's words support: the shared vocabularies first (``vocab``: SQLSTATE, Redis, errno,
+    HTTP, ...), then the start-up phrasings below; otherwise ``permanent_by_default``."""
     said = words or None
+    reading = vocab.read(words) if words else None
+    if reading is not None:
+        rule = reading.rule
+        if issubclass(rule.fault, Unauthenticated):
+            return StartFailure(Unauthenticated, True, what + ": authentication failed", said)
+        if rule.transient:
+            return StartFailure(ConnectFailure, False, what, said)
+        if issubclass(rule.fault, PermissionDenied):
+            return StartFailure(PermissionDenied, True, what + ": permission denied", said)
+    lowered = words.lower()
     if _has(lowered, _AUTH):
         return StartFailure(Unauthenticated, True, what + ": authentication failed", said)
     if _has(lowered, _LATER):

@@ -283,3 +283,32 @@ async def test_a_call_the_host_gave_up_on_is_a_failure_in_metrics_status_and_aud
     assert [(f["tool"], f["outcome"]) for f in snap["failures"]] == [("slow", "abandoned")]
     assert snap["tools"][0]["failures"] == 1
     assert [r["outcome"] for r in rows] == ["abandoned"]
+
+
+async def test_breaker_state_is_labelled_with_the_host_visible_tool_name_like_every_other_metric() -> None:
+    shop, other = ScriptedUpstream(name="shop"), ScriptedUpstream(name="other")
+    shop.tool("flaky", lambda args: ok_text("ok"))
+    other.tool("ping", lambda args: ok_text("pong"))
+    data = {"upstreams": {"shop": {"command": "in-memory"}, "other": {"command": "in-memory"}}, "state_dir": ":memory:"}
+    ops = Ops(ProxyConfig.model_validate(data), served=True)
+    policy = {"defaults": {"retry": {"enabled": False}, "breaker": {"failure_threshold": 1}}}
+    faults = {"rules": [{"match": {"tool": "flaky"}, "fault": "C4", "params": {"status": 502}}]}
+    upstreams = {"shop": shop.server(), "other": other.server()}
+    async with proxied(upstreams, policy, config={"faults": faults}, pipeline=ops.pipeline()) as h:
+        assert (await call(h, "shop__flaky", {})).is_error
+        assert ops.metrics is not None
+        text = ops.metrics.render().decode()
+    breaker = {
+        s.labels["tool"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "resilient_mcp_breaker_state"
+    }
+    calls = {
+        s.labels["tool"]
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "resilient_mcp_tool_calls_total"
+    }
+    assert calls == {"shop__flaky"} and breaker.get("shop__flaky") == 2.0, breaker  # open, joinable with calls
+    assert "flaky" not in breaker
