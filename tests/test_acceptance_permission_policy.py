@@ -323,12 +323,14 @@ async def test_a_valid_policy_change_applies_to_the_next_call_and_an_invalid_one
 
             path.write_text("deny: ['delete_*']\n", encoding="utf-8")
             with capture_logs() as applied:
+                assert watcher.check_now() is False  # read once unchanged for one check
                 assert watcher.check_now() is True
             refused = observation(await h.client.call_tool("delete_file", {"path": "/b"}))
             listed = [t.name for t in (await h.client.list_tools()).tools]
 
             path.write_text("deny: ['delete_*']\nsession: {max_tool_calls: many}\n", encoding="utf-8")
             with capture_logs() as rejected:
+                assert watcher.check_now() is False
                 assert watcher.check_now() is False
             still_refused = observation(await h.client.call_tool("delete_file", {"path": "/c"}))
             still_served = await h.client.call_tool("read_file", {"path": "/d"})

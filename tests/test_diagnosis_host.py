@@ -128,13 +128,15 @@ async def _unknown_base(client: Client, tmp_path: Path) -> dict[str, Any]:
 def _assert_diagnosed(obs: dict[str, Any], host: Host) -> None:
     assert obs["fault_type"] == "B4_semantic_argument_rejection"
     assert obs["repair_action"] == "fix_parameter"
-    assert obs["suggestion"].startswith("Pass an existing branch as base_branch")
+    assert "«Pass an existing branch as base_branch" in obs["suggestion"]  # quoted as the model's, untrusted
     assert obs["details"]["diagnosis"]["status"] == "applied"
     assert obs["details"]["diagnosis"]["suggestion_by"] == "model"
     (asked,) = host.requests
     prompt = asked.messages[0].content
     assert isinstance(prompt, types.TextContent)
-    assert "<untrusted_error_text>" in prompt.text and "No item found with id develop" in prompt.text
+    assert "<untrusted_error_text>" in prompt.text
+    assert "develop" not in prompt.text  # the argument's value, echoed in the error text, is not sent
+    assert "No item found with id [argument base_branch]" in prompt.text
     assert asked.system_prompt is not None and "never follow" in asked.system_prompt
 
 

@@ -11,7 +11,6 @@ Metadata (title, description, schemas, annotations, icons, ``_meta``) passes thr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -51,6 +50,8 @@ class Catalog:
     templates: list[tuple[str, types.ResourceTemplate]] = field(default_factory=list)
     prefixes: dict[str, str] = field(default_factory=dict)
     """upstream name -> the prefix its names carry ("" when unprefixed)."""
+    refused: list[str] = field(default_factory=list)
+    """Why each name an upstream offered is not routed to it (a clash, or another upstream's prefix)."""
 
     def prompt_list(self) -> list[types.Prompt]:
         return [
@@ -73,7 +74,7 @@ class Catalog:
         if uri in self.resources:
             return self.resources[uri][0]
         for upstream, template in self.templates:
-            if _template_matches(template.uri_template, uri):
+            if template_matches(template.uri_template, uri):
                 return upstream
         return None
 
@@ -124,18 +125,56 @@ def public_name(name: str, prefix: str) -> str:
     return name if _bare_match(name, prefix) else prefix + name
 
 
-def build_catalog(upstreams: Mapping[str, Upstream], prefixes: Mapping[str, str], *, strict: bool) -> Catalog:
-    """Aggregate. With ``strict`` a name clash raises ``CatalogConflict``; otherwise the first upstream keeps it."""
+def prefix_owner(public: str, prefixes: Mapping[str, str]) -> str | None:
+    """The upstream whose (non-empty) prefix ``public`` starts with, the longest prefix first; None when none."""
+    best: tuple[int, str] | None = None
+    for upstream, prefix in prefixes.items():
+        if prefix and public.startswith(prefix) and (best is None or len(prefix) > best[0]):
+            best = (len(prefix), upstream)
+    return best[1] if best is not None else None
+
+
+def build_catalog(
+    upstreams: Mapping[str, Upstream],
+    prefixes: Mapping[str, str],
+    *,
+    strict: bool,
+    previous: Catalog | None = None,
+) -> Catalog:
+    """Aggregate. With ``strict`` a name clash raises ``CatalogConflict``; otherwise the name's owner keeps it: the
+    upstream that had it in ``previous`` (the routing in force), else the first upstream in the configuration.
+
+    A name in another upstream's prefix (``victim__read_file`` offered by an unprefixed upstream) is never taken:
+    it is refused (``tool_name_refused`` in the log, ``Catalog.refused``), whether or not its owner offers it now,
+    so an upstream cannot take over another's tool by adding it at runtime with ``list_changed``."""
     cat = Catalog(prefixes=dict(prefixes))
     conflicts: list[str] = []
+    owners = {name: e.upstream for name, e in previous.tools.items()} if previous is not None else {}
     for up_name, up in upstreams.items():
         prefix = prefixes.get(up_name, "")
+        refused: list[str] = []
         for tool in up.catalog.tools:
             public = public_name(tool.name, prefix)
-            clash = _add(cat.tools, Entry(public, up_name, tool.name, tool=tool), "tool")
+            owner = prefix_owner(public, prefixes)
+            if owner is not None and owner != up_name:
+                why = (
+                    f"tool {public!r} of upstream {up_name!r} is named in upstream {owner!r}'s prefix "
+                    f"({prefixes[owner]!r}): refused, {owner!r} keeps the name"
+                )
+                log.warning("tool_name_refused", tool=public, upstream=up_name, owner=owner, reason=why)
+                refused.append(why)
+                continue
+            entry = Entry(public, up_name, tool.name, tool=tool)
+            incumbent = cat.tools.get(public)
+            if incumbent is not None and owners.get(public) == up_name:  # the name was this upstream's: it stays
+                cat.tools[public] = entry
+                entry = incumbent
+            clash = _add(cat.tools, entry, "tool")
             if clash:
                 conflicts.append(clash)
             _check_name(public, up_name)
+        up.refused_tools = refused  # the status page shows them with the upstream
+        cat.refused.extend(refused)
         for prompt in up.catalog.prompts:
             entry = Entry(public_name(prompt.name, prefix), up_name, prompt.name, prompt=prompt)
             clash = _add(cat.prompts, entry, "prompt")
@@ -153,6 +192,7 @@ def build_catalog(upstreams: Mapping[str, Upstream], prefixes: Mapping[str, str]
             raise CatalogConflict("; ".join(conflicts))
         for c in conflicts:
             log.error("name_conflict", detail=c)
+        cat.refused.extend(conflicts)
     return cat
 
 
@@ -173,9 +213,67 @@ def _check_name(name: str, upstream: str) -> None:
         log.warning("tool_name_not_sep986", tool=name, upstream=upstream, warnings=list(result.warnings))
 
 
-def _template_matches(template: str, uri: str) -> bool:
-    """RFC 6570 level-1 match: literal parts in order, each {var} matching a non-empty run."""
-    pattern = "".join(
-        "(.+?)" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^}]*\})", template) if part
-    )
-    return re.fullmatch(pattern, uri) is not None
+MAX_URI_CHARS = 65_536
+"""Longest URI a ``resources/read`` may name (the SDK's own matching cap); a longer one is refused before routing."""
+MAX_TEMPLATE_CHARS = 8_192
+"""Longest URI template an upstream may list that the proxy routes by (the SDK's parse cap); a longer one never
+matches (its URIs still reach a single upstream)."""
+_MAY_BE_ABSENT = frozenset("#./;?&")
+"""RFC 6570 operators whose expansion is empty when the variable is undefined (level 2-3): ``{?q}``, ``{/seg}``."""
+
+
+def template_parts(template: str) -> tuple[list[str], list[int]] | None:
+    """``template`` as its literal runs and, between each two, the fewest characters its expressions take.
+
+    ``(literals, gaps)`` with ``len(literals) == len(gaps) + 1`` (a literal may be empty); adjacent expressions
+    (``{a}{b}``) make one gap. A simple or reserved expression (``{var}``, ``{+var}``) takes at least one character,
+    one whose operator may expand to nothing (``{?q}``, ``{/seg}``, ``{#frag}``) none. None when the template is
+    longer than ``MAX_TEMPLATE_CHARS``. An unclosed ``{`` is a literal. Linear in the template's length."""
+    if len(template) > MAX_TEMPLATE_CHARS:
+        return None
+    literals: list[str] = []
+    gaps: list[int] = []
+    pos = 0
+    while True:
+        start = template.find("{", pos)
+        end = template.find("}", start + 1) if start >= 0 else -1
+        if end < 0:
+            literals.append(template[pos:])
+            return literals, gaps
+        least = 0 if template[start + 1 : start + 2] in _MAY_BE_ABSENT else 1
+        if start == pos and gaps:  # right after the previous expression: one gap
+            gaps[-1] += least
+        else:
+            literals.append(template[pos:start])
+            gaps.append(least)
+        pos = end + 1
+
+
+def template_matches(template: str, uri: str) -> bool:
+    """Whether ``uri`` could be an expansion of ``template``: its literal runs appear in order, the first at the
+    start and the last at the end, with at least as many characters between two as their expressions need.
+
+    RFC 6570 levels 1-3 read leniently (routing only decides which upstream gets the URI; the upstream matches it
+    exactly): an expression matches any run of characters, so every URI the SDK's ``UriTemplate.match`` accepts is
+    accepted here. No regular expression and no backtracking: each literal is found once, left to right, at its
+    earliest place (the earliest leaves the most room for the rest), so the cost is linear in the URI's length for
+    a given template, whatever the URI holds."""
+    if len(uri) > MAX_URI_CHARS:
+        return False
+    parts = template_parts(template)
+    if parts is None:
+        return False
+    literals, gaps = parts
+    if not gaps:
+        return uri == template
+    first, last = literals[0], literals[-1]
+    limit = len(uri) - len(last)
+    if not uri.startswith(first) or limit < len(first) or not uri.endswith(last):
+        return False
+    pos = len(first)
+    for literal, least in zip(literals[1:-1], gaps[:-1], strict=True):
+        found = uri.find(literal, pos + least, limit)
+        if found < 0:
+            return False
+        pos = found + len(literal)
+    return limit - pos >= gaps[-1]

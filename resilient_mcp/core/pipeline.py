@@ -158,7 +158,11 @@ class Pipeline:
         rule = self.policy.diagnosis
         if not rule.enabled:
             return None
-        return Diagnoser(rule, self.services.diagnosis, self.services.diagnosis_provider)
+        return Diagnoser(rule, self.services.diagnosis, self.services.diagnosis_provider, self._upstream_identity)
+
+    def _upstream_identity(self, name: str) -> str:
+        up = self.router.upstream(name)
+        return upstream_identity(up.config if up is not None else None)
 
     # --- compiled chains --------------------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from ..policy import Policy
 from ..policy.config import ProxyConfig
+from ..stages.provenance import mark_description
 from ..upstream import TransportFactory, Upstream, host_capability_names
 from ..upstream.bridge import Bridges
 from .catalog import CatalogConflict, build_catalog, prefixes_for
@@ -210,7 +211,7 @@ class Proxy:
 
     def rebuild(self, *, strict: bool = False) -> None:
         """Recompute the catalog and compile one chain per visible tool; swap the routing in one assignment."""
-        catalog = build_catalog(self.upstreams, self.prefixes, strict=strict)
+        catalog = build_catalog(self.upstreams, self.prefixes, strict=strict, previous=self.router.routing.catalog)
         chains: dict[str, CompiledTool] = {}
         visible: list[types.Tool] = []
         for name, entry in catalog.tools.items():
@@ -218,7 +219,7 @@ class Proxy:
                 continue
             assert entry.tool is not None
             chains[name] = self.pipeline.compile(entry)
-            visible.append(entry.tool.model_copy(update={"name": name}))
+            visible.append(mark_description(entry.tool, entry.upstream).model_copy(update={"name": name}))
         visible.extend(t for t in self.pipeline.proxy_tools() if t.name not in catalog.tools)
         self.router.stale = False
         self.router.routing = Routing(catalog=catalog, chains=chains, visible_tools=visible)

@@ -13,7 +13,8 @@ already judged the failure transient; the repair planning then runs as for any f
 becomes ``verify_state`` whatever the model said. The retry stage has already run when the diagnosis is made: a
 verdict never causes a proxy retry, it only informs the model.
 
-Cost bounds: verdicts are cached by error signature (tool + normalised error text), bounded in size and age; model
+Cost bounds: verdicts are cached by error signature (principal, upstream, tool and normalised error text: one
+tenant's model-written suggestion is never served to another), bounded in size and age; model
 calls are limited per minute over all sessions; each call has a timeout. Any failure (timeout, budget, provider
 error, an answer that is not one valid JSON object) returns the rules' fault, with the reason in
 ``details.diagnosis``, in the audit trail's ``decided_by`` (``diagnosis:fallback:<reason>``) and in the
@@ -38,8 +39,11 @@ from ..faults import (
     BY_TYPE,
     Fault,
     GatewayError,
+    RepairAction,
+    RetrySafety,
 )
 from ..faults.vocab import Basis
+from ..state.stored_outputs import owner_principal
 from .prompt import build_messages, error_text
 from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
 from .settings import DiagnosisRule
@@ -55,10 +59,17 @@ _VOLATILE = re.compile(r"\b[0-9a-f]{8}-[0-9a-f-]{27}\b|\b0x[0-9a-f]+\b|\d{4,}")
 (an HTTP status, an exit code) stay: they change the meaning."""
 
 
-def signature(tool: str, text: str) -> str:
-    """The cache key of an error: the tool and its error text with volatile ids and spacing normalised."""
+def signature(tool: str, text: str, scope: str = "") -> str:
+    """The cache key of an error: whose call it was (``scope``), the tool and its error text with volatile ids and
+    spacing normalised."""
     norm = _VOLATILE.sub("#", " ".join(text.lower().split()))[:1000]
-    return hashlib.sha256(f"{tool}\0{norm}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{scope}\0{tool}\0{norm}".encode()).hexdigest()[:32]
+
+
+def cache_scope(call: ToolCall, identity: str) -> str:
+    """Who may be answered from one cached verdict: one principal, on one upstream (its name and ``identity``).
+    A verdict holds a model-written suggestion: tenant A's is never shown to tenant B, whose model was not asked."""
+    return f"{owner_principal(call.owner)}\0{call.upstream}\0{identity}"
 
 
 def untyped(fault: Fault) -> bool:
@@ -140,6 +151,65 @@ def rule_r_max(fault: Fault, call: ToolCall) -> int:
     return verdict.max_repeats if verdict.repeat else 0
 
 
+_NOT_RUN = (
+    "did not run",
+    "didn't run",
+    "did not execute",
+    "didn't execute",
+    "was not executed",
+    "wasn't executed",
+    "not been executed",
+    "has not run",
+    "hasn't run",
+    "never ran",
+    "never executed",
+    "never reached",
+    "not reach the tool",
+    "was not applied",
+    "nothing was written",
+    "nothing was changed",
+    "no changes were made",
+    "safe to retry",
+    "safe to repeat",
+)
+"""Claims that the call had no effect: a model may not make them about a call the proxy knows may have run."""
+_REPEAT = ("retry", "try again", "call it again", "run it again", "send it again", "resend", "re-send", "rerun")
+"""Advice to send the call again: a model may not give it when the clamped verdict allows no repeat."""
+_NEGATIONS = ("not ", "n't ", "never ", "no ", "avoid ", "without ", "before you ", "instead of ")
+
+
+def _unnegated(text: str, phrase: str) -> bool:
+    """Whether ``phrase`` occurs in ``text`` once at least without a negation just before it (``do not retry``)."""
+    start = text.find(phrase)
+    while start >= 0:
+        before = text[max(0, start - 12) : start]
+        if not any(before.endswith(n) or n in before for n in _NEGATIONS):
+            return True
+        start = text.find(phrase, start + len(phrase))
+    return False
+
+
+def contradiction(suggestion: str, fault: Fault) -> str | None:
+    """Why a model's ``suggestion`` contradicts the clamped ``fault`` (it says the call did not run when it may have;
+    it says to send it again when no repeat is allowed), or None. Plain substring checks on one line of text."""
+    text = " ".join(suggestion.lower().replace("\u2019", "'").split())
+    if fault.retry_safety not in (RetrySafety.NOT_SENT, RetrySafety.REJECTED) and any(p in text for p in _NOT_RUN):
+        return "says_not_run"
+    no_repeat = fault.max_retry == 0 and fault.repair_action is not RepairAction.BACKOFF_RETRY
+    if no_repeat and any(_unnegated(text, p) for p in _REPEAT):
+        return "says_retry"
+    return None
+
+
+def state_conflict(rules: Fault, verdict: Verdict) -> bool:
+    """The verdict's fault type says the call never reached the tool (``not_sent``: unknown tool, invalid arguments,
+    no connection) while the proxy knows it was sent: the type contradicts what the proxy saw."""
+    return (
+        BY_TYPE[verdict.fault_type].default_retry_safety is RetrySafety.NOT_SENT
+        and rules.retry_safety is not RetrySafety.NOT_SENT
+    )
+
+
 def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str, Any]) -> Fault:
     """The rules' fault sharpened by ``verdict`` under the clamps (see the module docstring)."""
     from ..faults.observations import plan_repair  # imported late: observations imports the stages' world
@@ -155,7 +225,7 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
         "diagnosed",
         suggest="diagnosed_advice",
         fault_type=cls.fault_type,
-        advice=verdict.suggestion,
+        advice=verdict.suggestion.replace("«", '"').replace("»", '"'),  # the model cannot close the quote
         details=details,
         upstream_message=rules.upstream_message,
         upstream_code=rules.upstream_code,
@@ -172,6 +242,9 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
         bound = min(bound, rules_max)
     new.max_retry = min(proposed, bound)
     new.upstream_result = rules.upstream_result
+    if (why := contradiction(verdict.suggestion, new)) is not None:  # the rules' advice instead of the model's
+        new.suggestion = rules.suggestion
+        new.details["diagnosis"] = {**new.details["diagnosis"], "suggestion_by": "rules", "suggestion_dropped": why}
     return new
 
 
@@ -184,10 +257,18 @@ def _audit(call: ToolCall, what: str) -> None:
 class Diagnoser:
     """Configured per policy; state (cache, budget) shared across reloads."""
 
-    def __init__(self, rule: DiagnosisRule, state: DiagnosisState, provider: Provider | None = None) -> None:
+    def __init__(
+        self,
+        rule: DiagnosisRule,
+        state: DiagnosisState,
+        provider: Provider | None = None,
+        identity: Callable[[str], str] | None = None,
+    ) -> None:
         self.rule = rule
         self.state = state
         self.provider = provider or provider_for(rule)
+        self.identity = identity or (lambda upstream: "")
+        """An upstream's identity by its configured name (``idempotency.upstream_identity``): part of the cache key."""
 
     def note(self, call: ToolCall, outcome: str, fault_type: str | None) -> None:
         """Remember a finished call for the prompts of later diagnoses in the same session."""
@@ -201,20 +282,25 @@ class Diagnoser:
         if not self.wanted(fault):
             return fault
         st, rule = self.state, self.rule
-        key = signature(call.name, error_text(fault))
+        key = signature(call.name, error_text(fault), cache_scope(call, self.identity(call.upstream)))
         meta: dict[str, Any] = {"provider": self.provider.name, "signature": key}
         if (hit := st.cached(key)) is not None:
+            if state_conflict(fault, hit):
+                return self._fallback(call, fault, meta, "contradicts_state", hit.fault_type)
             st.stats["cache_hits"] += 1
             _audit(call, "diagnosis:cached")
             return apply_verdict(fault, hit, call, meta | {"cached": True})
         if not st.spend(rule.max_per_minute):
             return self._fallback(call, fault, meta, "budget")
-        system, user = build_messages(call, fault, st.recent_calls(call.session_id))
+        system, user = build_messages(
+            call, fault, st.recent_calls(call.session_id), send_values=rule.send_argument_values
+        )
         started = st.clock()
         st.stats["calls"] += 1
         try:
-            with anyio.fail_after(rule.timeout_s):
+            with anyio.fail_after(rule.timeout_s):  # the answer is read inside the deadline too (linear, capped)
                 answer = await self.provider.ask(system, user, call.host)
+                verdict = parse_verdict(answer.text)
         except TimeoutError:
             return self._fallback(call, fault, meta, "timeout")
         except ProviderUnavailable as exc:
@@ -225,9 +311,10 @@ class Diagnoser:
         st.stats["latency_ms"] += elapsed_ms
         st.stats["tokens_in"] += answer.tokens_in or 0
         st.stats["tokens_out"] += answer.tokens_out or 0
-        verdict = parse_verdict(answer.text)
         if verdict is None:
             return self._fallback(call, fault, meta, "invalid_answer")
+        if state_conflict(fault, verdict):
+            return self._fallback(call, fault, meta, "contradicts_state", verdict.fault_type)
         st.store(key, verdict, rule.cache_ttl_s)
         st.stats["applied"] += 1
         log.info("diagnosis", outcome="applied", rules=fault.fault_type, model=verdict.fault_type, ms=elapsed_ms)

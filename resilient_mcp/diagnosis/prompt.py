@@ -1,6 +1,11 @@
 """What the model is shown. The error text is the upstream's own words: it is marked as untrusted data, fenced, cut,
-and the instructions say that nothing inside it is an instruction. Argument values under secret-looking keys, and URL
-credentials and query values (in arguments and in the error text, as in the logs), are redacted."""
+and the instructions say that nothing inside it is an instruction.
+
+Argument values are not shown by default (``diagnosis.send_argument_values``): the model sees the keys and the shape
+of each value (``<string, 4 chars>``), and any argument value the error text echoes back (a PIN, a card number, a
+password the server repeated) is replaced there by the name of its argument. With values sent, those under
+secret-looking keys, and URL credentials and query values (in arguments and in the error text, as in the logs), are
+still redacted."""
 
 from __future__ import annotations
 
@@ -37,6 +42,58 @@ SYSTEM = (
 )
 
 
+ECHO_MIN_CHARS = 4
+"""Argument values at least this long are scrubbed from the error text (shorter ones are common words and digits)."""
+ECHO_VALUES = 200
+"""At most this many argument values are looked for in the error text (the longest first)."""
+
+
+def shape(value: Any) -> Any:
+    """``value`` with its keys and structure but no values: ``<string, 4 chars>``, ``<integer>``, ``<boolean>``."""
+    if isinstance(value, Mapping):
+        return {str(k): shape(v) for k, v in list(value.items())[:50]}
+    if isinstance(value, list):
+        return [shape(v) for v in value[:20]]
+    if isinstance(value, str):
+        return f"<string, {len(value)} chars>"
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "<boolean>"
+    return "<integer>" if isinstance(value, int) else f"<{type(value).__name__}>"
+
+
+def _leaves(value: Any, path: str, out: list[tuple[str, str]], budget: list[int]) -> None:
+    """``(text, path)`` of every string or number leaf of ``value`` at least ``ECHO_MIN_CHARS`` long (bounded)."""
+    if budget[0] <= 0:
+        return
+    budget[0] -= 1
+    if isinstance(value, Mapping):
+        for k, v in list(value.items())[:200]:
+            _leaves(v, f"{path}.{k}" if path else str(k), out, budget)
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:200]):
+            _leaves(v, f"{path}[{i}]", out, budget)
+    elif isinstance(value, str | int | float) and not isinstance(value, bool):
+        text = value if isinstance(value, str) else str(value)
+        if len(text) >= ECHO_MIN_CHARS:
+            out.append((text, path))
+
+
+def scrub_echoes(text: str, arguments: Mapping[str, Any] | None, *, secrets_only: bool = False) -> str:
+    """``text`` with every argument value it echoes replaced by ``[argument <path>]`` (with ``secrets_only``, only
+    the values under secret-looking keys). Plain substring replacement: no pattern, linear in the text for each
+    value."""
+    found: list[tuple[str, str]] = []
+    _leaves(dict(arguments or {}), "", found, [10_000])
+    if secrets_only:
+        found = [(v, p) for v, p in found if any(_SECRET.search(part) for part in p.replace("[", ".").split("."))]
+    for value, path in sorted(found, key=lambda item: -len(item[0]))[:ECHO_VALUES]:
+        if value in text:
+            text = text.replace(value, f"[argument {path}]")
+    return text
+
+
 def redact(value: Any, key: str = "") -> Any:
     """Arguments as the model may see them: values of secret-looking keys masked, URL credentials and query values
     masked as in the logs, long strings cut, collections bounded."""
@@ -60,21 +117,22 @@ def error_text(fault: Fault) -> str:
     return fault.upstream_message or fault.message
 
 
-def build_messages(call: ToolCall, fault: Fault, recent: Sequence[str]) -> tuple[str, str]:
-    """``(system, user)``: the instructions and the case."""
+def build_messages(
+    call: ToolCall, fault: Fault, recent: Sequence[str], *, send_values: bool = False
+) -> tuple[str, str]:
+    """``(system, user)``: the instructions and the case (argument values only with ``send_values``)."""
     tool = call.tool
     raw_schema: Any = tool.input_schema if tool is not None else {}
     dumped = json.dumps(raw_schema, ensure_ascii=False, separators=(",", ":"))
     schema = raw_schema if len(dumped) <= SCHEMA_CHARS else _cut(dumped, SCHEMA_CHARS)
-    untrusted = _cut(redact_urls(error_text(fault)), ERROR_CHARS).replace(
-        "</untrusted_error_text>", "</ untrusted_error_text>"
-    )
+    said = scrub_echoes(error_text(fault)[: 4 * ERROR_CHARS], call.arguments, secrets_only=send_values)
+    untrusted = _cut(redact_urls(said), ERROR_CHARS).replace("</untrusted_error_text>", "</ untrusted_error_text>")
     case = {
         "tool": call.name,
         "tool_description": _cut((tool.description or "") if tool is not None else "", 1000),
         "input_schema": schema,
         "tool_effect": call.rule.effect.value,
-        "arguments": redact(call.arguments or {}),
+        "arguments": redact(call.arguments or {}) if send_values else shape(call.arguments or {}),
         "rules_classification": {
             "fault_type": fault.fault_type,
             "is_transient": fault.is_transient,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -9,6 +10,8 @@ from typing import Any, Protocol, runtime_checkable
 import httpx2
 
 MAX_TOKENS = 300
+MAX_RESPONSE_BYTES = 1 << 20
+"""The most an OpenAI-compatible endpoint's answer may hold (a verdict is ~1 KB); the rest is not read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +85,17 @@ class OpenAICompatible:
             "response_format": {"type": "json_object"},
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
-        async with httpx2.AsyncClient(transport=self._transport, timeout=self.timeout_s) as client:
-            response = await client.post(self.url, json=body, headers=headers)
+        async with (
+            httpx2.AsyncClient(transport=self._transport, timeout=self.timeout_s) as client,
+            client.stream("POST", self.url, json=body, headers=headers) as response,
+        ):
             response.raise_for_status()
-            data = response.json()
+            raw = bytearray()
+            async for chunk in response.aiter_bytes():
+                raw += chunk
+                if len(raw) > MAX_RESPONSE_BYTES:
+                    raise ProviderUnavailable(f"the endpoint's answer is over {MAX_RESPONSE_BYTES} bytes")
+            data = json.loads(raw)
         usage = data.get("usage") or {}
         return Answer(
             str(data["choices"][0]["message"]["content"]), usage.get("prompt_tokens"), usage.get("completion_tokens")

@@ -27,8 +27,13 @@ class DiagnosisRule(BaseModel):
     max_per_minute: int = Field(10, ge=0, le=10_000)
     """Model calls allowed per minute over all sessions (cache hits are free); past it the rules' observation is
     returned unchanged."""
+    send_argument_values: bool = False
+    """Show the model the call's argument values (cut, secret-looking keys and URL credentials still masked). Off by
+    default: the model sees the arguments' keys and the shape of their values only, and an argument value the error
+    text echoes back is replaced by its key's name."""
     cache_ttl_s: float = Field(3600.0, ge=0)
-    """How long a verdict is reused for the same error signature (tool + normalised error text); 0: no cache."""
+    """How long a verdict is reused for the same error signature (the same principal, upstream, tool and normalised
+    error text); 0: no cache."""
 
     @model_validator(mode="after")
     def _openai_needs_endpoint(self) -> DiagnosisRule:

@@ -50,6 +50,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ..core.jsoncount import TooComplex, count_items, items_at_most
 from ..core.proxy import Proxy
 from ..ops.web import ops_routes
 from ..policy.config import ListenConfig, is_loopback
@@ -105,36 +106,8 @@ class BearerAuth:
 
 # --- request bodies ---------------------------------------------------------------------------------------------------
 
-_ITEM = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|-?[0-9][0-9.eE+-]*|true|false|null')
-"""One JSON item: a string (object keys included), an object or array (its opening), a number or a literal."""
-
-
 _BATCH = re.compile(rb"[ \t\r\n]*\[")
 """A body whose JSON is an array: a JSON-RPC batch."""
-
-
-class _TooComplex(ValueError):
-    pass
-
-
-def _items_at_most(body: bytes) -> int:
-    """An upper bound of ``_count_items(body)``, at the cost of four ``bytes.count``: every item but the first
-    follows a ``,``, ``:``, ``[`` or ``{`` (inside strings too, which is why it is only a bound)."""
-    return body.count(b",") + body.count(b":") + body.count(b"[") + body.count(b"{") + 1
-
-
-def _count_items(body: bytes, limit: int) -> int:
-    """The JSON items of ``body``, counted token by token; raises ``_TooComplex`` past ``limit``.
-
-    Run in a worker thread. Each step is one short regular-expression match, so the event loop's thread gets the
-    interpreter lock back every few milliseconds (``json.loads`` of a 3.6 MB body would hold it for its whole
-    parse, in a thread or not)."""
-    count = 0
-    for _ in _ITEM.finditer(body):
-        count += 1
-        if count > limit:
-            raise _TooComplex(f"more than {limit} JSON items (listen.max_json_items)")
-    return count
 
 
 def _jsonrpc_error(code: int, message: str, status: int, request_id: Any = None) -> Response:
@@ -205,17 +178,15 @@ class JsonBodyGuard:
             return _jsonrpc_error(
                 -32600, "Invalid Request: JSON-RPC batches are not supported; send one message per request", 400
             )
-        if _items_at_most(body) <= self.max_items:
+        if items_at_most(body) <= self.max_items:
             return None
         if self._counters is None:
             self._counters = anyio.CapacityLimiter(2)
         try:
-            await anyio.to_thread.run_sync(
-                functools.partial(_count_items, body, self.max_items), limiter=self._counters
-            )
-        except _TooComplex as exc:
+            await anyio.to_thread.run_sync(functools.partial(count_items, body, self.max_items), limiter=self._counters)
+        except TooComplex as exc:
             log.warning("http_body_refused", bytes=len(body), reason=str(exc))
-            return _jsonrpc_error(-32600, f"Request too complex: {exc}", 413)
+            return _jsonrpc_error(-32600, f"Request too complex: {exc} (listen.max_json_items)", 413)
         return None
 
 

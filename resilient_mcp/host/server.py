@@ -28,6 +28,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 
 from .. import __version__
+from ..core.catalog import MAX_URI_CHARS
 from ..core.chain import ToolCall
 from ..core.hostcontext import CURRENT_HOST, HostEnvelope
 from ..core.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
@@ -301,6 +302,13 @@ class HostServer:
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
     def _owner(self, uri: str) -> str:
+        if len(uri) > MAX_URI_CHARS:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"Resource URI is {len(uri):,} characters; the proxy reads URIs of at most {MAX_URI_CHARS:,}: "
+                "name a shorter URI",
+                {"uri_chars": len(uri), "max_uri_chars": MAX_URI_CHARS},
+            )
         upstream = self.proxy.routing.catalog.upstream_for_uri(uri)
         if upstream is None:
             if len(self.proxy.upstreams) == 1:

@@ -159,6 +159,7 @@ class StatusRecorder(CallEvents):
                     "breaker": breakers.get(name, "closed"),
                     "open_tool_circuits": sorted(open_tools.get(name, [])),
                     "last_error": self._scrub.text(up.last_error) if up.last_error else None,
+                    "refused_tools": list(getattr(up, "refused_tools", ())),
                 }
             )
         tools = []

@@ -4,8 +4,11 @@
 merges them in order. A file with no document in it (empty, blank or only comments) is an error, not an empty
 policy: an editor that truncates a file before writing it would otherwise apply, for a moment, a policy without the
 file's denies; ``{}`` is the empty policy, written on purpose. ``PolicyWatcher`` polls the files' modification
-times; a valid change is applied for new calls (the proxy recompiles its chains and swaps them atomically), an invalid
-one (an empty file included) is logged and the last good policy stays.
+times; a change is read once the files have stayed the same for one poll (an editor writing a file in place, in two
+chunks, left a first half that parsed as a valid policy without the second half's denies for a moment); a valid
+change is then applied for new calls (the proxy recompiles its chains and swaps them atomically), an invalid one (an
+empty file included) is logged and the last good policy stays. Writing the new file beside the old and renaming it
+over (what most editors and ``mv`` do) replaces it in one step.
 """
 
 from __future__ import annotations
@@ -57,14 +60,14 @@ def write_policy_schema(path: Path) -> None:
     path.write_text(json.dumps(policy_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _stamp(paths: Sequence[Path]) -> tuple[tuple[str, float, int], ...]:
+def _stamp(paths: Sequence[Path]) -> tuple[tuple[str, int, int, int, int], ...]:
     out = []
     for p in paths:
         try:
             st = p.stat()
-            out.append((str(p), st.st_mtime, st.st_size))
+            out.append((str(p), st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
         except OSError:
-            out.append((str(p), -1.0, -1))
+            out.append((str(p), -1, -1, -1, -1))
     return tuple(out)
 
 
@@ -84,14 +87,21 @@ class PolicyWatcher:
         self._apply = apply
         self._interval_s = interval_s
         self._last = _stamp(paths())
+        self._seen = self._last
+        """The files as the previous check saw them: a change is read once a check sees them unchanged since."""
         self.reloads = 0
         self.rejected = 0
 
     def check_now(self) -> bool:
-        """Reload if anything changed. True when a new policy was applied."""
+        """Reload if anything changed and has since stayed the same for one check (the file is not being written).
+        True when a new policy was applied."""
         paths = list(self._paths())
         stamp = _stamp(paths)
         if stamp == self._last:
+            self._seen = stamp
+            return False
+        if stamp != self._seen:  # changed since the last check: maybe still being written, read it next time
+            self._seen = stamp
             return False
         self._last = stamp
         try:

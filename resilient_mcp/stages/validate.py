@@ -395,9 +395,14 @@ def _unexpected_properties(err: ValidationError, got: dict[str, Any]) -> dict[st
     return {"expected": allowed, "got": extras, "fix": fix}
 
 
+KEY_CHARS = 256
+"""How much of a host's argument key an upstream schema's ``patternProperties`` pattern is tried on (the pattern is
+the upstream's and may backtrack: its cost is bounded by the cut)."""
+
+
 def _search(pattern: str, text: str) -> bool:
     try:
-        return re.search(pattern, text) is not None
+        return re.search(pattern, text[:KEY_CHARS]) is not None
     except re.error:
         return False
 

@@ -370,16 +370,21 @@ class StateStore:
 
     def _connect(self) -> None:
         self._conn, self.journal_mode = sql.connect(self._uri, self.path)
-        if self.path is not None:
-            try:
+        try:
+            if self.path is not None:
                 self._hash_key = load_secret(self.path.parent)
-            except BaseException:
-                self._conn.close()
-                self._conn = None
-                raise
-        sql.prune(self._conn, self.limits, self._clock())
+            # The first reads of the tables: a file damaged in the middle (a valid header, garbage pages) fails
+            # here, and is the same one-line error as a file that is not a database at all.
+            sql.prune(self._conn, self.limits, self._clock())
+            live = sql.idem_live(self._conn, self._clock())
+        except BaseException as exc:
+            self._conn.close()
+            self._conn = None  # the worker's maintenance never touches a database that failed to open
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise sql.unusable(self.path or self._uri, exc) from exc
+            raise
         self._sole = SoleUser(self.path)
-        self._index.load(sql.idem_live(self._conn, self._clock()))
+        self._index.load(live)
         self._next_index_prune = time.monotonic() + self.limits.prune_interval_s
         self._next_prune = time.monotonic() + self.limits.prune_interval_s
         self._next_flush = time.monotonic() + self.limits.flush_interval_s

@@ -54,8 +54,8 @@ import mcp_types as types
 import redis
 import redis.asyncio as aioredis
 import structlog
+from redis.exceptions import AuthenticationError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.fingerprint import call_arguments_hash, keyed_fingerprint
@@ -234,6 +234,13 @@ class RedisStateStore:
         store = cls(config, clock=clock, limits=limits or StateLimits())
         try:
             store._hash_key = await store._secret()
+        except AuthenticationError as exc:  # a ConnectionError to redis-py, but Redis answered: it refused us
+            await store.redis.aclose()
+            where = _redact(config.url or "")
+            raise StateError(
+                f"Redis at {where} refused to authenticate: {exc}; check state.username and state.password (or "
+                "the credentials in state.url)"
+            ) from exc
         except _DOWN as exc:
             await store.redis.aclose()
             raise StateError(

@@ -238,14 +238,19 @@ def connect(uri: str, path: Path | None) -> tuple[sqlite3.Connection, str]:
         _migrate(conn)
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise StateError(
-            f"cannot use the state database {path or uri}: {exc}. Move that file aside (or delete it: stored "
-            "results, idempotency records and the audit trail in it are lost), or give another --state-dir"
-        ) from exc
+        raise unusable(path or uri, exc) from exc
     except BaseException:
         conn.close()
         raise
     return conn, mode
+
+
+def unusable(where: Path | str, exc: sqlite3.DatabaseError) -> StateError:
+    """The one-line error for a state database SQLite cannot read (not a database, or damaged inside)."""
+    return StateError(
+        f"cannot use the state database {where}: {exc}. Move that file aside (or delete it: stored results, "
+        "idempotency records and the audit trail in it are lost), or give another --state-dir"
+    )
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

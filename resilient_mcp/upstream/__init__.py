@@ -195,6 +195,13 @@ class Upstream:
         self._backoff_max_s = backoff_max_s
         self._log_level: types.LoggingLevel | None = None
         self._subscriptions: set[str] = set()
+        self.refused_tools: list[str] = []
+        """Why tools this upstream lists are not routed to it (another upstream's prefix), from the last catalog
+        build; shown on the status page."""
+        self._relisting: set[str] = set()
+        """The kinds (tools, resources, prompts) being re-listed now after a ``list_changed``."""
+        self._relist_pending: set[str] = set()
+        """The kinds with a ``list_changed`` received during their re-list: one more re-list follows it."""
         self._http_statuses = _HttpStatuses()
         self.twin_of = twin_of
         """Set on the 2026-07-28 connection an ``auto`` upstream opens for 2026-07-28 hosts: the upstream it serves."""
@@ -748,13 +755,30 @@ class Upstream:
             types.PromptListChangedNotification: "prompts",
         }.get(type(message))
         if kind is not None:
-            log.info("upstream_list_changed", upstream=self.name, what=kind)
-            try:
-                await self.refresh(kind)
-            except Exception as exc:
-                log.warning("upstream_refresh_failed", upstream=self.name, what=kind, error=_reason(exc))
+            await self._list_changed(kind)
         elif isinstance(message, types.ResourceUpdatedNotification):
             await self.hooks.resource_updated(self, str(message.params.uri))
+
+    async def _list_changed(self, kind: str) -> None:
+        """Re-list ``kind`` after a ``list_changed``, coalesced: at most one re-list in flight and one pending per
+        kind, however many notifications arrive (the SDK runs each in its own task: a storm of 10,000 cost 10 s of
+        CPU and 380 overlapping re-lists). A notification during a re-list marks one more re-list after it."""
+        if kind in self._relisting:
+            self._relist_pending.add(kind)
+            return
+        self._relisting.add(kind)
+        log.info("upstream_list_changed", upstream=self.name, what=kind)
+        try:
+            while True:
+                self._relist_pending.discard(kind)
+                try:
+                    await self.refresh(kind)
+                except Exception as exc:
+                    log.warning("upstream_refresh_failed", upstream=self.name, what=kind, error=_reason(exc))
+                if kind not in self._relist_pending:
+                    return
+        finally:
+            self._relisting.discard(kind)
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         await self.hooks.upstream_log(self, params)
