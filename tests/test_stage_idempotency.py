@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +280,22 @@ async def test_the_key_is_forwarded_upstream_when_the_upstream_honours_keys(
     await stage(rule, store, clock)(call, upstream)
     assert upstream.calls[0].meta == {"trace": "t1", "Idempotency-Key": "k-9", "idempotencyKey": "k-9"}
     assert call.record.extra["idempotency_key"] == "k-9"
+
+
+async def test_a_forwarded_key_is_scoped_to_the_principal_that_sent_it(store: StateStore, clock: FakeClock) -> None:
+    """Two bearer tokens sending the same explicit key (or the same arguments) reach an upstream that deduplicates
+    by key under two keys; without a principal (stdio, no tokens) the key goes as it came."""
+    rule = ToolRule(effect=EffectClass.WRITE_UNSAFE, idempotency=IdempotencyRule(forward_key_as="idempotencyKey"))
+    upstream = Upstream()
+    for owner in ("token-1 session-a", "token-2 session-b", "stdio"):
+        call = replace(make_call(rule, meta={"Idempotency-Key": "k-9"}), owner=owner, session_id=owner)
+        await stage(rule, store, clock)(call, upstream)
+        derived = replace(make_call(rule, args={"item": owner}), owner=owner, session_id=owner)
+        await stage(rule, store, clock)(derived, upstream)
+    keys = [c.meta["idempotencyKey"] for c in upstream.calls if c.meta]
+    assert keys[0] == "token-1.k-9" and keys[2] == "token-2.k-9" and keys[4] == "k-9"
+    assert keys[1].startswith("token-1.") and keys[3].startswith("token-2.") and "." not in keys[5]
+    assert len(set(keys)) == 6
 
 
 class ExplodingStore:

@@ -110,7 +110,7 @@ class IdempotencyRule(Strict):
     """An argument whose value is the idempotency key (e.g. client_ref), instead of a hash of all arguments."""
     forward_key_as: str | None = None
     """The upstream honours idempotency keys: forward the key in this ``_meta`` field; maybe-executed writes may then
-    be retried."""
+    be retried. With ``listen.auth_tokens`` the key goes prefixed with the caller's principal (``token-N.``)."""
     on_in_flight: Literal["wait", "conflict"] = "wait"
     """An identical write while the first is running: wait and share its result, or refuse with a conflict."""
     on_state_unavailable: Literal["refuse", "proceed"] = "refuse"

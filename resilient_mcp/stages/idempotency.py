@@ -366,7 +366,11 @@ class Idempotency:
             call.record.extra["idempotency_key"] = key.value
         if self._rule.forward_key_as is None:
             return call
-        return replace(call, meta={**(call.meta or {}), self._rule.forward_key_as: key.value})
+        # Scoped to the principal as the proxy's own record is: an upstream that deduplicates by this key must not
+        # hand one tenant's result to another that sent the same key (or the same arguments, for a derived key).
+        principal = owner_principal(call.owner)
+        forwarded = f"{principal}.{key.value}" if principal else key.value
+        return replace(call, meta={**(call.meta or {}), self._rule.forward_key_as: forwarded})
 
     # --- duplicates of a running call ---------------------------------------------------------------------------
 
