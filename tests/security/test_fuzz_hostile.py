@@ -24,10 +24,9 @@ RSS_BOUND_KB = 300 * 1024
 CALM_RATIO = 100.0
 """A calm call sent alongside a hostile case may take at most this many times the calm latency measured at the start
 of the same run (a stall of the event loop, or a queue behind the case, is hundreds to thousands of times)."""
-STALL_CHECKED = ("garbage", "request", "upstream", "write")
-"""Kinds whose stall is asserted. ``sampling`` is printed only: the diagnosis verdict parser's backtracking regex
-(issue 20, item 2, fixed on the ``hardtext`` branch) stalls the loop for seconds on a 2,000-space answer; add it here
-once that fix is merged."""
+STALL_CHECKED = ("garbage", "request", "upstream", "write", "sampling")
+"""Kinds whose stall is asserted: every kind (``sampling`` too, since the diagnosis verdict is parsed without a
+regex: a 2,000-space answer used to stall the loop for seconds)."""
 
 
 @pytest.fixture(scope="module")
