@@ -22,7 +22,8 @@ from ..policy import FieldCheck, ResultInvariants
 __all__ = ["MAX_VIOLATIONS", "Invariants", "result_data"]
 
 MAX_VIOLATIONS = 20
-_ABSENT: Any = object()
+ABSENT: Any = object()
+"""What ``value_at`` returns where the path leads nowhere (``None`` is a value a result can hold)."""
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "number": (int, float),
@@ -55,7 +56,8 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str | list | dict) and len(value) == 0)
 
 
-def _at(data: Any, path: str) -> Any:
+def value_at(data: Any, path: str) -> Any:
+    """The value at a dotted path (``order.items.0.id``: keys, and list indexes as digits), or ``ABSENT``."""
     value = data
     for part in path.split("."):
         if isinstance(value, dict) and part in value:
@@ -63,7 +65,7 @@ def _at(data: Any, path: str) -> Any:
         elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
         else:
-            return _ABSENT
+            return ABSENT
     return value
 
 
@@ -116,11 +118,11 @@ class Invariants:
             found.append({"path": "$", "message": "the result carries no JSON data (structuredContent or JSON text)"})
             return found
         for path in rule.required:
-            if _at(data, path) is _ABSENT:
+            if value_at(data, path) is ABSENT:
                 found.append({"path": _json_path(path), "message": "is missing"})
         for path, check in rule.fields.items():
-            value = _at(data, path)
-            if value is _ABSENT:
+            value = value_at(data, path)
+            if value is ABSENT:
                 if check.required and path not in rule.required:
                     found.append({"path": _json_path(path), "message": "is missing"})
                 continue

@@ -18,29 +18,16 @@ from ..faults import BY_TYPE, Fault, RetrySafety
 from ..faults.error_results import classify_text, result_text
 from ..faults.vocab import Basis
 from ..policy import ResultError
-from .invariants import result_data
+from .invariants import ABSENT, result_data, value_at
 
 __all__ = ["MAX_TEXT_CHARS", "success_shaped_failure"]
 
 MAX_TEXT_CHARS = 65_536
 _UNSET: Any = object()
-_ABSENT: Any = object()
 
 
 def _fold(text: str, rule: ResultError) -> str:
     return text.casefold() if rule.ignore_case else text
-
-
-def _field(data: Any, path: str) -> Any:
-    value = data
-    for part in path.split(".")[1:]:
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return _ABSENT
-    return value
 
 
 def _equal(value: Any, wanted: Any, ignore_case: bool) -> bool:
@@ -59,8 +46,8 @@ def _matches(rule: ResultError, text: str, result: types.CallToolResult, data: l
     assert rule.json_path is not None
     if data[0] is _UNSET:
         data[0] = result_data(result)
-    value = _field(data[0], rule.json_path)
-    return value is not _ABSENT and _equal(value, rule.equals, rule.ignore_case)
+    value = value_at(data[0], rule.json_path.partition(".")[2]) if rule.json_path != "$" else data[0]
+    return value is not ABSENT and _equal(value, rule.equals, rule.ignore_case)
 
 
 def success_shaped_failure(
