@@ -57,6 +57,9 @@ def test_success_shaped_failures_are_successful_results_labelled_as_the_failure_
     assert not {r["id"] for r in SHAPED} & {r["id"] for r in RECORDS}
 
 
+REPEATABLE = ("read_only", "write_idempotent")
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("noise", [0.0, 0.2, 1.0])
 async def test_a_scripted_model_never_loosens_retry_safety_and_a_right_one_improves_accuracy(noise: float) -> None:
@@ -74,8 +77,15 @@ async def test_a_scripted_model_never_loosens_retry_safety_and_a_right_one_impro
         golds: dict[tuple[str, str], set[str]] = {}
         for r in RECORDS:
             golds.setdefault((r["tool"]["name"], error_text(r)), set()).add(r["gold"]["fault_type"])
+        # A type that says "never sent" (B1, B2, A1...) is refused for a call the rules saw sent, except where the
+        # server itself answered a read or an idempotent write: for any other write, a model's word is not enough to
+        # say that a write that may have run did not (the diagnosis engine's ``state_conflict``; a safety trade).
         for r, v, ruled in zip(RECORDS, measured.verdicts, rules, strict=True):
-            if v is not ruled and len(golds[(r["tool"]["name"], error_text(r))]) == 1:
+            never_sent = BY_TYPE[r["gold"]["fault_type"]].default_retry_safety is RetrySafety.NOT_SENT
+            kept_by_design = never_sent and ruled.retry_safety != "not_sent" and r["effect"] not in REPEATABLE
+            if kept_by_design and ruled.basis == "unrecognised":
+                assert v.fault_type == ruled.fault_type, r["id"]
+            elif v is not ruled and len(golds[(r["tool"]["name"], error_text(r))]) == 1:
                 assert right(r, v, "fault_type") and right(r, v, "transient"), r["id"]
 
 

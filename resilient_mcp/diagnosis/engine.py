@@ -37,11 +37,14 @@ import structlog
 from ..core.chain import ToolCall
 from ..faults import (
     BY_TYPE,
+    EffectClass,
     Fault,
+    FaultCategory,
     GatewayError,
     RepairAction,
     RetrySafety,
 )
+from ..faults.error_results import answered_by_tool
 from ..faults.vocab import Basis
 from ..state.stored_outputs import owner_principal
 from .prompt import build_messages, error_text
@@ -201,13 +204,19 @@ def contradiction(suggestion: str, fault: Fault) -> str | None:
     return None
 
 
-def state_conflict(rules: Fault, verdict: Verdict) -> bool:
+def state_conflict(rules: Fault, verdict: Verdict, call: ToolCall) -> bool:
     """The verdict's fault type says the call never reached the tool (``not_sent``: unknown tool, invalid arguments,
-    no connection) while the proxy knows it was sent: the type contradicts what the proxy saw."""
-    return (
-        BY_TYPE[verdict.fault_type].default_retry_safety is RetrySafety.NOT_SENT
-        and rules.retry_safety is not RetrySafety.NOT_SENT
-    )
+    no connection) while the proxy knows it was sent: the type contradicts what the proxy saw. One exception: where
+    the server itself answered (an error result, or a JSON-RPC error), it may have refused the tool's name or
+    arguments (categories A and B: rejected, not run), and for a read or an idempotent write nothing rides on whether
+    it ran (the clamps keep the rules' retry safety anyway). For any other write the refusal stands: a model's word
+    is not enough to say that a write that may have run did not."""
+    cls = BY_TYPE[verdict.fault_type]
+    if cls.default_retry_safety is not RetrySafety.NOT_SENT or rules.retry_safety is RetrySafety.NOT_SENT:
+        return False
+    answered = answered_by_tool(rules) or "upstream_code" in rules.details  # its result, or a JSON-RPC error answer
+    refused_by_the_tool = answered and cls.category in (FaultCategory.SELECTION, FaultCategory.ARGUMENTS)
+    return not (refused_by_the_tool and call.rule.effect in (EffectClass.READ_ONLY, EffectClass.WRITE_IDEMPOTENT))
 
 
 def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str, Any]) -> Fault:
@@ -285,7 +294,7 @@ class Diagnoser:
         key = signature(call.name, error_text(fault), cache_scope(call, self.identity(call.upstream)))
         meta: dict[str, Any] = {"provider": self.provider.name, "signature": key}
         if (hit := st.cached(key)) is not None:
-            if state_conflict(fault, hit):
+            if state_conflict(fault, hit, call):
                 return self._fallback(call, fault, meta, "contradicts_state", hit.fault_type)
             st.stats["cache_hits"] += 1
             _audit(call, "diagnosis:cached")
@@ -313,7 +322,7 @@ class Diagnoser:
         st.stats["tokens_out"] += answer.tokens_out or 0
         if verdict is None:
             return self._fallback(call, fault, meta, "invalid_answer")
-        if state_conflict(fault, verdict):
+        if state_conflict(fault, verdict, call):
             return self._fallback(call, fault, meta, "contradicts_state", verdict.fault_type)
         st.store(key, verdict, rule.cache_ttl_s)
         st.stats["applied"] += 1

@@ -159,6 +159,17 @@ async def test_a_fault_type_meaning_never_sent_is_refused_for_a_call_that_was_se
     assert fault.details["diagnosis"]["reason"] == "contradicts_state"
 
 
+@pytest.mark.parametrize("effect", [EffectClass.READ_ONLY, EffectClass.WRITE_IDEMPOTENT])
+async def test_a_read_the_server_refused_may_be_diagnosed_as_a_refusal_of_its_arguments(effect: EffectClass) -> None:
+    """The server itself answered (an error result): a refusal of the arguments is what that answer can be, and for
+    a read or an idempotent write nothing rides on whether it ran; the rules' retry safety stays (the clamps)."""
+    rules = _untyped("Error: name.includes is not a function")
+    model = Model("Send queue as a string.", fault_type="B2_schema_violation", repair_action="fix_parameter")
+    fault = await Diagnoser(RULE, DiagnosisState(), model)(_call(effect=effect), rules)
+    assert fault.fault_type == "B2_schema_violation" and fault.details["diagnosis"]["status"] == "applied"
+    assert fault.retry_safety is rules.retry_safety
+
+
 # --- 20.9: what the model is shown ----------------------------------------------------------------------------------
 
 SECRETS = {
