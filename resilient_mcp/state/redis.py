@@ -313,15 +313,23 @@ class RedisStateStore:
         if task is None:
             return
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        # Bounded: a task cancelled inside the Redis client's own connection handling can take long to end (seen
+        # after a command failed on a connection); shutdown must not wait on it.
+        done, _ = await asyncio.wait([task], timeout=self.config.command_timeout_s)
+        if not done:
+            log.warning("state_task_not_stopped", timeout_s=self.config.command_timeout_s)
+        elif not task.cancelled() and task.exception() is not None:
+            log.warning("state_task_failed", error=repr(task.exception()))
         if self._forgetting:
             await asyncio.wait(list(self._forgetting.values()), timeout=self.config.command_timeout_s)
         try:
             await self._write_audit()
         except (StateError, RedisError):
             log.warning("audit_not_written_at_close", queued=len(self._audit))
-        await self.redis.aclose()
+        try:  # closing the pool can hang on a connection a failed command left behind: shutdown must not
+            await asyncio.wait_for(self.redis.aclose(), self.config.command_timeout_s)
+        except TimeoutError:
+            log.warning("redis_close_timed_out", timeout_s=self.config.command_timeout_s)
 
     async def __aenter__(self) -> RedisStateStore:
         return self
