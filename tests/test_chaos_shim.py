@@ -27,7 +27,7 @@ from resilient_mcp.faults.error_results import FAULT_META_KEY
 from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
-from tests.helpers import await_until, free_port, http_get_status, proxy_argv, running, wait_until
+from tests.helpers import STARTUP_S, await_until, free_port, http_get_status, proxy_argv, running, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +49,7 @@ def chaos_http(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     with running(argv, stderr) as process:
         wait_until(
             lambda: http_get_status(f"http://127.0.0.1:{port}/mcp"),
-            30,
+            STARTUP_S,
             "chaos server up",
             process=process,
             stderr=stderr,
