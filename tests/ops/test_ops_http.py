@@ -249,10 +249,18 @@ def test_every_enumerated_label_value_of_the_scrape_is_snake_case_and_fault_type
     }
     assert not any(off_style.values()), off_style
     assert not any(values & catalog for values in enumerations.values()), "a fault type outside fault_type"
+    # The status page speaks the same vocabulary.
     status, page = get(run, "/status.json")
-    failures = json.loads(page)["failures"]
+    board = json.loads(page)
+    failures = board["failures"]
     assert {f["outcome"] for f in failures} <= {"error", "refused", "abandoned"}
     assert {f["fault_type"] for f in failures} <= catalog
+    words = {u[key] for u in board["upstreams"] for key in ("state", "breaker") if u.get(key)}
+    words |= {t["effect"] for t in board["treatment"]}
+    words |= {f[key] for f in failures for key in ("outcome", "category", "repair_action") if f.get(key)}
+    words |= {category for t in board["tools"] for category in t["failures_by_category"]}
+    assert {"ready", "closed", "read_only", "error", "refused"} <= words
+    assert not [w for w in words if not ENUM_VALUE.fullmatch(w)], words
 
 
 def test_metrics_and_the_status_page_need_the_listeners_token(run: Run) -> None:
