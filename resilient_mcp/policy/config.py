@@ -92,7 +92,8 @@ class StdioUpstream(_UpstreamCommon):
     it); over `--http` a 2026-07-28 host is served by a second process of the server (started at its first request
     when the server speaks that era), which shares nothing in memory with the first. "legacy" serves every host
     over one handshake-era connection (a 2026-07-28 host's requests bridged, under the proxy's own input keys):
-    choose it for a server that keeps state in memory and is served over `--http` to hosts of both eras."""
+    choose it for a server that keeps state in memory and is served over `--http` (the second process would answer
+    a 2026-07-28 host's calls and reads from other memory than the first, which lists its tools and resources)."""
     command: str = Field(min_length=1)
     """The program to start (looked up on PATH)."""
     args: list[str] = Field(default_factory=list)
