@@ -139,6 +139,22 @@ def per_server(records: Sequence[dict[str, Any]], insample: Sequence[Verdict], l
     return "\n".join(lines)
 
 
+def confusion(records: Sequence[dict[str, Any]], verdicts: Sequence[Verdict], axis: str, top: int = 15) -> str:
+    """Markdown: the most frequent (gold -> given) pairs where ``axis`` is wrong, with the servers they come from."""
+    pairs: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for rec, v in zip(records, verdicts, strict=True):
+        if not right(rec, v, axis):
+            pairs[(str(gold(rec, axis)), str(v.get(axis)))][server_of(rec)] += 1
+    lines = [f"| gold {axis} | given | n | servers |", "|---|---|---:|---|"]
+    ranked = sorted(pairs.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    for (g, said), servers in ranked[:top]:
+        where = ", ".join(f"{s} {n}" for s, n in servers.most_common())
+        lines.append(f"| {g} | {said} | {sum(servers.values())} | {where} |")
+    if len(ranked) > top:
+        lines.append(f"| ({len(ranked) - top} more pairs) | | {sum(sum(c.values()) for _, c in ranked[top:])} | |")
+    return "\n".join(lines)
+
+
 def bases(verdicts: Sequence[Verdict]) -> str:
     counts = Counter(v.basis or "(none)" for v in verdicts)
     return ", ".join(f"{k} {n}" for k, n in counts.most_common())
@@ -257,7 +273,7 @@ def success_shaped(path: Path = SUCCESS_SHAPED) -> str:
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
 
 
-def run(path: Path, diagnosed: Diagnosed | None = None) -> str:
+def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = False) -> str:
     records = load(path)
     insample = [rules_verdict(r) for r in records]
     loso = [rules_verdict(r, loso=True) for r in records]
@@ -297,6 +313,14 @@ def run(path: Path, diagnosed: Diagnosed | None = None) -> str:
         "",
         misses(records, loso),
     ]
+    if confusions:
+        for axis in ("fault_type", "repair_action", "transient"):
+            out += [
+                "",
+                f"Confusions of {axis} (LOSO, off-diagonal, most frequent first):",
+                "",
+                confusion(records, loso, axis),
+            ]
     return "\n".join(out)
 
 
@@ -308,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default="gpt-4o-mini")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--confusion", action="store_true", help="also print LOSO confusions per field, by server")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
@@ -326,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loso=loso,
             )
 
-    sys.stdout.write(run(args.corpus, diagnosed) + "\n")
+    sys.stdout.write(run(args.corpus, diagnosed, confusions=args.confusion) + "\n")
     return 0
 
 

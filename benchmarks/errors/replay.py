@@ -21,7 +21,7 @@ import pydantic_core
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.faults import BY_TYPE, EffectClass, Fault, RetrySafety, SideEffectStatus, vocab
+from resilient_mcp.faults import BY_TYPE, EffectClass, Fault, RepairAction, RetrySafety, SideEffectStatus, vocab
 from resilient_mcp.faults.classify import classify_exception, classify_http_status, classify_result
 from resilient_mcp.faults.observations import plan_repair
 from resilient_mcp.faults.repeat import decide
@@ -82,12 +82,18 @@ def raw_fault(record: dict[str, Any]) -> Fault:
         return classify_http_status(raw["status"], raw["headers"], message=raw.get("message"))
     if kind == "exception":
         return classify_exception(_exception(raw), sent=raw["sent"])
-    cls = BY_TYPE[raw["fault_type"]]  # proxy_fault: detected by the proxy itself (its own timeout)
+    cls = BY_TYPE[raw["fault_type"]]  # proxy_fault: detected by the proxy itself (its own timeout, a failed start)
+    repair, max_retry = raw.get("repair_action"), raw.get("max_retry")
+    if repair is None and raw["details"].get("startup_failure") and raw["details"].get("permanent"):
+        # Recorded before the repair was: a permanent start-up failure asks the user (StartFailure.fault).
+        repair, max_retry = RepairAction.ASK_USER.value, 0
     return cls(
         raw["message"],
         transient=raw["transient"],
         retry_safety=RetrySafety(raw["retry_safety"]),
         side_effect_status=SideEffectStatus(raw["side_effect_status"]),
+        repair_action=RepairAction(repair) if repair is not None else None,
+        max_retry=max_retry,
         details=dict(raw["details"]),
     )
 
