@@ -36,7 +36,7 @@ import structlog
 
 from resilient_mcp.faults import vocab
 
-from .replay import CORPUS, Verdict, load, rules_verdict, server_of
+from .replay import CORPUS, Verdict, load, rules_verdict, server_of, strict_verdicts
 
 AXES = ("fault_type", "category", "repair_action", "transient", "retry_safety")
 HARMS = ("transient_of_permanent", "no_effect_of_ran", "proxy_retry_of_permanent")
@@ -277,7 +277,7 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
     records = load(path)
     insample = [rules_verdict(r) for r in records]
     loso = [rules_verdict(r, loso=True) for r in records]
-    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso}
+    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso, "strict LOSO": strict_verdicts(records)}
     notes = []
     if diagnosed is not None:
         with_model, note = diagnosed(records, insample, False)

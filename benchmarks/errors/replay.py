@@ -162,10 +162,36 @@ def server_of(record: dict[str, Any]) -> str:
     return head.split("@", 1)[0]
 
 
-def rules_verdict(record: dict[str, Any], *, loso: bool = False) -> Verdict:
-    """The rules' verdict; with ``loso``, with the rules learned only from this record's server switched off."""
-    with vocab.held_out(frozenset({server_of(record)}) if loso else frozenset()):
+def rules_verdict(
+    record: dict[str, Any], *, loso: bool = False, off: frozenset[tuple[str, str]] = frozenset()
+) -> Verdict:
+    """The rules' verdict; with ``loso``, with the rules learned only from this record's server switched off, and
+    the wordings ``off`` (``(family, key)``) too."""
+    with vocab.held_out(frozenset({server_of(record)}) if loso else frozenset(), off):
         return verdict_of(raw_fault(record), record)
+
+
+def firing(records: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    """Each wording the rules read in-sample, as ``(family, key)``, with the servers whose records it decided."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for record in records:
+        details = raw_fault(record).details
+        if details.get("basis") == vocab.Basis.WORDING.value and "recognised" in details:
+            out.setdefault((str(details["vocabulary"]), str(details["recognised"])), set()).add(server_of(record))
+    return out
+
+
+def strict_verdicts(records: list[dict[str, Any]]) -> list[Verdict]:
+    """Strict leave-one-server-out: as ``loso``, and every wording (standard, generic or a server's) that decided
+    records of the held-out server only is off too: what a server gets whose words no other server of the corpus
+    used, whoever the rule is credited to. A lower bound for rules written after the corpus was read."""
+    fired = firing(records)
+    verdicts = []
+    for record in records:
+        server = server_of(record)
+        off = frozenset(rule for rule, servers in fired.items() if servers == {server})
+        verdicts.append(rules_verdict(record, loso=True, off=off))
+    return verdicts
 
 
 def iter_records(path: Path = CORPUS) -> Iterator[dict[str, Any]]:
