@@ -207,3 +207,10 @@ def test_a_typed_invalid_argument_is_narrowed_by_a_validators_text() -> None:
     wrong = of_text("Input validation error: 'qty' is not of type 'integer'", hint={"type": "invalid_argument"})
     assert type(wrong) is B2
     assert type(of_text("quantity must be positive", hint={"type": "invalid_argument"})) is B4  # the hint stands
+
+
+def test_an_allow_list_refusal_names_the_command_and_redis_memory_is_not_one() -> None:
+    listed = of_text("Error: Command not allowed: rm -rf build")
+    assert type(listed) is F2 and listed.repair_action is RepairAction.FIX_PARAMETER  # another command may do
+    full = of_text("Error setting key k: command not allowed when used memory > 'maxmemory'.")  # Redis, OOM cut off
+    assert full.repair_action is RepairAction.ASK_USER  # no argument fixes a full store

@@ -270,6 +270,35 @@ def success_shaped(path: Path = SUCCESS_SHAPED) -> str:
     return "\n".join(lines)
 
 
+def shaped_as_errors(path: Path = SUCCESS_SHAPED) -> str:
+    """The success-shaped failures' texts read by the rules as if the server had flagged them (``isError``), without
+    a policy's ``fault_type``: a second held-out set, since no rule was written from these texts."""
+    import mcp_types as types
+
+    from resilient_mcp.faults.classify import classify_result
+
+    from .replay import tool_of, verdict_of
+
+    if not path.exists():
+        return "(no success-shaped records)"
+    records = load(path)
+    verdicts = []
+    for rec in records:
+        flagged = types.CallToolResult.model_validate({**rec["raw"]["result"], "isError": True})
+        with vocab.held_out(frozenset({server_of(rec)})):
+            fault = classify_result(flagged, tool=tool_of(rec))
+        assert fault is not None
+        verdicts.append(verdict_of(fault, rec))
+    n = len(records)
+    cells = [
+        f"{axis} {_pct(sum(right(r, v, axis) for r, v in zip(records, verdicts, strict=True)), n)}"
+        for axis in ("fault_type", "repair_action", "transient")
+    ]
+    harmful = sum(bool(harms(r, v)) for r, v in zip(records, verdicts, strict=True))
+    unsure = sum(v.basis == "unrecognised" for v in verdicts)
+    return f"{n} records: " + ", ".join(cells) + f", harmful {harmful}, unrecognised {unsure}"
+
+
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
 
 
@@ -308,6 +337,8 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
         "Success-shaped failures (`success_shaped.jsonl`) through the shipped example policy's `result_errors`:",
         "",
         success_shaped(),
+        "",
+        "Their texts read as if flagged, LOSO (no rule was written from them): " + shaped_as_errors(),
         "",
         "Where the rules are wrong or harmful (LOSO):",
         "",

@@ -495,7 +495,9 @@ _SERVERS: tuple[Phrase, ...] = (
     # Written after the 30-server corpus was read (REPORT.md, "Rules added after reading"): credited to the servers
     # whose records show them; a wording seen in two servers' records stays on when one of them is held out.
     _p("wording", ("outside", "allowed"), F2, repair=FIX, sources=("fs", "git"), near=12),
-    _p("wording", "command not allowed", F2, repair=FIX, sources=("desktop-commander", "shell")),
+    # "Command not allowed: rm": the allow-list names the refused command (not Redis's "OOM command not allowed when
+    # used memory > 'maxmemory'", which the success-shaped records, read after, showed it must not match).
+    _p("wording", "command not allowed:", F2, repair=FIX, sources=("desktop-commander", "shell")),
     _p("wording", "tool not found", UnknownTool, sources=("fetch-server",), at_start=True),
     _p("wording", "numeric field overflow", B4, sources=("dbhub",)),
     _p("wording", "terminating connection due to", D1, transient=True, sources=("dbhub",)),
