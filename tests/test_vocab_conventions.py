@@ -214,3 +214,11 @@ def test_an_allow_list_refusal_names_the_command_and_redis_memory_is_not_one() -
     assert type(listed) is F2 and listed.repair_action is RepairAction.FIX_PARAMETER  # another command may do
     full = of_text("Error setting key k: command not allowed when used memory > 'maxmemory'.")  # Redis, OOM cut off
     assert full.repair_action is RepairAction.ASK_USER  # no argument fixes a full store
+
+
+def test_a_quota_that_names_its_window_is_a_rate_limit_when_the_window_is_short() -> None:
+    short = of_text("8 RESOURCE_EXHAUSTED: Quota exceeded for limit 'Requests per minute'")
+    assert short.fault_type == "D2_rate_limited" and short.is_transient
+    long = of_text("HTTP 429 Too Many Requests: 1000 requests per day allowed")
+    assert type(long).__name__ == "QuotaExhausted" and not long.is_transient
+    assert of_text("HTTP 429 Too Many Requests").fault_type == "D2_rate_limited"  # no window: as before

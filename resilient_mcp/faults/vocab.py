@@ -833,6 +833,23 @@ def _with_choices(found: Rule | None, plain: str) -> Rule | None:
     return _CHOICES
 
 
+_SHORT_WINDOWS = ("per second", "per-second", "per minute", "per-minute")
+_LONG_WINDOWS = ("per hour", "per-hour", "per day", "per-day", "per month", "per-month", "daily", "monthly")
+
+
+def _windowed(found: Rule | None, plain: str) -> Rule | None:
+    """A rate limit or a quota that names its window: a window of seconds or minutes passes by waiting (D2,
+    transient), one of hours, days or months does not soon (F3), whichever word ("quota", 429, RESOURCE_EXHAUSTED)
+    said it."""
+    if found is None or found.fault not in (RateLimited, QuotaExhausted):
+        return found
+    if any(w in plain for w in _LONG_WINDOWS):
+        return Rule(found.family, found.key, QuotaExhausted, False, found.repair, found.sources)
+    if any(w in plain for w in _SHORT_WINDOWS):
+        return Rule(found.family, found.key, RateLimited, True, None, found.sources)
+    return found
+
+
 def read(text: str) -> Reading | None:
     """What ``text`` says in a known vocabulary; ``None`` when nothing is recognised. Never raises."""
     text = text[:MAX_SCAN_CHARS]
@@ -855,7 +872,7 @@ def read(text: str) -> Reading | None:
         or _first_phrase(plain, _SERVERS)
         or _first_phrase(plain, _KEYWORDS)
     )
-    found = _with_choices(found, plain)
+    found = _windowed(_with_choices(found, plain), plain)
     if found is None:
         return None
     return Reading(found, retry_after_ms(words) if found.transient else None)
