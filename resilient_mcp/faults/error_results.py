@@ -18,7 +18,9 @@ Sources, in order of trust:
 and safe to repeat for a write. Texts that look transient (rate limit, timeout, unavailable) give a transient fault that
 is ``maybe_executed``, so rule R retries it only on read-only or idempotent tools. Texts that name a refusal
 (authentication, permission, quota, invalid argument, conflict, unknown tool, not found) give their class,
-non-transient, never retried. Anything else is ``PermanentExecutionError``, non-transient and ``maybe_executed`` with an
+non-transient, never retried; read from a generic word only, a refusal is ``executed_failed``, not ``rejected`` (a
+word never proves that nothing ran). A tool's own time limit ("command timed out after 5 s") is D4, non-transient,
+``maybe_executed``. Anything else is ``PermanentExecutionError``, non-transient and ``maybe_executed`` with an
 unknown side effect: not retried, and the observation tells a write's caller to verify state.
 """
 

@@ -9,12 +9,18 @@ said. Those layers share published vocabularies, and this module reads them (``r
     grpc         UNAVAILABLE, DEADLINE_EXCEEDED, NOT_FOUND    gRPC status code names
     errno        ENOENT, EACCES, ECONNREFUSED, ENOSPC         POSIX errno names, as Node error codes too
     python       FileNotFoundError, TimeoutError              Python's built-in exception names
-    http         "status code 503", "HTTP 404", "429 Too ..."  HTTP status codes (RFC 9110) and Retry-After
-    validation   "is a required property", "Field required"   JSON Schema, ajv, zod, pydantic message shapes
+    http         "status code 503", "HTTP 404", "Error (503)" HTTP status codes (RFC 9110) and Retry-After
+    process      "exit status 1", "Exit Code: 128"            a process's exit status (POSIX; 124: GNU timeout)
+    validation   "is a required property", "Field required"   JSON Schema, ajv, zod 3/4, pydantic message shapes
     mcp-sdk      "Input validation error", "Tool x not found"  the MCP SDKs' own wordings
     sql          "no such table", "duplicate key value"       sqlite, PostgreSQL and MySQL's documented messages
+    runtime      "Could not resolve host", "Network Error"    name resolution, network texts, a child's own time limit
     wording      "outside allowed directories"                wordings of particular servers (``sources`` names them)
     keyword      "rate limit", "permission denied", "timed out" generic words, a guess
+
+Two readings adjust what was found: an error that names the valid choices ("Available sheets: ...") is fixed by
+choosing one (``fix_parameter``; a vague not-found becomes B4), and a rate limit or quota that names its window is
+D2 (seconds, minutes) or F3 (hours, days). Words inside a URL are the caller's data and are not read.
 
 Every rule carries its provenance (``Rule.sources``): ``standard`` for a published vocabulary, ``generic`` for plain
 words, or the corpus servers (``benchmarks/errors/``) it was written from. ``held_out`` switches off the rules learned
