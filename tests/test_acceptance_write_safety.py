@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from resilient_mcp.stages.idempotency import REPLAY_META
+from resilient_mcp.call.meta import REPLAY_META
 from resilient_mcp.state import recent_audit
 from tests.harness import observation, text
 from tests.helpers import (
