@@ -238,7 +238,7 @@ def render(matrix: Matrix) -> str:
     lines += [
         "",
         "The upstream is configured with `protocol: auto` (`wrap --protocol auto`; the default for `url:` upstreams, "
-        "while stdio upstreams default to `legacy`, see the README): a handshake-era host (0.1.16, the alpha "
+        "while stdio upstreams default to `legacy`, see docs/usage.md): a handshake-era host (0.1.16, the alpha "
         "suite's handshake scenarios) is served over the proxy's handshake connection, a 2026-07-28 host over a "
         "second connection in that era, so each meets the fixture as it would directly: the fixture's own "
         "`inputRequests` keys reach a 2026-07-28 host unchanged.",
