@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import child_env
+from tests.helpers import REPO, child_env
 
 
 def test_demo_shows_each_fault_direct_and_through_the_proxy(tmp_path: Path) -> None:
@@ -40,3 +40,8 @@ def test_demo_shows_each_fault_direct_and_through_the_proxy(tmp_path: Path) -> N
     assert "└ the server's stderr: demo upstream: committed the order, now crashing before answering" in out
     behind = out[out.index("▶ Behind the scenes") :]
     assert "warning upstream_died (orders)" in behind and "relayed by the proxy: demo upstream: committed" in behind
+    # The README's before/after example is this run's output, verbatim.
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    example = readme[readme.index("```text\n▶ ") + len("```text\n") :]
+    example = example[: example.index("```")]
+    assert example in out, "README.md's before/after example is not what the demo prints: copy the step from its output"
