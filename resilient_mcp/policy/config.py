@@ -35,8 +35,8 @@ from pydantic import (
     model_validator,
 )
 
-from ..ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from .hostfiles import HostFile, HostSettings, read_host_file
+from .ops_settings import MetricsConfig, StatusConfig, TracingConfig
 from .source import Document, SourceError, expand_env, load_document, validate_document
 
 #: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
