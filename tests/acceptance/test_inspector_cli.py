@@ -32,7 +32,7 @@ from tests.helpers import (
 )
 
 INSPECTOR = REPO / ".tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
-FIXTURE_ARGV = [sys.executable, str(Path(__file__).parent / "fixtures" / "conformance_server.py"), "--stdio"]
+FIXTURE_ARGV = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "conformance_server.py"), "--stdio"]
 
 PROMPT_ARGS = ["--prompt-args", "arg1=a", "arg2=b"]
 CALLS: list[tuple[str, list[str]]] = [

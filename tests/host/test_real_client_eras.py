@@ -20,7 +20,7 @@ from tests.helpers import STARTUP_S, child_env, free_port, http_get_status, prox
 
 pytestmark = pytest.mark.anyio
 
-FIXTURE = Path(__file__).parent / "fixtures" / "conformance_server.py"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "conformance_server.py"
 FIXTURE_ARGV = [sys.executable, str(FIXTURE), "--stdio"]
 
 
