@@ -24,10 +24,19 @@ from pydantic import BaseModel
 
 from resilient_mcp.policy.config import StdioUpstream
 from resilient_mcp.upstream import Upstream
-from tests.helpers import JsonRpcPipe, await_until, pid_running, proxy_argv, read_pid_file, running, wait_until
+from tests.helpers import (
+    STARTUP_S,
+    JsonRpcPipe,
+    await_until,
+    pid_running,
+    proxy_argv,
+    read_pid_file,
+    running,
+    wait_until,
+)
 
 HOSTILE = Path(__file__).with_name("hostile_upstream.py")
-START_S = 30.0
+START_S = STARTUP_S
 GONE_S = 15.0
 
 

@@ -27,11 +27,11 @@ from resilient_mcp.logs import bound, redact
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.state import SECRET_FILE, StateStore
 from resilient_mcp.text.canonical import canonical_json
-from tests.helpers import proxy_argv, running, wait_until, write_yaml
+from tests.helpers import STARTUP_S, proxy_argv, running, wait_until, write_yaml
 
 pytestmark = pytest.mark.anyio
 
-START_S = 30.0
+START_S = STARTUP_S
 
 
 def _mode(path: Path) -> int:
