@@ -82,7 +82,7 @@ async def _serve_on(
         server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)))
         ops.instrument(server)
         if config.metrics.listen and not listen_at and (ops.metrics or ops.status):
-            from .ops.web import serve_loopback
+            from .host.http import serve_loopback
 
             tg.start_soon(serve_loopback, ops, *split_host_port(config.metrics.listen))
         if listen_at:
