@@ -133,7 +133,6 @@ class Proxy:
         self.pipeline = pipeline_factory(self.router, policy)
         self._announced: Routing = self.router.routing
         """The routing the hosts were last told about (``list_changed`` is sent for what differs)."""
-        self._strict_names = True
         self._started = False
         self.single_host = False
         """Serving one host over stdio: upstreams are then connected with that host's own capabilities."""
@@ -163,7 +162,6 @@ class Proxy:
                     conflict = exc
                     tg.cancel_scope.cancel()
                 if conflict is None:
-                    self._strict_names = False
                     self._started = True
                     self._announced = self.routing
                     tg.start_soon(self._announce_changes, name="proxy:announcer")

@@ -574,14 +574,13 @@ class Upstream:
         meta: dict[str, Any] | None = None,
         *,
         timeout_s: float | None = None,
-        deadline: float = math.inf,
         on_progress: ProgressFn | None = None,
         progress_extends: bool = True,
     ) -> types.CallToolResult:
         """One attempt of a tool call. Returns the upstream's result (``isError`` ones too); raises ``Fault``.
 
-        ``timeout_s`` bounds the attempt; progress from the upstream restarts it (when ``progress_extends``),
-        never past ``deadline`` (an ``anyio.current_time()`` value). On timeout the SDK sends the upstream a
+        ``timeout_s`` bounds the attempt; progress from the upstream restarts it (when ``progress_extends``); the
+        call's total time is the retry stage's scope around it. On timeout the SDK sends the upstream a
         cancellation, because the request is abandoned by cancellation of its scope."""
         target = await self.for_host()
         if target is not self:
@@ -590,7 +589,6 @@ class Upstream:
                 arguments,
                 meta,
                 timeout_s=timeout_s,
-                deadline=deadline,
                 on_progress=on_progress,
                 progress_extends=progress_extends,
             )
@@ -603,14 +601,14 @@ class Upstream:
         params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
         request = types.CallToolRequest(params=params)
         now = anyio.current_time()
-        limit = min(now + timeout_s, deadline) if timeout_s else deadline
+        limit = now + timeout_s if timeout_s else math.inf
 
         # Registered with the host request's timers: stopped while the upstream waits for the host to answer.
         with anyio.CancelScope(deadline=limit) as scope, timing(scope):
 
             async def progress(progress: float, total: float | None, message: str | None) -> None:
                 if progress_extends and timeout_s:
-                    scope.deadline = max(scope.deadline, min(anyio.current_time() + timeout_s, deadline))
+                    scope.deadline = max(scope.deadline, anyio.current_time() + timeout_s)
                 if on_progress is not None:
                     await on_progress(progress, total, message)
 
