@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
+from ..adapters.sdk import host_connection
 from ..call.hostcontext import CURRENT_HOST, HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
@@ -86,7 +87,7 @@ def session_key(ctx: Ctx) -> str:
     So two proxy processes of one host (two IDE windows, two agent runs) are two sessions, and a header a client
     sends in stateless mode names nothing: guards and replay of writes keyed by their arguments never cross
     connections (explicit idempotency keys are shared by every session of one principal, by design)."""
-    connection: object = getattr(ctx.session, "_connection", None) or ctx.session
+    connection = host_connection(ctx.session)
     key = _CONNECTION_KEYS.get(connection)
     if key is None:
         key = _CONNECTION_KEYS[connection] = _new_session_key(ctx, connection)

@@ -39,6 +39,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, TypeAdapter
 
 from .. import __version__
+from ..adapters.sdk import after_envelope_stamp
 from ..call.hostcontext import CURRENT_HOST, timing
 from ..call.meta import ATTEMPT_META, OVERSIZED_META
 from ..faults import (
@@ -844,12 +845,10 @@ def _stamp_host_envelope(session: ClientSession) -> None:
     """Tell a 2026-07-28 upstream, per request, what the *host* of that request declared: its capabilities (so the
     upstream asks only what that host can answer, as it would directly) and its log level.
 
-    The SDK stamps the session's own envelope on every request; this wraps that stamp. Outside a host request
+    The SDK stamps the session's own envelope on every request; this amends it. Outside a host request
     (connecting) the proxy's own declaration stands."""
-    inner = session._stamp
 
-    def stamp(data: dict[str, Any], opts: Any) -> None:
-        inner(data, opts)
+    def amend(data: dict[str, Any]) -> None:
         host = CURRENT_HOST.get()
         params = data.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
@@ -867,7 +866,7 @@ def _stamp_host_envelope(session: ClientSession) -> None:
         else:
             meta[LOG_LEVEL_META_KEY] = host.log_level
 
-    session._stamp = stamp
+    after_envelope_stamp(session, amend)
 
 
 _OWN_ENVELOPE_METHODS = frozenset({"server/discover", "initialize", "subscriptions/listen"})
