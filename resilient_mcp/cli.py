@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from . import __version__
-from .logs import configure_logging
+from .ops.logs import configure_logging
 from .policy import Policy, PolicyFile
 from .policy.config import ProxyConfig, StdioUpstream, check_http_bind, load_config
 from .policy.files import load_policy

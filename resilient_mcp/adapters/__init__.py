@@ -2,6 +2,7 @@
 
 ``sdk``: the MCP SDK's client session (the per-request envelope stamp) and server session (the host connection).
 ``process``: anyio's asyncio process (its subprocess transport). Written against mcp 2.3 and anyio 4;
-``tests/test_adapters.py`` pins those versions and the members, so an upgrade fails there, not in production.
+``tests/adapters/test_adapters.py`` pins those versions and the members, so an upgrade fails there, not in
+production.
 Imports nothing of the package.
 """

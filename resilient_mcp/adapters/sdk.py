@@ -8,7 +8,7 @@ from typing import Any
 from mcp import ClientSession
 
 SDK_SERIES = "2.3."
-"""The mcp releases these adapters were written against (``tests/test_adapters.py`` checks the installed one)."""
+"""The mcp releases these adapters were written against (``tests/adapters/test_adapters.py`` checks it)."""
 
 
 def after_envelope_stamp(session: ClientSession, after: Callable[[dict[str, Any]], None]) -> None:

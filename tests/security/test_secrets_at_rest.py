@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from resilient_mcp.call.chain import ToolCall
-from resilient_mcp.logs import bound
+from resilient_mcp.ops.logs import bound
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.state import SECRET_FILE, StateStore
 from resilient_mcp.text.canonical import canonical_json

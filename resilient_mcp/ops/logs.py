@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import structlog
 
-from .text.redact import redact
+from ..text.redact import redact
 
 Level = Literal["debug", "info", "warning", "error"]
 Format = Literal["auto", "console", "json"]
