@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from ..policy import Policy
 from ..policy.config import ProxyConfig
 from ..stages.provenance import mark_description
+from ..tasks.manager import TaskManager
 from ..upstream import TransportFactory, Upstream, host_capability_names
 from ..upstream.bridge import Bridges
 from .catalog import CatalogConflict, build_catalog, prefixes_for
@@ -142,6 +143,9 @@ class Proxy:
         """The host request of each call in flight (by ``id(ctx)``): its timers stop while the host is asked."""
         self.bridges = Bridges()
         """2026-07-28 hosts: upstream requests become InputRequiredResults (see bridge.py)."""
+        self.tasks = TaskManager()
+        """Durable tasks for 2026-07-28 hosts that declare the extension (``resilient_mcp.tasks``)."""
+        self.tasks.settings = policy.tasks
         self._follow_lock = anyio.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------------------------------
@@ -154,6 +158,7 @@ class Proxy:
         try:
             async with anyio.create_task_group() as tg:
                 self.bridges.bind(tg)
+                self.tasks.bind(tg, self.pipeline.services.store)
                 for up in self.upstreams.values():
                     tg.start_soon(up.run, name=f"upstream:{up.name}")
                 await self._wait_started(startup_timeout_s)
@@ -242,6 +247,7 @@ class Proxy:
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy.mark_local(self.config.local_upstreams())
         self.pipeline.set_policy(policy)
+        self.tasks.settings = policy.tasks
         self.rebuild()
 
     # --- calls in flight --------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from ..faults import (
 )
 from ..faults.classify import classify_exception, classify_http_status
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
+from ..tasks.context import note_upstream_error
 from .http_cap import SDK_SSE_EVENT_LIMIT, CappedTransport, capped_client_factory
 from .startup import STOP_AFTER, StartFailure, StderrTail, classify_start_failure
 from .stdio import OVERSIZED_META, stdio_upstream
@@ -616,12 +617,16 @@ class Upstream:
             try:
                 if self.modern:
                     result: types.CallToolResult = await self._with_input(session, request, progress)
+                    note_upstream_error(None)
                     return result
-                return await session.send_request(request, types.CallToolResult, progress_callback=progress)
+                answer = await session.send_request(request, types.CallToolResult, progress_callback=progress)
+                note_upstream_error(None)
+                return answer
             except Fault:
                 raise
             except Exception as exc:
                 if isinstance(exc, MCPError):
+                    note_upstream_error(exc.error)
                     if (oversized := _oversized(exc)) is not None:
                         raise oversized from None
                     self._restart_if_session_gone(exc)

@@ -1,0 +1,337 @@
+"""Durable tasks for every tool: the proxy answers a long call with a task and keeps running it.
+
+A 2026-07-28 host that declares ``io.modelcontextprotocol/tasks`` may get a ``CreateTaskResult`` for a
+``tools/call``: when the tool's rule says ``task.mode: always``, or when the call is still running after
+``task.after_s`` (``auto``). The call itself is unchanged: it runs once, through the same chain, in the proxy's own
+task group (``upstream.bridge``, which already runs a 2026-07-28 host's call detached from its request so that the
+upstream can ask questions). From the moment the task is created the proxy owns it:
+
+* its record (``store.TaskRecord``) is written to the state store *before* the ``CreateTaskResult`` goes out, and
+  again at each change: questions asked (``input_required`` with ``inputRequests``), answers given, the end;
+* the record of a running task is renewed every ``lease_s / 3``; a record nobody renewed for ``lease_s`` (or whose
+  process on this machine is gone) belongs to a proxy that stopped mid-call: it reads as finished with an unknown
+  outcome and a ``verify_state`` observation, never as a task still running nor as one that did nothing;
+* ``tasks/get`` reads the record from the store, so any replica sharing it (Redis) answers for any task;
+  ``tasks/update`` answers the questions through the bridge; ``tasks/cancel`` cancels the upstream call;
+* task ids are ``secrets.token_urlsafe`` and bound to the principal that created them: another principal's
+  ``tasks/get`` gets the same -32602 as an unknown id.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import structlog
+from mcp.shared.exceptions import MCPError
+
+from ..policy import TaskRule, TasksPolicy
+from ..upstream.bridge import Bridge, WorkCancelled
+from .store import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore
+
+log = structlog.get_logger(__name__)
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+MISSING_CAPABILITY = -32021
+OBSERVATION_META = "io.github.resilient-mcp/fault"
+HOST = socket.gethostname()
+
+
+def required_error(tool: str) -> MCPError:
+    """-32021 for a host that did not declare the extension, calling a tool that is served only as a task."""
+    return MCPError(
+        MISSING_CAPABILITY,
+        f"Missing required client capability: the tool {tool!r} runs only as a task; declare the "
+        f"{EXTENSION!r} extension in the client capabilities",
+        {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+    )
+
+
+def unknown_task(task_id: str) -> MCPError:
+    return MCPError(types.INVALID_PARAMS, f"Unknown task: {task_id!r} (it expired, or never existed)", None)
+
+
+@dataclass(eq=False)
+class _Live:
+    record: TaskRecord
+    bridge: Bridge
+    cancelled: bool = False
+
+
+@dataclass
+class TaskCounts:
+    created: int = 0
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    unknown: int = 0
+
+
+Patience = tuple[float, Callable[[Bridge], Awaitable[dict[str, Any]]]]
+"""How long a call may run before it becomes a task, and what makes it one (``Bridges.run``)."""
+
+
+class TaskManager:
+    """The tasks of one proxy process: the running ones in memory, every record in the store."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.store: TaskStore = MemoryTaskStore(clock)
+        self.settings = TasksPolicy()
+        self.instance = f"{HOST}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.counts = TaskCounts()
+        self._clock = clock
+        self._live: dict[str, _Live] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def bind(self, tg: anyio.abc.TaskGroup | None, store: TaskStore | None) -> None:
+        self._tg = tg
+        if store is not None:
+            self.store = store
+
+    @property
+    def running(self) -> int:
+        return len(self._live)
+
+    # --- creation --------------------------------------------------------------------------------------------------
+
+    def patience(self, rule: TaskRule, principal: str, tool: str, fingerprint: str = "") -> Patience | None:
+        """What ``Bridges.run`` waits before the call becomes a task, and what turns it into one (``None``: the call
+        stays synchronous)."""
+        if not self.settings.enabled or rule.mode == "never" or self._tg is None:
+            return None
+
+        async def create(bridge: Bridge) -> dict[str, Any]:
+            return await self.adopt(bridge, principal, tool, fingerprint)
+
+        return (0.0 if rule.mode == "always" else rule.after_s), create
+
+    async def adopt(self, bridge: Bridge, principal: str, tool: str, fingerprint: str = "") -> dict[str, Any]:
+        """Make the running work of ``bridge`` a task: stored first, then watched; the ``CreateTaskResult``."""
+        now = self._clock()
+        record = TaskRecord(
+            task_id=secrets.token_urlsafe(24),
+            principal=principal,
+            tool=tool,
+            status="working",
+            created_at=now,
+            updated_at=now,
+            expires_at=now + self.settings.ttl_s,
+            ttl_ms=int(self.settings.ttl_s * 1000),
+            poll_interval_ms=self.settings.poll_interval_ms,
+            instance=self.instance,
+            fingerprint=fingerprint,
+            lease_until=now + self.settings.lease_s,
+        )
+        live = _Live(record, bridge)
+        record = self._status(live, now) or record
+        live.record = record
+        await self.store.put_task(record, self.settings.max_per_principal)  # durable before the host hears of it
+        self._live[record.task_id] = live
+        self.counts.created += 1
+        assert self._tg is not None
+        self._tg.start_soon(self._watch, live, name=f"task:{tool}")
+        log.info("task_created", task=record.task_id[:8], tool=tool, status=record.status)
+        return {"resultType": "task", **record.wire()}
+
+    def _status(self, live: _Live, now: float) -> TaskRecord | None:
+        """The record with the bridge's current questions, or ``None`` when nothing changed."""
+        pending = live.bridge.unanswered() if not live.bridge.done else {}
+        status: TaskStatus = "input_required" if pending else "working"
+        requests = (
+            {k: r.model_dump(by_alias=True, mode="json", exclude_none=True) for k, r in pending.items()}
+            if pending
+            else None
+        )
+        if status == live.record.status and requests == live.record.input_requests:
+            return None
+        return live.record.changed(now, status=status, input_requests=requests)
+
+    async def _watch(self, live: _Live) -> None:
+        """Follow one task to its end: questions and answers, lease renewals, then the final record."""
+        bridge = live.bridge
+        try:
+            while not bridge.done:
+                changed = bridge.changed
+                with anyio.move_on_after(self.settings.lease_s / 3):
+                    await changed.wait()
+                now = self._clock()
+                record = self._status(live, now)
+                if record is None and now < live.record.lease_until - self.settings.lease_s * 2 / 3:
+                    continue
+                await self._save(live, (record or live.record).changed(now, lease_until=now + self.settings.lease_s))
+            await self._save(live, self._final(live))
+        except Exception:
+            log.exception("task_watch_failed", task=live.record.task_id[:8])
+        finally:
+            self._live.pop(live.record.task_id, None)
+            bridge.collected.set()
+
+    async def _save(self, live: _Live, record: TaskRecord) -> None:
+        live.record = record
+        with anyio.CancelScope(shield=True):
+            await self.store.put_task(record, self.settings.max_per_principal)
+
+    def _final(self, live: _Live) -> TaskRecord:
+        bridge, now = live.bridge, self._clock()
+        error = bridge.error
+        if live.cancelled or isinstance(error, WorkCancelled):
+            self.counts.cancelled += 1
+            return live.record.changed(now, status="cancelled", input_requests=None, status_message="cancelled")
+        if isinstance(error, MCPError):
+            self.counts.failed += 1
+            return live.record.changed(now, status="failed", input_requests=None, error=_error(error.error))
+        if error is not None:
+            self.counts.failed += 1
+            failure = types.ErrorData(code=types.INTERNAL_ERROR, message=f"resilient-mcp: the call failed: {error}")
+            return live.record.changed(now, status="failed", input_requests=None, error=_error(failure))
+        outcome = bridge.outcome
+        if isinstance(outcome, types.CallToolResult):
+            protocol = protocol_error(outcome, bridge.upstream_error.error)
+            if protocol is not None:
+                self.counts.failed += 1
+                return live.record.changed(now, status="failed", input_requests=None, error=protocol)
+            self.counts.completed += 1
+            dumped = outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return live.record.changed(now, status="completed", input_requests=None, result=dumped)
+        self.counts.failed += 1
+        failure = types.ErrorData(code=types.INTERNAL_ERROR, message="resilient-mcp: the call ended without a result")
+        return live.record.changed(now, status="failed", input_requests=None, error=_error(failure))
+
+    # --- the host's requests ---------------------------------------------------------------------------------------
+
+    async def _owned(self, task_id: str, principal: str) -> TaskRecord:
+        record = await self.store.get_task(task_id) if isinstance(task_id, str) and task_id else None
+        if record is None or not secrets.compare_digest(record.principal, principal):
+            raise unknown_task(task_id)
+        return record
+
+    async def get(self, task_id: str, principal: str) -> dict[str, Any]:
+        """``tasks/get``: the ``DetailedTask``."""
+        record = await self._owned(task_id, principal)
+        if not record.terminal and task_id not in self._live and self._abandoned(record):
+            record = self._unknown(record)
+            await self.store.put_task(record, self.settings.max_per_principal)
+        return record.detailed()
+
+    def _abandoned(self, record: TaskRecord) -> bool:
+        """The proxy that ran this task stopped: its lease ran out, or it was a process of this machine now gone."""
+        if record.instance == self.instance:
+            return True  # this process runs it no more (it is not live)
+        if record.lease_until <= self._clock():
+            return True
+        host, _, rest = record.instance.partition(":")
+        pid = rest.partition(":")[0]
+        return host == HOST and pid.isdigit() and not _process_alive(int(pid))
+
+    def _unknown(self, record: TaskRecord) -> TaskRecord:
+        self.counts.unknown += 1
+        observation = {
+            "code": "TASK_OUTCOME_UNKNOWN",
+            "level": "L2",
+            "fault_category": "C",
+            "fault_type": "C3_connection_lost",
+            "is_transient": True,
+            "retry_safety": "maybe_executed",
+            "side_effect_status": "unknown",
+            "repair_action": "verify_state",
+            "max_retry": 0,
+            "suggestion": f"The proxy running {record.tool} stopped before the call finished: it may or may not have "
+            "taken effect. Check the current state before calling it again.",
+        }
+        text = (
+            f"TASK_OUTCOME_UNKNOWN: the proxy running {record.tool} stopped before the call finished; its outcome is "
+            "unknown. Verify the state before calling it again (verify_state)."
+        )
+        result = {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": observation,
+            "isError": True,
+            "_meta": {OBSERVATION_META: observation},
+        }
+        return record.changed(
+            self._clock(), status="completed", input_requests=None, result=result, status_message="outcome unknown"
+        )
+
+    async def update(self, task_id: str, principal: str, responses: dict[str, Any] | None) -> None:
+        """``tasks/update``: answers to the task's questions (keys it did not ask are ignored)."""
+        record = await self._owned(task_id, principal)
+        live = self._live.get(task_id)
+        if live is None:
+            if record.terminal:
+                return
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"Task {task_id!r} is running on another proxy replica, which holds its questions: send tasks/update "
+                "there (the same session), or wait for it to finish",
+            )
+        live.bridge.answer(responses)
+        changed = self._status(live, self._clock())
+        if changed is not None:
+            await self._save(live, changed)
+
+    async def cancel(self, task_id: str, principal: str) -> None:
+        """``tasks/cancel``: cancel the upstream call; a finished task is left as it is (idempotent)."""
+        record = await self._owned(task_id, principal)
+        live = self._live.get(task_id)
+        if live is None or record.terminal:
+            if not record.terminal and self._abandoned(record):
+                await self.store.put_task(self._unknown(record), self.settings.max_per_principal)
+            return
+        live.cancelled = True
+        if live.bridge.scope is not None:
+            live.bridge.scope.cancel()
+        live.bridge.abandon()  # a question still parked ends with an answer, so the upstream call ends too
+        with anyio.move_on_after(self.settings.lease_s):
+            await live.bridge.finished.wait()
+
+    async def list(self, principal: str | None = None, limit: int = 100) -> list[TaskRecord]:
+        return await self.store.list_tasks(principal, limit)
+
+
+def _error(data: types.ErrorData) -> dict[str, Any]:
+    return data.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def protocol_error(result: types.CallToolResult, upstream: types.ErrorData | None) -> dict[str, Any] | None:
+    """The JSON-RPC error of a call that ended without the tool's own result (its last attempt was answered with
+    ``upstream``, an error): a task reports it as ``failed`` with that ``error`` (the proxy's observation in
+    ``data.observation``). A tool that ran and reported an error is ``completed`` with ``result.isError``; so is every
+    other observation of the proxy (a timeout, an open circuit: what the model should read)."""
+    if not result.is_error or upstream is None:
+        return None
+    data: dict[str, Any] = {"observation": result.structured_content} if result.structured_content else {}
+    if upstream.data is not None:
+        data["upstream"] = upstream.data
+    return {"code": upstream.code, "message": upstream.message, **({"data": data} if data else {})}
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def opted_in(client_capabilities: types.ClientCapabilities | None, meta: Mapping[str, Any] | None) -> bool:
+    """Whether a request's host declared the tasks extension: on its connection, or in this request's ``_meta``."""
+    if (
+        client_capabilities is not None
+        and client_capabilities.extensions
+        and EXTENSION in client_capabilities.extensions
+    ):
+        return True
+    raw = meta.get(CLIENT_CAPABILITIES_META) if meta is not None else None
+    extensions = raw.get("extensions") if isinstance(raw, dict) else None
+    return isinstance(extensions, dict) and EXTENSION in extensions
