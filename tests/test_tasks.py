@@ -19,7 +19,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import child_env, free_port, proxy_argv, running, wait_healthy, wait_until, write_yaml
+from tests.helpers import (
+    child_env,
+    free_port,
+    proxy_argv,
+    run_cli,
+    running,
+    wait_healthy,
+    wait_until,
+    write_yaml,
+)
 from tests.redis_server import RedisServer, needs_redis
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -167,6 +176,17 @@ def test_tasks_cancel_cancels_the_upstream_call(tmp_path: Path) -> None:
         assert host.task("tasks/get", task)["result"]["status"] == "cancelled"
         again = host.task("tasks/cancel", task)["result"]
         assert again["resultType"] == "complete", "cancelling a finished task is acknowledged the same way"
+        base = url.removesuffix("/mcp")
+        with urllib.request.urlopen(f"{base}/status.json", timeout=LIMIT_S) as response:
+            tasks = json.load(response)["tasks"]
+        assert tasks["running"] == [] and tasks["counts"]["cancelled"] == 1
+        assert [(t["task"], t["tool"], t["status"]) for t in tasks["finished"]] == [(task[:8], "slow", "cancelled")]
+        with urllib.request.urlopen(f"{base}/metrics", timeout=LIMIT_S) as response:
+            metrics = response.read().decode()
+        assert 'resilient_mcp_tasks_total{event="cancelled"} 1.0' in metrics
+        assert "resilient_mcp_tasks_running 0.0" in metrics
+        text = run_cli("status", "--url", base).stdout
+        assert f"{task[:8]}  slow  cancelled" in text and "Tasks (0 running" in text
     assert not any(e.startswith("slow_done") for e in lines(events))
 
 

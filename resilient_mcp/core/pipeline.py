@@ -56,6 +56,7 @@ from ..state.stored_outputs import (
     StoredOutputMissing,
     StoredOutputs,
 )
+from ..tasks.manager import TaskManager
 from . import drift
 from .chain import HostLink, Stage, ToolCall, compose
 from .fingerprint import FailureStats
@@ -98,6 +99,8 @@ class Services:
     """How each served tool is treated and why (``treatment``), set when the routing is built (the status page)."""
     public_names: dict[tuple[str, str], str] = field(default_factory=dict)
     """(upstream, the upstream's tool name) -> the host-visible name, set when the routing is built (metrics)."""
+    tasks: TaskManager = field(default_factory=TaskManager)
+    """Durable tasks for 2026-07-28 hosts that declare the extension (``resilient_mcp.tasks``)."""
 
     @property
     def audit(self) -> AuditSink | None:

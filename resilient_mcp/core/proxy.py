@@ -31,7 +31,6 @@ from pydantic import BaseModel
 from ..policy import Policy
 from ..policy.config import ProxyConfig
 from ..stages.provenance import mark_description
-from ..tasks.manager import TaskManager
 from ..upstream import TransportFactory, Upstream, host_capability_names
 from ..upstream.bridge import Bridges
 from .catalog import CatalogConflict, build_catalog, prefixes_for
@@ -143,7 +142,7 @@ class Proxy:
         """The host request of each call in flight (by ``id(ctx)``): its timers stop while the host is asked."""
         self.bridges = Bridges()
         """2026-07-28 hosts: upstream requests become InputRequiredResults (see bridge.py)."""
-        self.tasks = TaskManager()
+        self.tasks = self.pipeline.services.tasks
         """Durable tasks for 2026-07-28 hosts that declare the extension (``resilient_mcp.tasks``)."""
         self.tasks.settings = policy.tasks
         self._follow_lock = anyio.Lock()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..stages.breaker import BreakerBoard
     from ..state import StateStore
     from ..state.redis import RedisStateStore
+    from ..tasks.manager import TaskManager
     from ..upstream import Upstream
 
 log = structlog.get_logger(__name__)
@@ -60,6 +61,9 @@ class SharedServices(Protocol):
 
     @property
     def public_names(self) -> dict[tuple[str, str], str]: ...
+
+    @property
+    def tasks(self) -> TaskManager: ...
 
 
 @dataclass(frozen=True, slots=True)

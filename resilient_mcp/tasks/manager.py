@@ -19,12 +19,13 @@ upstream can ask questions). From the moment the task is created the proxy owns 
 
 from __future__ import annotations
 
+import collections
 import os
 import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import anyio
@@ -35,7 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..policy import TaskRule, TasksPolicy
 from ..upstream.bridge import Bridge, WorkCancelled
-from .store import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore
+from .store import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore, iso
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +45,8 @@ CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 MISSING_CAPABILITY = -32021
 OBSERVATION_META = "io.github.resilient-mcp/fault"
 HOST = socket.gethostname()
+RECENT_KEPT = 50
+"""Finished tasks the status page lists (this process's; the store keeps every record until its TTL)."""
 
 
 def required_error(tool: str) -> MCPError:
@@ -90,6 +93,7 @@ class TaskManager:
         self.counts = TaskCounts()
         self._clock = clock
         self._live: dict[str, _Live] = {}
+        self._recent: collections.deque[TaskRecord] = collections.deque(maxlen=RECENT_KEPT)
         self._tg: anyio.abc.TaskGroup | None = None
 
     def bind(self, tg: anyio.abc.TaskGroup | None, store: TaskStore | None) -> None:
@@ -169,6 +173,7 @@ class TaskManager:
                     continue
                 await self._save(live, (record or live.record).changed(now, lease_until=now + self.settings.lease_s))
             await self._save(live, self._final(live))
+            self._recent.append(live.record)
         except Exception:
             log.exception("task_watch_failed", task=live.record.task_id[:8])
         finally:
@@ -295,6 +300,28 @@ class TaskManager:
 
     async def list(self, principal: str | None = None, limit: int = 100) -> list[TaskRecord]:
         return await self.store.list_tasks(principal, limit)
+
+    def summary(self, viewer: str | None = None) -> dict[str, Any]:
+        """What the status page shows: this process's running tasks and the last ones it finished, and its counts.
+        ``viewer``: a bearer-token principal that sees only its own tasks. Task ids are shown by their first 8
+        characters (an id is not a credential, its principal is; still, the page never lists one whole)."""
+
+        def visible(record: TaskRecord) -> bool:
+            return viewer is None or record.principal == f"http:{viewer}"
+
+        def row(record: TaskRecord) -> dict[str, Any]:
+            return {
+                "task": record.task_id[:8],
+                "tool": record.tool,
+                "status": record.status,
+                "created_at": iso(record.created_at),
+                "updated_at": iso(record.updated_at),
+                "message": record.status_message,
+            }
+
+        running = [row(live.record) for live in self._live.values() if visible(live.record)]
+        finished = [row(r) for r in reversed(self._recent) if visible(r)]
+        return {"running": running, "finished": finished, "counts": asdict(self.counts)}
 
 
 def _error(data: types.ErrorData) -> dict[str, Any]:
