@@ -130,7 +130,18 @@ async def run_tool_call(
     await proxy.follow_host(ctx)
     token = CURRENT_HOST.set(host_envelope(ctx))
     try:
-        result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+        handoff_s = legacy_handoff(proxy, ctx, name)
+        if handoff_s is None:
+            result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+        else:  # a host that cannot poll: a handle once it has waited long enough (``tasks``)
+            result = await proxy.tasks.handoff(
+                task_principal(ctx),
+                name,
+                arguments,
+                handoff_s,
+                lambda: _run_tool_call(proxy, ctx, name, arguments, meta),
+                proxy.router.tools_changed,
+            )
     finally:
         CURRENT_HOST.reset(token)
     missing = _missing_host_capability(result) if result.is_error else None
@@ -274,6 +285,20 @@ async def _maybe_bridged(
         patience=patience,
     )
     return result
+
+
+def legacy_handoff(proxy: Proxy, ctx: Ctx, name: str) -> float | None:
+    """For a handshake-era host (it cannot poll): how long it waits before it gets a handle instead of the result,
+    for a tool allowed to run longer than that (``task.handoff_s`` below ``timeouts.total_s``); else ``None``."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or not proxy.policy.tasks.enabled:
+        return None
+    compiled = proxy.routing.chains.get(name)
+    if compiled is None:
+        return None
+    rule = compiled.rule
+    if rule.task.mode == "never" or rule.timeouts.total_s <= rule.task.handoff_s:
+        return None
+    return rule.task.handoff_s
 
 
 def task_patience(proxy: Proxy, ctx: Ctx, name: str) -> Patience | None:

@@ -148,6 +148,10 @@ class TaskRule(Strict):
     required: bool = False
     """The tool is only served as a task: a 2026-07-28 host without the extension gets -32021 (missing required
     client capability) instead of a call it cannot wait for."""
+    handoff_s: float = Field(50.0, gt=0, le=86_400)
+    """A host that cannot poll (handshake era) waits this long at most: then it gets an observation that the call is
+    still running, with a handle to read the result with read_task_result, while the call goes on. Only for a tool
+    whose timeouts.total_s is longer (by default it is not: 50 s, under the 60 s common hosts wait)."""
 
 
 class TasksPolicy(Strict):

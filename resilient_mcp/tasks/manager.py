@@ -20,10 +20,13 @@ upstream can ask questions). From the moment the task is created the proxy owns 
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 import os
 import secrets
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -70,6 +73,20 @@ class _Live:
     cancelled: bool = False
 
 
+@dataclass(eq=False)
+class _Detached:
+    """A handshake-era host's call running apart from its request (``handoff``)."""
+
+    key: str
+    principal: str
+    tool: str
+    done: anyio.Event
+    scope: anyio.CancelScope
+    result: types.CallToolResult | None = None
+    record: TaskRecord | None = None
+    """Set when the host was handed the handle (the call outlived its patience)."""
+
+
 @dataclass
 class TaskCounts:
     created: int = 0
@@ -94,6 +111,11 @@ class TaskManager:
         self._clock = clock
         self._live: dict[str, _Live] = {}
         self._recent: collections.deque[TaskRecord] = collections.deque(maxlen=RECENT_KEPT)
+        self._detached: OrderedDict[str, _Detached] = OrderedDict()
+        """Handshake-era calls running apart from their request, by principal and call (``handoff``)."""
+        self._handles: dict[str, _Detached] = {}
+        self.handed_off = False
+        """A host was given a handle: ``read_task_result`` is listed from then on."""
         self._tg: anyio.abc.TaskGroup | None = None
 
     def bind(self, tg: anyio.abc.TaskGroup | None, store: TaskStore | None) -> None:
@@ -211,6 +233,121 @@ class TaskManager:
         failure = types.ErrorData(code=types.INTERNAL_ERROR, message="resilient-mcp: the call ended without a result")
         return live.record.changed(now, status="failed", input_requests=None, error=_error(failure))
 
+    # --- hosts that cannot poll (handshake era) -----------------------------------------------------------------
+
+    async def handoff(
+        self,
+        principal: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        after_s: float,
+        work: Callable[[], Awaitable[types.CallToolResult]],
+        on_handoff: Callable[[], None] | None = None,
+    ) -> types.CallToolResult:
+        """``work()``'s result if it comes within ``after_s``; else a STILL_RUNNING observation with a handle, while
+        the call goes on (its record in the store, read with ``read_task_result``). The same call again (same
+        principal, tool and arguments) while it runs, or before its result was read, waits for that one: a call is
+        never run twice because its host could not wait for it."""
+        key = f"{principal}|{tool}|{_arguments_digest(arguments)}"
+        detached = self._detached.get(key)
+        if detached is None or self._tg is None:
+            if self._tg is None:
+                return await work()
+            detached = _Detached(key, principal, tool, anyio.Event(), anyio.CancelScope())
+            self._detached[key] = detached
+            while len(self._detached) > MAX_DETACHED:
+                self._forget(next(iter(self._detached.values())))
+            self._tg.start_soon(self._run_detached, detached, work, name=f"task:{tool}")
+        with anyio.move_on_after(after_s):
+            await detached.done.wait()
+        if detached.done.is_set() and detached.result is not None:
+            self._forget(detached)
+            return detached.result
+        if detached.record is None:
+            now = self._clock()
+            detached.record = TaskRecord(
+                task_id=secrets.token_urlsafe(24),
+                principal=principal,
+                tool=tool,
+                status="working",
+                created_at=now,
+                updated_at=now,
+                expires_at=now + self.settings.ttl_s,
+                ttl_ms=int(self.settings.ttl_s * 1000),
+                poll_interval_ms=self.settings.poll_interval_ms,
+                instance=self.instance,
+                lease_until=now + self.settings.lease_s,
+            )
+            await self.store.put_task(detached.record, self.settings.max_per_principal)
+            self._handles[detached.record.task_id] = detached
+            self.counts.created += 1
+            self.handed_off = True
+            if on_handoff is not None:
+                on_handoff()
+            log.info("task_handed_off", task=detached.record.task_id[:8], tool=tool, after_s=after_s)
+        return still_running(detached.record, after_s)
+
+    async def _run_detached(self, detached: _Detached, work: Callable[[], Awaitable[types.CallToolResult]]) -> None:
+        try:
+            with detached.scope:
+                try:
+                    detached.result = await work()
+                except Exception as exc:
+                    log.exception("task_call_failed", tool=detached.tool)
+                    text = f"resilient-mcp: the call failed: {exc}"
+                    detached.result = types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+                record = detached.record
+                if record is not None and detached.result is not None:
+                    self.counts.completed += 1
+                    dumped = detached.result.model_dump(by_alias=True, mode="json", exclude_none=True)
+                    final = record.changed(self._clock(), status="completed", result=dumped)
+                    detached.record = final
+                    with anyio.CancelScope(shield=True):
+                        await self.store.put_task(final, self.settings.max_per_principal)
+                    self._recent.append(final)
+        finally:
+            detached.done.set()
+            if detached.record is None:
+                self._detached.pop(detached.key, None)
+
+    def _forget(self, detached: _Detached) -> None:
+        self._detached.pop(detached.key, None)
+        if detached.record is not None:
+            self._handles.pop(detached.record.task_id, None)
+
+    async def call_read_task_result(self, arguments: dict[str, Any] | None, owner: str) -> types.CallToolResult:
+        """The ``read_task_result`` tool: its arguments checked here (it has no chain of its own)."""
+        args = arguments or {}
+        handle, wait_s = args.get("handle"), args.get("wait_s", 30)
+        if not isinstance(handle, str) or not handle or not isinstance(wait_s, int | float) or isinstance(wait_s, bool):
+            text = "INVALID_ARGUMENTS: give handle (the STILL_RUNNING note's) and optionally wait_s (0 to 50 seconds)"
+            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+        return await self.read_result(handle, owner_principal(owner), min(max(float(wait_s), 0.0), READ_WAIT_S))
+
+    async def read_result(self, handle: str, principal: str, wait_s: float) -> types.CallToolResult:
+        """``read_task_result``: the result of a handed-off call, waiting up to ``wait_s`` for it."""
+        try:
+            record = await self._owned(handle, principal)
+        except MCPError:
+            text = (
+                f"UNKNOWN_HANDLE: no task {handle!r} for you: it expired (results are kept {self.settings.ttl_s:g} s) "
+                "or never existed. Call the tool again if you still need its result."
+            )
+            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+        detached = self._handles.get(handle)
+        if detached is not None and not detached.done.is_set():
+            with anyio.move_on_after(wait_s):
+                await detached.done.wait()
+            record = detached.record or record
+        elif not record.terminal and self._abandoned(record):
+            record = self._unknown(record)
+            await self.store.put_task(record, self.settings.max_per_principal)
+        if record.status == "completed" and record.result is not None:
+            if detached is not None:
+                self._forget(detached)
+            return types.CallToolResult.model_validate(record.result, by_name=False)
+        return still_running(record, wait_s)
+
     # --- the host's requests ---------------------------------------------------------------------------------------
 
     async def _owned(self, task_id: str, principal: str) -> TaskRecord:
@@ -243,7 +380,7 @@ class TaskManager:
             "code": "TASK_OUTCOME_UNKNOWN",
             "level": "L2",
             "fault_category": "C",
-            "fault_type": "C3_connection_lost",
+            "fault_type": "C2_connection_lost_after_send",
             "is_transient": True,
             "retry_safety": "maybe_executed",
             "side_effect_status": "unknown",
@@ -324,6 +461,71 @@ class TaskManager:
         return {"running": running, "finished": finished, "counts": asdict(self.counts)}
 
 
+READ_TASK_RESULT = "read_task_result"
+READ_WAIT_S = 50.0
+"""The longest ``read_task_result`` waits (under the 60 s common hosts wait for one request)."""
+MAX_DETACHED = 1000
+
+READ_TASK_RESULT_TOOL = types.Tool(
+    name=READ_TASK_RESULT,
+    title="Wait for a call that is still running",
+    description="Wait for (up to wait_s seconds) and read the result of a tool call that resilient-mcp reported as "
+    "still running (STILL_RUNNING names its handle). If it is still running after that, the answer says so again.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "handle": {"type": "string", "description": "The handle from the STILL_RUNNING note."},
+            "wait_s": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": READ_WAIT_S,
+                "default": 30,
+                "description": "Seconds to wait for the result at most.",
+            },
+        },
+        "required": ["handle"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+)
+
+
+def still_running(record: TaskRecord, waited_s: float) -> types.CallToolResult:
+    """The observation a host that cannot poll gets for a call that outlived its patience."""
+    handle = record.task_id
+    suggestion = (
+        f'Call read_task_result(handle="{handle}") to wait for its result, or call {record.tool} again with the same '
+        "arguments: it waits for this same call, it does not run it twice."
+    )
+    observation = {
+        "code": "STILL_RUNNING",
+        "level": "L2",
+        "fault_category": "C",
+        "fault_type": "C3_attempt_timeout",
+        "is_transient": True,
+        "retry_safety": "maybe_executed",
+        "side_effect_status": "unknown",
+        "repair_action": "backoff_retry",
+        "max_retry": 1,
+        "suggestion": suggestion,
+        "details": {"handle": handle, "tool": record.tool, "waited_s": round(waited_s, 1), "status": record.status},
+    }
+    text = f"STILL_RUNNING: {record.tool} is still running after {waited_s:g} s and goes on without you. {suggestion}"
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)],
+        structured_content=observation,
+        is_error=True,
+        _meta={OBSERVATION_META: observation},
+    )
+
+
+def _arguments_digest(arguments: dict[str, Any] | None) -> str:
+    canonical = json.dumps(arguments or {}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()
+
+
 def _error(data: types.ErrorData) -> dict[str, Any]:
     return data.model_dump(by_alias=True, mode="json", exclude_none=True)
 
@@ -339,6 +541,12 @@ def protocol_error(result: types.CallToolResult, upstream: types.ErrorData | Non
     if upstream.data is not None:
         data["upstream"] = upstream.data
     return {"code": upstream.code, "message": upstream.message, **({"data": data} if data else {})}
+
+
+def owner_principal(owner: str) -> str:
+    """The task principal (``host.principal``) of a proxy tool call's ``owner`` (``stored_outputs.output_owner``):
+    over HTTP its first word (the bearer token's principal), over stdio the one local host."""
+    return "local" if owner.startswith("stdio:") or not owner else "http:" + owner.partition(" ")[0]
 
 
 def _process_alive(pid: int) -> bool:
