@@ -177,6 +177,7 @@ class Proxy:
                         tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                await self.tasks.shutdown()
                 await self.pipeline.aclose()
         if conflict is not None:
             raise conflict

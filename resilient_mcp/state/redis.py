@@ -616,7 +616,8 @@ class RedisStateStore:
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         raw = await self._do(lambda: self.redis.get(f"{self.prefix}task:{task_id}"))
-        return None if raw is None else TaskRecord.from_json(raw)
+        record = None if raw is None else TaskRecord.from_json(raw)
+        return record if record is not None and record.expires_at > self._clock() else None
 
     async def list_tasks(self, principal: str | None = None, limit: int = 100) -> list[TaskRecord]:
         records: list[TaskRecord] = []
@@ -632,8 +633,8 @@ class RedisStateStore:
                     break
         if keys:
             for raw in await self._do(lambda: self.redis.mget(keys)):
-                if raw is not None:
-                    records.append(TaskRecord.from_json(raw))
+                if raw is not None and (record := TaskRecord.from_json(raw)).expires_at > self._clock():
+                    records.append(record)
         records.sort(key=lambda r: r.created_at, reverse=True)
         return records[:limit]
 

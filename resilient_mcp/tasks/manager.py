@@ -193,7 +193,7 @@ class TaskManager:
                 record = self._status(live, now)
                 if record is None and now < live.record.lease_until - self.settings.lease_s * 2 / 3:
                     continue
-                await self._save(live, (record or live.record).changed(now, lease_until=now + self.settings.lease_s))
+                await self._save(live, self._renewed(record or live.record, now))
             await self._save(live, self._final(live))
             self._recent.append(live.record)
         except Exception:
@@ -202,12 +202,23 @@ class TaskManager:
             self._live.pop(live.record.task_id, None)
             bridge.collected.set()
 
+    def _renewed(self, record: TaskRecord, now: float) -> TaskRecord:
+        """``record`` with its lease renewed; a running task's record never expires (``ttl_s`` counts from the last
+        change)."""
+        expires = max(record.expires_at, now + self.settings.ttl_s)
+        return record.changed(now, lease_until=now + self.settings.lease_s, expires_at=expires)
+
     async def _save(self, live: _Live, record: TaskRecord) -> None:
         live.record = record
         with anyio.CancelScope(shield=True):
             await self.store.put_task(record, self.settings.max_per_principal)
 
     def _final(self, live: _Live) -> TaskRecord:
+        record = self._renewed(live.record, self._clock())
+        live.record = record
+        return self._ended(live)
+
+    def _ended(self, live: _Live) -> TaskRecord:
         bridge, now = live.bridge, self._clock()
         error = bridge.error
         if live.cancelled or isinstance(error, WorkCancelled):
@@ -232,6 +243,18 @@ class TaskManager:
         self.counts.failed += 1
         failure = types.ErrorData(code=types.INTERNAL_ERROR, message="resilient-mcp: the call ended without a result")
         return live.record.changed(now, status="failed", input_requests=None, error=_error(failure))
+
+    async def shutdown(self) -> None:
+        """The proxy stops: every task it still runs ends with it, outcome unknown (said now, not when the lease runs
+        out, so other replicas answer at once)."""
+        records = [live.record for live in self._live.values() if not live.record.terminal]
+        records += [d.record for d in self._handles.values() if d.record is not None and not d.done.is_set()]
+        self._live.clear()
+        for record in records:
+            try:
+                await self.store.put_task(self._unknown(record), self.settings.max_per_principal)
+            except Exception as exc:  # the store may be gone too: the lease says it later
+                log.warning("task_shutdown_record_failed", task=record.task_id[:8], error=str(exc))
 
     # --- hosts that cannot poll (handshake era) -----------------------------------------------------------------
 
@@ -279,6 +302,8 @@ class TaskManager:
                 lease_until=now + self.settings.lease_s,
             )
             await self.store.put_task(detached.record, self.settings.max_per_principal)
+            if detached.done.is_set():  # it ended while its record was written: that one must be the last word
+                await self.store.put_task(detached.record, self.settings.max_per_principal)
             self._handles[detached.record.task_id] = detached
             self.counts.created += 1
             self.handed_off = True
@@ -290,17 +315,22 @@ class TaskManager:
     async def _run_detached(self, detached: _Detached, work: Callable[[], Awaitable[types.CallToolResult]]) -> None:
         try:
             with detached.scope:
-                try:
-                    detached.result = await work()
-                except Exception as exc:
-                    log.exception("task_call_failed", tool=detached.tool)
-                    text = f"resilient-mcp: the call failed: {exc}"
-                    detached.result = types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+                async with anyio.create_task_group() as renewals:
+                    renewals.start_soon(self._renew_detached, detached)
+                    try:
+                        detached.result = await work()
+                    except Exception as exc:
+                        log.exception("task_call_failed", tool=detached.tool)
+                        text = f"resilient-mcp: the call failed: {exc}"
+                        detached.result = types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+                    renewals.cancel_scope.cancel()
                 record = detached.record
                 if record is not None and detached.result is not None:
                     self.counts.completed += 1
                     dumped = detached.result.model_dump(by_alias=True, mode="json", exclude_none=True)
-                    final = record.changed(self._clock(), status="completed", result=dumped)
+                    final = self._renewed(record, self._clock()).changed(
+                        self._clock(), status="completed", result=dumped
+                    )
                     detached.record = final
                     with anyio.CancelScope(shield=True):
                         await self.store.put_task(final, self.settings.max_per_principal)
@@ -309,6 +339,14 @@ class TaskManager:
             detached.done.set()
             if detached.record is None:
                 self._detached.pop(detached.key, None)
+
+    async def _renew_detached(self, detached: _Detached) -> None:
+        """Renew the record of a handed-off call while it runs (other replicas read a stale lease as abandoned)."""
+        while True:
+            await anyio.sleep(self.settings.lease_s / 3)
+            if detached.record is not None and not detached.done.is_set():
+                detached.record = self._renewed(detached.record, self._clock())
+                await self.store.put_task(detached.record, self.settings.max_per_principal)
 
     def _forget(self, detached: _Detached) -> None:
         self._detached.pop(detached.key, None)
