@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -18,6 +19,7 @@ from resilient_mcp.policy.config import StateConfig
 from resilient_mcp.state import StateStore
 from resilient_mcp.tasks.manager import HOST, TaskManager
 from resilient_mcp.tasks.store import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore
+from resilient_mcp.upstream.bridge import Bridge
 from tests.redis_server import REDIS_SERVER, RedisServer
 
 pytestmark = pytest.mark.anyio
@@ -110,3 +112,51 @@ async def test_a_record_left_running_by_a_proxy_that_is_gone_reads_as_outcome_un
     with pytest.raises(MCPError) as refused:
         await manager.get("alive", "mallory")
     assert refused.value.error.code == -32602, "another principal's task is as unknown as a made-up id"
+
+
+class GatedStore(MemoryTaskStore):
+    """A store whose writes wait for the test while ``gate`` is armed, and say when one is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: anyio.Event | None = None
+        self.entered = anyio.Event()
+        self.written = anyio.Event()
+
+    async def put_task(self, record: TaskRecord, max_per_principal: int) -> None:
+        self.entered.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        await super().put_task(record, max_per_principal)
+        self.written.set()
+        self.written = anyio.Event()
+
+
+async def test_a_question_asked_while_the_record_is_written_reaches_tasks_get() -> None:
+    """The watcher must not miss a change that happens while it writes the previous one (it would show the second
+    question only at the next lease renewal, 100 s here)."""
+    store = GatedStore()
+    manager = TaskManager()
+    manager.settings = TasksPolicy(lease_s=300)
+    bridge = Bridge(answer_timeout_s=300)
+    ask = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message="?", requested_schema={"type": "object", "properties": {}})
+    )
+    async with anyio.create_task_group() as tg:
+        manager.bind(tg, store)
+        task_id = (await manager.adopt(bridge, "alice", "export"))["taskId"]
+        store.gate, store.entered = anyio.Event(), anyio.Event()
+        tg.start_soon(bridge.ask, ask, "first")
+        with anyio.fail_after(5):
+            await store.entered.wait()  # the watcher writes "first", held here
+        tg.start_soon(bridge.ask, ask, "second")
+        await anyio.wait_all_tasks_blocked()
+        store.gate.set()
+        with anyio.fail_after(5):
+            while set((await manager.get(task_id, "alice")).get("inputRequests", {})) != {"first", "second"}:
+                await store.written.wait()
+        bridge.abandon()
+        bridge.finish(types.CallToolResult(content=[types.TextContent(text="done")]))
+        with anyio.fail_after(5):
+            while (await manager.get(task_id, "alice"))["status"] != "completed":
+                await store.written.wait()

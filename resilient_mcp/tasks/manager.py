@@ -185,15 +185,17 @@ class TaskManager:
         """Follow one task to its end: questions and answers, lease renewals, then the final record."""
         bridge = live.bridge
         try:
-            while not bridge.done:
+            while True:
+                # Taken before the state is read: a change from now on (even during the save below) sets it.
                 changed = bridge.changed
-                with anyio.move_on_after(self.settings.lease_s / 3):
-                    await changed.wait()
+                if bridge.done:
+                    break
                 now = self._clock()
                 record = self._status(live, now)
-                if record is None and now < live.record.lease_until - self.settings.lease_s * 2 / 3:
-                    continue
-                await self._save(live, self._renewed(record or live.record, now))
+                if record is not None or now >= live.record.lease_until - self.settings.lease_s * 2 / 3:
+                    await self._save(live, self._renewed(record or live.record, now))
+                with anyio.move_on_after(self.settings.lease_s / 3):
+                    await changed.wait()
             await self._save(live, self._final(live))
             self._recent.append(live.record)
         except Exception:
