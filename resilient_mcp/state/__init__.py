@@ -50,11 +50,11 @@ import mcp_types as types
 import structlog
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..tasks.store import TaskRecord
 from ..text.utf8 import iter_utf8, utf8_len
 from . import sqlite as sql
 from .index import Held, IdempotencyIndex, SoleUser
 from .sqlite import StateError, StateLimits
+from .tasks import TaskRecord
 
 
 class StateUnavailable(StateError):

@@ -62,10 +62,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..tasks.store import TaskRecord
 from ..text.utf8 import iter_utf8, utf8_len
 from . import AuditFields, Claim, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
 from .sqlite import AUDIT_FIELDS
+from .tasks import TaskRecord
 
 if TYPE_CHECKING:
     from ..call.chain import ToolCall

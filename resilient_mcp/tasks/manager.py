@@ -38,8 +38,8 @@ import structlog
 from mcp.shared.exceptions import MCPError
 
 from ..policy import TaskRule, TasksPolicy
+from ..state.tasks import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore, iso
 from ..upstream.bridge import Bridge, WorkCancelled
-from .store import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore, iso
 
 log = structlog.get_logger(__name__)
 

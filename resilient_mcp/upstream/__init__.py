@@ -47,6 +47,7 @@ from pydantic import BaseModel, TypeAdapter
 from .. import __version__
 from ..call.hostcontext import CURRENT_HOST, timing
 from ..call.meta import ATTEMPT_META, OVERSIZED_META
+from ..call.upstream_error import note_upstream_error
 from ..faults import (
     AttemptTimeout,
     ConnectFailure,
@@ -59,7 +60,6 @@ from ..faults import (
 )
 from ..faults.classify import classify_exception, classify_http_status
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
-from ..tasks.context import note_upstream_error
 from .http_cap import SDK_SSE_EVENT_LIMIT, CappedTransport, capped_client_factory
 from .startup import STOP_AFTER, StartFailure, StderrTail, classify_start_failure
 from .stdio import stdio_upstream
