@@ -46,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--protocol",
         choices=["legacy", "auto"],
-        default="legacy",
-        help="protocol era toward the server (default legacy: one connection; auto: 2026-07-28 hosts get a second "
-        "connection, a second process of the server, when it speaks that era)",
+        default="auto",
+        help="protocol era toward the server (default auto: each host in its own era; over stdio one process, "
+        "over --http a 2026-07-28 host gets a second process of the server; legacy: one handshake-era process for "
+        "every host, 2026-07-28 hosts bridged)",
     )
     w.add_argument(
         "--trust-annotations",
@@ -284,7 +285,7 @@ def _schema(args: argparse.Namespace) -> int:
 
         schema = policy_schema()
     else:
-        from .faults.observations import OBSERVATION_SCHEMA
+        from .verdict.observations import OBSERVATION_SCHEMA
 
         schema = OBSERVATION_SCHEMA
     sys.stdout.write(json.dumps(schema, indent=2) + "\n")

@@ -14,14 +14,14 @@ from mcp.client._memory import InMemoryTransport
 from mcp.server import Server
 
 from resilient_mcp.app import chaos_calls
-from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.core.pipeline import Pipeline
-from resilient_mcp.core.proxy import Proxy
-from resilient_mcp.core.routing import Router
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.faults import Fault
 from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy.pipeline import Pipeline
+from resilient_mcp.proxy.proxy import Proxy
+from resilient_mcp.proxy.routing import Router
 
 if TYPE_CHECKING:
     from tests.conftest import FakeClock
@@ -45,7 +45,8 @@ async def proxied(
 ) -> AsyncIterator[Harness]:
     """A proxy in front of in-process upstream servers, and a legacy-mode client connected to it.
 
-    ``protocol``: each upstream's ``protocol`` (stdio upstreams default to ``legacy``; ``auto`` as a url: one's)."""
+    ``protocol``: each upstream's ``protocol`` (``legacy`` here, one connection; the configuration's default is
+    ``auto``, whose second connection for 2026-07-28 hosts tests ask for explicitly)."""
     data: dict[str, Any] = {
         "upstreams": {name: {"command": "in-memory", "protocol": protocol} for name in upstreams},
         "state_dir": ":memory:",

@@ -35,8 +35,8 @@ from pydantic import (
     model_validator,
 )
 
-from ..ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from .hostfiles import HostFile, HostSettings, read_host_file
+from .ops_settings import MetricsConfig, StatusConfig, TracingConfig
 from .source import Document, SourceError, expand_env, load_document, validate_document
 
 #: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
@@ -86,11 +86,14 @@ class _UpstreamCommon(_Strict):
 class StdioUpstream(_UpstreamCommon):
     type: Literal["stdio"] = "stdio"
     """Optional; an entry with `command` is a stdio server."""
-    protocol: Literal["auto", "legacy"] = "legacy"
-    """Protocol era toward this server: "legacy" serves every host over one handshake-era connection (a 2026-07-28
-    host's requests are bridged); "auto" also serves a 2026-07-28 host in its own era, over a second connection
-    when the server speaks it. For a stdio server that second connection is a second process of the server, which
-    does not share the first one's memory: opt in only for servers whose state lives outside the process."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """Protocol era toward this server. "auto" meets each host in its own era: with one stdio host (`wrap`,
+    `serve` without `--http`) the server's one process is connected in that host's era (2026-07-28 when both speak
+    it); over `--http` a 2026-07-28 host is served by a second process of the server (started at its first request
+    when the server speaks that era), which shares nothing in memory with the first. "legacy" serves every host
+    over one handshake-era connection (a 2026-07-28 host's requests bridged, under the proxy's own input keys):
+    choose it for a server that keeps state in memory and is served over `--http` (the second process would answer
+    a 2026-07-28 host's calls and reads from other memory than the first, which lists its tools and resources)."""
     command: str = Field(min_length=1)
     """The program to start (looked up on PATH)."""
     args: list[str] = Field(default_factory=list)
