@@ -13,7 +13,7 @@ import pytest
 from benchmarks.agentbench.live import load_episodes
 from benchmarks.agentbench.livereport import complete_samples, load_run, main, section, splice
 
-COMMITTED = Path(__file__).resolve().parent.parent / "benchmarks" / "live" / "earlier" / "45dce58"
+COMMITTED = Path(__file__).resolve().parent.parent / "benchmarks" / "live"
 
 
 def _stopped_run(folder: Path, keep_of_last: int) -> list[dict[str, object]]:
