@@ -268,8 +268,8 @@ def _status(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo.run import run_demo
 
-    configure_logging(args.log_level or "warning", args.log_format or "auto")
-    return anyio.run(run_demo)
+    # The demo captures its own stderr and summarises the proxy's log at the end (JSON lines, at this level).
+    return anyio.run(run_demo, args.log_level or "warning")
 
 
 def _chaos_server(args: argparse.Namespace) -> int:

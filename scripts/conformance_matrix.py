@@ -236,7 +236,7 @@ def render(matrix: Matrix) -> str:
     lines += [
         "",
         "Both proxies run with their defaults (`wrap` without `--protocol`, a `url:` upstream without "
-        "`protocol:`: `auto`, see the README): a handshake-era host (0.1.16, the alpha suite's handshake "
+        "`protocol:`: `auto`, see docs/usage.md): a handshake-era host (0.1.16, the alpha suite's handshake "
         "scenarios) is served over the proxy's handshake connection, a 2026-07-28 host over a connection in that "
         "era (for `wrap --http`, a second process of the fixture), so each meets the fixture as it would directly: "
         "the fixture's own `inputRequests` keys reach a 2026-07-28 host unchanged.",

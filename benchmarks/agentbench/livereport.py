@@ -274,8 +274,8 @@ def _worse(run: Run) -> list[str]:
 
 def splice(report: str, text: str) -> str:
     """``report`` with its live-track section (from its heading to the next ``## `` heading) replaced by ``text``."""
-    start = report.find(f"## {HEADING}\n")
-    if start == -1:
+    start = report.find(f"\n## {HEADING}\n") + 1  # a line of its own, not a deeper heading ending alike
+    if start == 0:
         raise ValueError(f"the report has no '## {HEADING}' section to replace; regenerate it with the full run")
     end = report.find("\n## ", start + 1)
     rest = report[end + 1 :] if end != -1 else ""

@@ -13,7 +13,7 @@ import pytest
 from benchmarks.agentbench.live import load_episodes
 from benchmarks.agentbench.livereport import complete_samples, load_run, main, section, splice
 
-COMMITTED = Path(__file__).resolve().parent.parent / "benchmarks" / "live"
+COMMITTED = Path(__file__).resolve().parents[2] / "benchmarks" / "live"
 
 
 def _stopped_run(folder: Path, keep_of_last: int) -> list[dict[str, object]]:
@@ -68,7 +68,11 @@ def test_the_section_is_replaced_in_place_and_the_rest_of_the_report_kept(tmp_pa
         "# Results\n\nintro\n\n## A real model (live track)\n\nnew\n\n## Pooled view\n\nrest\n"
     )
     with pytest.raises(ValueError, match="no '## A real model \\(live track\\)' section"):
-        splice("# Results\n", "x")
+        splice("# Results\n\n### A real model (live track)\n\nsummary\n", "x")  # a deeper heading is not it
+    summary = "# Results\n\n### A real model (live track)\n\nsummary\n"
+    assert splice(summary + REPORT[len("# Results\n") :], "## A real model (live track)\n\nnew\n").startswith(
+        summary + "\nintro\n\n## A real model (live track)\n\nnew\n\n## Pooled view"
+    )
     report = tmp_path / "RESULTS.md"
     report.write_text(REPORT, encoding="utf-8")
     assert main([str(COMMITTED), "--into", str(report)]) == 0
