@@ -53,6 +53,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ..ops.web import LOOPBACK_HOSTS, ops_routes
 from ..policy.config import ListenConfig, is_loopback
 from ..proxy.proxy import Proxy
+from ..tasks.host import HEADER_MISMATCH, routing_header_mismatch
 from ..text.jsoncount import TooComplex, count_items, items_at_most
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ class JsonBodyGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        rejection = await self._check(body)
+        rejection = await self._check(body) or _task_routing(scope, body)
         if rejection is not None:
             await rejection(scope, receive, send)
             return
@@ -188,6 +189,13 @@ class JsonBodyGuard:
             log.warning("http_body_refused", bytes=len(body), reason=str(exc))
             return _jsonrpc_error(-32600, f"Request too complex: {exc} (listen.max_json_items)", 413)
         return None
+
+
+def _task_routing(scope: Scope, body: bytes) -> Response | None:
+    """-32020 (HTTP 400) for a tasks/* request whose ``Mcp-Name`` header is not its taskId (``tasks.host``)."""
+    name = next((v for k, v in scope.get("headers", ()) if k == b"mcp-name"), None)
+    mismatch = routing_header_mismatch(body, name.decode("latin-1") if name is not None else None)
+    return None if mismatch is None else _jsonrpc_error(HEADER_MISMATCH, mismatch[1], 400, mismatch[0])
 
 
 # --- connections ------------------------------------------------------------------------------------------------------

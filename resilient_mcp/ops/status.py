@@ -194,6 +194,7 @@ class StatusRecorder(CallEvents):
             "absorbed": absorbed,
             "failures": self._scrub.data(_failures(self._failures, viewer, values)),
             "treatment": list(proxy.services.treatment),
+            "tasks": proxy.services.tasks.summary(viewer),
         }
 
 

@@ -142,6 +142,9 @@ class Proxy:
         """The host request of each call in flight (by ``id(ctx)``): its timers stop while the host is asked."""
         self.bridges = Bridges()
         """2026-07-28 hosts: upstream requests become InputRequiredResults (see bridge.py)."""
+        self.tasks = self.pipeline.services.tasks
+        """Durable tasks for 2026-07-28 hosts that declare the extension (``resilient_mcp.tasks``)."""
+        self.tasks.settings = policy.tasks
         self._follow_lock = anyio.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------------------------------
@@ -154,6 +157,7 @@ class Proxy:
         try:
             async with anyio.create_task_group() as tg:
                 self.bridges.bind(tg)
+                self.tasks.bind(tg, self.pipeline.services.store)
                 for up in self.upstreams.values():
                     tg.start_soon(up.run, name=f"upstream:{up.name}")
                 await self._wait_started(startup_timeout_s)
@@ -172,6 +176,7 @@ class Proxy:
                         tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                await self.tasks.shutdown()
                 await self.pipeline.aclose()
         if conflict is not None:
             raise conflict
@@ -241,6 +246,7 @@ class Proxy:
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy.mark_local(self.config.local_upstreams())
         self.pipeline.set_policy(policy)
+        self.tasks.settings = policy.tasks
         self.rebuild()
 
     # --- calls in flight --------------------------------------------------------------------------------------------

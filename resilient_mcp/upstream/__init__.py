@@ -48,6 +48,7 @@ from .. import __version__
 from ..adapters.sdk import after_envelope_stamp
 from ..call.hostcontext import CURRENT_HOST, timing
 from ..call.meta import ATTEMPT_META, OVERSIZED_META
+from ..call.upstream_error import note_upstream_error
 from ..faults import (
     AttemptTimeout,
     ConnectFailure,
@@ -645,12 +646,16 @@ class Upstream:
             try:
                 if self.modern:
                     result: types.CallToolResult = await self._with_input(session, request, progress)
+                    note_upstream_error(None)
                     return result
-                return await session.send_request(request, types.CallToolResult, progress_callback=progress)
+                answer = await session.send_request(request, types.CallToolResult, progress_callback=progress)
+                note_upstream_error(None)
+                return answer
             except Fault:
                 raise
             except Exception as exc:
                 if isinstance(exc, MCPError):
+                    note_upstream_error(exc.error)
                     if (oversized := _oversized(exc)) is not None:
                         raise oversized from None
                     self._restart_if_session_gone(exc)
