@@ -191,7 +191,7 @@ class ListenConfig(_Strict):
     body_timeout_s: float = Field(30.0, gt=0, le=3600)
     """A request's whole body must arrive within this many seconds of its headers (else 408 and closed)."""
     max_connections: int | None = Field(None, ge=8)
-    """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see the README's HTTP section."""
+    """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see docs/usage.md, Over HTTP."""
     max_json_items: int = Field(100_000, ge=100)
     """JSON items (strings and keys, numbers, literals, objects, arrays) one request may hold; more gets 413."""
 
@@ -272,7 +272,7 @@ class ProxyConfig(_Strict):
     faults: FaultsConfig | None = None
     """Chaos mode: inject faults between the proxy and its upstreams as a fault plan says (testing only)."""
     metrics: MetricsConfig = MetricsConfig()
-    """Prometheus metrics at /metrics (see README, Operations)."""
+    """Prometheus metrics at /metrics (see docs/operations.md)."""
     status: StatusConfig = StatusConfig()
     """The live status page at /status."""
     tracing: TracingConfig = TracingConfig()
