@@ -27,6 +27,7 @@ from tests.harness import observation, text
 from tests.helpers import (
     FIXTURES,
     REPO,
+    SERVER_EVERYTHING,
     await_until,
     child_env,
     node_binary,
@@ -34,6 +35,7 @@ from tests.helpers import (
     proxy_argv,
     read_events,
     run_cli,
+    server_everything_missing,
     write_yaml,
 )
 
@@ -186,6 +188,29 @@ async def test_a_single_2026_host_through_default_wrap_learns_of_the_servers_new
             while "grown_1" not in [t.name for t in (await client.list_tools()).tools]:
                 await changes.__anext__()  # the proxy's word that its catalog changed
     assert "upstream_listening" in (tmp_path / "proxy.stderr").read_text()
+
+
+@pytest.mark.peers
+@pytest.mark.skipif(server_everything_missing() is not None, reason=str(server_everything_missing()))
+async def test_a_single_2026_host_meets_a_handshake_only_server_through_default_wrap_over_one_process(
+    tmp_path: Path,
+) -> None:
+    """The TypeScript server-everything answers ``server/discover`` with -32601: the one connection falls back to
+    ``initialize`` (as the host itself would directly), the 2026-07-28 host's requests are bridged, and the server
+    is still started once."""
+    node = node_binary()
+    assert node is not None
+    starts = tmp_path / "starts"
+    argv = ["/bin/sh", "-c", 'echo started >> "$0"; exec "$1" "$2" stdio', str(starts), node, str(SERVER_EVERYTHING)]
+    with anyio.fail_after(LIMIT_S):
+        async with wrapped(argv, tmp_path, mode="auto") as client:
+            era = client.protocol_version
+            echoed = text(await client.call_tool("echo", {"message": "hi"}))
+    assert era == "2026-07-28" and echoed == "Echo: hi"
+    assert starts.read_text().split() == ["started"], "the server was started more than once"
+    log = (tmp_path / "proxy.stderr").read_text().splitlines()
+    ready = [json.loads(line) for line in log if line.startswith("{") and '"upstream_ready"' in line]
+    assert [r["protocol"] for r in ready] == ["2025-11-25"]
 
 
 # --- a capability declared but not implemented ------------------------------------------------------------------------
