@@ -50,7 +50,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..ops.web import ops_routes
+from ..ops.web import LOOPBACK_HOSTS, ops_routes
 from ..policy.config import ListenConfig, is_loopback
 from ..proxy.proxy import Proxy
 from ..tasks.host import HEADER_MISMATCH, routing_header_mismatch
@@ -542,3 +542,29 @@ def ensure_bindable(host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as exc:
             raise OSError(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc}") from None
+
+
+async def serve_loopback(ops: Ops, host: str, port: int) -> None:
+    """``metrics.listen`` in stdio mode: /metrics and /status on a loopback port, until cancelled. With
+    ``metrics.token`` every request must carry it; without, the status page shows no failure's observation."""
+    token = ops.config.metrics.token
+    app: Any = Starlette(routes=ops_routes(ops, LOOPBACK_HOSTS, values=token is not None))
+    if token is not None:
+        app = BearerAuth(app, [token], exempt=(), setting="metrics.token")
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
+    server = _Uvicorn(config)
+    log.info("ops_listening", url=f"http://{host}:{port}/metrics", auth=token is not None)
+
+    async def run() -> None:
+        with anyio.CancelScope(shield=True):  # stopped by should_exit, gracefully
+            await server.serve()
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            server.should_exit = True
+    if not server.started:
+        log.error("ops_listen_failed", host=host, port=port)

@@ -34,7 +34,7 @@ from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
-from ..faults import EffectClass
+from ..faults import BY_TYPE, EffectClass
 from .diagnosis_settings import DiagnosisRule
 
 B = TypeVar("B", bound=BaseModel)
@@ -251,8 +251,6 @@ def _check_result_path(path: str) -> str:
 
 
 def _check_fault_type(name: str) -> str:
-    from ..faults import BY_TYPE
-
     if not name[:1].isupper() or name not in BY_TYPE:
         known = ", ".join(sorted(t for t in BY_TYPE if t[:1].isupper()))
         raise ValueError(f"fault_type {name!r} is not a catalog fault type; use one of: {known}")

@@ -29,7 +29,7 @@ import mcp_types as types
 import structlog
 from mcp.shared.exceptions import MCPError
 
-from ..call.chain import HostLink, Stage, ToolCall, compose
+from ..call.chain import Entry, HostLink, Stage, ToolCall, compose
 from ..call.events import NULL, CallEvents
 from ..call.fingerprint import FailureStats
 from ..diagnosis.engine import Diagnoser, DiagnosisState
@@ -65,7 +65,6 @@ from .routing import CompiledTool
 if TYPE_CHECKING:
     from ..policy.config import StateConfig
     from ..state.redis import RedisStateStore
-    from .catalog import Entry
     from .routing import Router, Routing
 
 log = structlog.get_logger(__name__)

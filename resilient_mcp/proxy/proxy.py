@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
+from ..adapters.sdk import host_connection
 from ..call.hostcontext import CURRENT_HOST, HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
@@ -86,7 +87,7 @@ def session_key(ctx: Ctx) -> str:
     So two proxy processes of one host (two IDE windows, two agent runs) are two sessions, and a header a client
     sends in stateless mode names nothing: guards and replay of writes keyed by their arguments never cross
     connections (explicit idempotency keys are shared by every session of one principal, by design)."""
-    connection: object = getattr(ctx.session, "_connection", None) or ctx.session
+    connection = host_connection(ctx.session)
     key = _CONNECTION_KEYS.get(connection)
     if key is None:
         key = _CONNECTION_KEYS[connection] = _new_session_key(ctx, connection)
@@ -133,7 +134,6 @@ class Proxy:
         self.pipeline = pipeline_factory(self.router, policy)
         self._announced: Routing = self.router.routing
         """The routing the hosts were last told about (``list_changed`` is sent for what differs)."""
-        self._strict_names = True
         self._started = False
         self.single_host = False
         """Serving one host over stdio: upstreams are then connected with that host's own capabilities."""
@@ -167,7 +167,6 @@ class Proxy:
                     conflict = exc
                     tg.cancel_scope.cancel()
                 if conflict is None:
-                    self._strict_names = False
                     self._started = True
                     self._announced = self.routing
                     tg.start_soon(self._announce_changes, name="proxy:announcer")

@@ -52,7 +52,7 @@ import structlog
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
 from ..text.utf8 import iter_utf8, utf8_len
 from . import sqlite as sql
-from .index import Held, IdempotencyIndex, SoleUser
+from .index import Claim, Held, IdempotencyIndex, SoleUser
 from .sqlite import StateError, StateLimits
 from .tasks import TaskRecord
 
@@ -102,19 +102,6 @@ class IdempotencyRecord:
     expires_at: float
     result: types.CallToolResult | None = None
     """The stored result of a completed call; None when it was larger than ``idempotency_max_result_bytes``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """What ``IdempotencyStore.begin_write`` writes: the call's fingerprint and tool, when, and the two expiries."""
-
-    args_hash: str
-    tool: str
-    now: float
-    expires_at: float
-    """Of the call's own record (in flight: the window plus the call's total timeout)."""
-    marker_expires_at: float
-    """Of the upstream-wide record (``unknown_outcome_s``)."""
 
 
 class AuditFields(Protocol):

@@ -63,7 +63,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
 from ..text.utf8 import iter_utf8, utf8_len
-from . import AuditFields, Claim, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
+from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
+from .index import Claim
 from .sqlite import AUDIT_FIELDS
 from .tasks import TaskRecord
 
@@ -213,7 +214,6 @@ class RedisStateStore:
             kwargs["username"] = config.username
         if config.password is not None:
             kwargs["password"] = config.password
-        self._kwargs = kwargs
         self.redis: aioredis.Redis = aioredis.Redis.from_url(config.url, **kwargs)
         self._claim = self.redis.register_script(_CLAIM)
         self._settle = self.redis.register_script(_SETTLE)
@@ -703,9 +703,6 @@ class RedisStateStore:
         """Add ``delta`` to the upstream's shared retry bucket; its new level (``retry.RetryBudgets.share``)."""
         key = f"{self.prefix}retry:{upstream}"
         return float(await self._do(lambda: self._bucket(keys=[key], args=[repr(delta), repr(max_tokens)])))
-
-    async def close_circuit(self, upstream: str, tool: str | None) -> None:
-        await self._do(lambda: self.redis.delete(self._breaker(upstream, tool)))
 
 
 def read_audit(config: StateConfig, limit: int = 50, session: str | None = None) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ import anyio.to_thread
 import structlog
 
 if TYPE_CHECKING:
-    from . import Claim
+    from .index import Claim
 
 log = structlog.get_logger(__name__)
 
