@@ -89,11 +89,10 @@ class Worker:
     """The one thread that owns the SQLite connection: jobs run one at a time, in order; after each job (and every
     ``tick_s`` when idle) it runs ``idle`` (audit batches, pruning).
 
-    A write-behind job (``submit``) wakes nobody: it travels with the next job that is waited for (a call's claim)
-    or is run at the worker's next tick, whichever comes first, always in the order submitted. Waking the thread is
-    the expensive part of a job on a busy machine (the event loop and the worker then contend for the GIL and the
-    cores); a default write call thus wakes it once (its claim, carrying the previous call's settling) instead of
-    three times."""
+    Write-behind jobs (``submit``) submitted in one step of the event loop wake the thread once, when that step is
+    over (a call's settling and its delivery's delete: one wake-up, not two); a job that is waited for and queued
+    before that takes them along. Always in the order submitted. Waking the thread is the expensive part of a job
+    on a busy machine (the event loop and the worker then contend for the GIL and the cores)."""
 
     def __init__(self, idle: Callable[[], None], tick_s: float) -> None:
         self._jobs: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -101,6 +100,7 @@ class Worker:
         self._order = threading.Lock()
         """Held while write-behind jobs are taken: by ``call`` (with the job it queues) or by the worker (only when
         no job is queued), so a job never overtakes one submitted before it."""
+        self._kick_due = False
         self._idle, self._tick_s = idle, tick_s
         self.errors = 0
         """State backend errors so far (failed jobs, writes and maintenance): the ``/metrics`` counter."""
@@ -123,6 +123,19 @@ class Worker:
     def submit(self, fn: Callable[[], object]) -> None:
         """Queue ``fn`` without waiting for it (write-behind); a failure is logged. Jobs keep their order."""
         self._behind.append(fn)
+        if self._kick_due:
+            return
+        loop = _asyncio_loop()
+        if loop is None:
+            self._jobs.put(_WAKE)
+        else:  # once this step of the event loop is over: the jobs it submits go together
+            self._kick_due = True
+            loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kick_due = False
+        if self._behind:  # (else a job that was waited for took them along)
+            self._jobs.put(_WAKE)
 
     def wake(self) -> None:
         self._jobs.put(_WAKE)
@@ -140,8 +153,8 @@ class Worker:
             if isinstance(item, _Job):
                 self._write_behind(item.behind)
                 self._execute(item)
-            with self._order:
-                behind = _take(self._behind) if self._jobs.empty() else []
+            with self._order:  # (a job queued meanwhile takes them along; the last wake-up takes them all)
+                behind = _take(self._behind) if item is _STOP or self._jobs.empty() else []
             self._write_behind(behind)
             if item is _STOP:
                 return
