@@ -13,9 +13,6 @@ from typing import Any
 import anyio
 import structlog
 
-from .core.catalog import CatalogConflict
-from .core.proxy import Proxy
-from .core.routing import CallLayer
 from .host.opening import declared_capabilities, read_opening
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
@@ -23,6 +20,9 @@ from .ops.runtime import Ops, OpsUnavailable
 from .policy import Policy, PolicyFile
 from .policy.config import ProxyConfig, StdioUpstream, command_problem, split_host_port
 from .policy.files import PolicyWatcher
+from .proxy.catalog import CatalogConflict
+from .proxy.proxy import Proxy
+from .proxy.routing import CallLayer
 from .state.sqlite import StateError
 from .upstream import Upstream
 
@@ -160,7 +160,7 @@ def chaos_calls(config: ProxyConfig) -> CallLayer | None:
 
 def _instructions() -> str | None:
     try:
-        from .faults.observations import INSTRUCTIONS
+        from .verdict.observations import INSTRUCTIONS
     except ImportError:  # pragma: no cover
         return None
     return INSTRUCTIONS

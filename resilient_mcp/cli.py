@@ -353,7 +353,7 @@ def _schema(args: argparse.Namespace) -> int:
 
         schema = policy_schema()
     else:
-        from .faults.observations import OBSERVATION_SCHEMA
+        from .verdict.observations import OBSERVATION_SCHEMA
 
         schema = OBSERVATION_SCHEMA
     sys.stdout.write(json.dumps(schema, indent=2) + "\n")

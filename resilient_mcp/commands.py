@@ -13,13 +13,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from .core.catalog import Catalog, CatalogConflict, prefixes_for, public_name
-from .core.pipeline import Pipeline
-from .core.proxy import Proxy
-from .core.routing import retried_on
 from .policy import Policy
 from .policy.config import ProxyConfig, StdioUpstream, command_problem
 from .policy.hostfiles import describe
+from .proxy.catalog import Catalog, CatalogConflict, prefixes_for, public_name
+from .proxy.pipeline import Pipeline
+from .proxy.proxy import Proxy
+from .proxy.routing import retried_on
 from .stages.idempotency import identical_call
 from .stages.validate import suggest_tools
 

@@ -14,14 +14,14 @@ from mcp.client._memory import InMemoryTransport
 from mcp.server import Server
 
 from resilient_mcp.app import chaos_calls
-from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.core.pipeline import Pipeline
-from resilient_mcp.core.proxy import Proxy
-from resilient_mcp.core.routing import Router
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.faults import Fault
 from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy.pipeline import Pipeline
+from resilient_mcp.proxy.proxy import Proxy
+from resilient_mcp.proxy.routing import Router
 
 if TYPE_CHECKING:
     from tests.conftest import FakeClock

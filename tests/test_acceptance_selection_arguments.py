@@ -17,7 +17,7 @@ from mcp.client.session import IncomingMessage
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.core.drift import NEW_SCHEMA_CHARS
+from resilient_mcp.proxy.drift import NEW_SCHEMA_CHARS
 from resilient_mcp.stages.validate import schema_hash
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
 from tests.harness import classification, observation, proxied, text

@@ -21,12 +21,12 @@ from mcp.client.streamable_http import streamable_http_client
 from resilient_mcp.chaos.ledger import read_ledger
 from resilient_mcp.chaos.plan import FaultPlan
 from resilient_mcp.chaos.shim import FaultShim, check_shim_plan
-from resilient_mcp.core.pipeline import Pipeline
-from resilient_mcp.core.proxy import Proxy
 from resilient_mcp.faults.error_results import FAULT_META_KEY
 from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy.pipeline import Pipeline
+from resilient_mcp.proxy.proxy import Proxy
 from tests.helpers import await_until, free_port, http_get_status, proxy_argv, running, wait_until
 
 pytestmark = pytest.mark.anyio

@@ -93,7 +93,7 @@ def test_a_class_speaks_its_bases_templates_and_its_own_first() -> None:
 # --- the raise sites, read from the source -------------------------------------------------------------------------
 
 CLASSES: dict[str, type[Fault]] = {cls.__name__: cls for cls in fault_classes()}
-PROBES = {("faults/repeat.py", "ConnectionLost")}
+PROBES = {("verdict/repeat.py", "ConnectionLost")}
 """Faults the package builds for a decision, never shown to the model (rule R's outcome-unknown probe)."""
 
 

@@ -17,10 +17,10 @@ from mcp import Client, StdioServerParameters
 from mcp.server import Server
 
 from resilient_mcp.cli import load_setup
-from resilient_mcp.core.catalog import CatalogConflict
 from resilient_mcp.faults import EffectClass
 from resilient_mcp.policy.config import load_config
 from resilient_mcp.policy.source import SourceError
+from resilient_mcp.proxy.catalog import CatalogConflict
 from tests.harness import proxied, text
 from tests.helpers import child_env, proxy_argv, run_cli
 

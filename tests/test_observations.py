@@ -11,10 +11,12 @@ import mcp_types as types
 import pytest
 
 from resilient_mcp import faults as f
-from resilient_mcp.core.chain import Attempt, CallRecord, ToolCall
-from resilient_mcp.core.fingerprint import Consecutive
+from resilient_mcp.call.chain import Attempt, CallRecord, ToolCall
+from resilient_mcp.call.fingerprint import Consecutive
 from resilient_mcp.faults import EffectClass, RepairAction
-from resilient_mcp.faults.observations import (
+from resilient_mcp.policy import ObservationLevel as L
+from resilient_mcp.policy import ToolRule, VerifyWith
+from resilient_mcp.verdict.observations import (
     FAULT_META_KEY,
     INSTRUCTIONS,
     OBSERVATION_SCHEMA,
@@ -23,10 +25,8 @@ from resilient_mcp.faults.observations import (
     unknown_tool_error,
     write_schema,
 )
-from resilient_mcp.policy import ObservationLevel as L
-from resilient_mcp.policy import ToolRule, VerifyWith
 
-SCHEMA_FILE = Path(__file__).parents[1] / "resilient_mcp" / "faults" / "observation.schema.json"
+SCHEMA_FILE = Path(__file__).parents[1] / "resilient_mcp" / "verdict" / "observation.schema.json"
 VALIDATOR = jsonschema.Draft202012Validator(OBSERVATION_SCHEMA)
 ONE = Consecutive(1, 1, 1)
 

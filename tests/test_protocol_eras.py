@@ -19,7 +19,7 @@ from mcp.client._memory import InMemoryTransport
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.core.hostcontext import Timers
+from resilient_mcp.call.hostcontext import Timers
 from resilient_mcp.host.server import build_server
 from tests.fixtures.conformance_server import build_server as build_fixture
 from tests.harness import observation, proxied, text

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from resilient_mcp.core.pipeline import Pipeline
-from resilient_mcp.core.proxy import Proxy
 from resilient_mcp.policy import Policy
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy.pipeline import Pipeline
+from resilient_mcp.proxy.proxy import Proxy
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.core.fingerprint import Consecutive
+from resilient_mcp.call.chain import ToolCall
+from resilient_mcp.call.fingerprint import Consecutive
 from resilient_mcp.faults import (
     AttemptTimeout,
     ConnectionLost,
@@ -26,14 +26,14 @@ from resilient_mcp.faults import (
     TransientExecutionError,
 )
 from resilient_mcp.faults.error_results import ERROR_META_KEY, FAULT_META_KEY, classify_result
-from resilient_mcp.faults.observations import Observed, build_observation, plan_repair
-from resilient_mcp.faults.repeat import decide
 from resilient_mcp.policy import IdempotencyRule, ObservationLevel, Policy, PolicyFile, ToolRule
 from resilient_mcp.stages.fallback import falls_back
 from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.stages.retry import Retry, RetryBudgets
 from resilient_mcp.state import StateStore
+from resilient_mcp.verdict.observations import Observed, build_observation, plan_repair
+from resilient_mcp.verdict.repeat import decide
 from tests.harness import ScriptedNext
 
 pytestmark = pytest.mark.anyio

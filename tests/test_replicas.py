@@ -21,9 +21,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from resilient_mcp.call.meta import PAGE_META
 from resilient_mcp.policy.config import StateConfig
 from resilient_mcp.state.redis import read_audit
-from resilient_mcp.state.stored_outputs import PAGE_META
 from tests.helpers import FIXTURES, free_port, http_get_status, proxy_argv, running, stderr_tail, wait_until, write_yaml
 from tests.redis_server import RedisServer, needs_redis
 

@@ -7,7 +7,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.faults import EffectClass, PermissionDenied, RepairAction, RetrySafety
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.stages.access import APPROVAL_SCHEMA, Access, denied_fault

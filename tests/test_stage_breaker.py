@@ -11,7 +11,7 @@ import mcp_types as types
 import pytest
 from structlog.testing import capture_logs
 
-from resilient_mcp.core.chain import ToolCall, compose
+from resilient_mcp.call.chain import ToolCall, compose
 from resilient_mcp.faults import (
     AttemptTimeout,
     ConnectFailure,

@@ -12,10 +12,11 @@ import mcp_types as types
 import pytest
 from structlog.testing import capture_logs
 
-from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.core.pipeline import Pipeline, Services
+from resilient_mcp.call.chain import ToolCall
+from resilient_mcp.call.meta import CACHE_META
 from resilient_mcp.policy import CacheRule, ToolRule
-from resilient_mcp.stages.cache import CACHE_META, Cache, ResponseCache
+from resilient_mcp.proxy.pipeline import Pipeline, Services
+from resilient_mcp.stages.cache import Cache, ResponseCache
 from tests.conftest import FakeClock
 from tests.fixtures.fault_links import observation, text_of
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text

@@ -15,8 +15,8 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from resilient_mcp.call.meta import FALLBACK_META
 from resilient_mcp.stages.breaker import BreakerBoard
-from resilient_mcp.stages.fallback import FALLBACK_META
 from tests.fixtures.fault_links import SleepRecorder, observation, recording_pipeline, text_of
 from tests.fixtures.scripted import ScriptedUpstream, ok_text
 from tests.harness import Harness, proxied

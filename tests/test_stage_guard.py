@@ -10,7 +10,7 @@ import anyio.lowlevel
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.faults import (
     AttemptTimeout,
     BudgetExhausted,

@@ -11,7 +11,8 @@ import anyio
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
+from resilient_mcp.call.meta import REPLAY_META
 from resilient_mcp.faults import (
     AttemptTimeout,
     ConnectFailure,
@@ -23,7 +24,7 @@ from resilient_mcp.faults import (
     StateConflict,
 )
 from resilient_mcp.policy import IdempotencyRule, ToolRule, VerifyWith
-from resilient_mcp.stages.idempotency import REPLAY_META, Idempotency, InFlight
+from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.state import StateStore
 from tests.conftest import FakeClock
 

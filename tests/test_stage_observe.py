@@ -14,13 +14,14 @@ from mcp.shared.exceptions import MCPError
 from structlog.testing import capture_logs
 
 from resilient_mcp import faults as f
-from resilient_mcp.core.chain import Attempt, CallNext, ToolCall
-from resilient_mcp.core.fingerprint import Consecutive, FailureStats, call_arguments_hash, canonical_json, fingerprint
+from resilient_mcp.call.chain import Attempt, CallNext, ToolCall
+from resilient_mcp.call.fingerprint import Consecutive, FailureStats, call_arguments_hash, fingerprint
 from resilient_mcp.faults import EffectClass
 from resilient_mcp.faults.classify import ERROR_META_KEY, FAULT_META_KEY
 from resilient_mcp.policy import ObservationLevel, ObservationRule, ToolRule
 from resilient_mcp.stages import observe as observe_module
 from resilient_mcp.stages.observe import AuditEntry, Observe
+from resilient_mcp.text.canonical import canonical_json
 
 pytestmark = pytest.mark.anyio
 

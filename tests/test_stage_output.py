@@ -9,18 +9,13 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.core.textcut import cut_text, json_prefix
+from resilient_mcp.call.chain import ToolCall
+from resilient_mcp.call.meta import TRUNCATED_META
 from resilient_mcp.faults import OutputSchemaViolation, OversizedResult, SideEffectStatus
 from resilient_mcp.policy import OutputRule, ToolRule
-from resilient_mcp.stages.output import (
-    READ_STORED_OUTPUT_TOOL,
-    TRUNCATED_META,
-    OutputCap,
-    StoredOutputMissing,
-    StoredOutputs,
-)
+from resilient_mcp.stages.output import READ_STORED_OUTPUT_TOOL, OutputCap, StoredOutputMissing, StoredOutputs
 from resilient_mcp.state import StateStore
+from resilient_mcp.text.cut import cut_text, json_prefix
 
 pytestmark = pytest.mark.anyio
 

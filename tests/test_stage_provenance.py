@@ -8,7 +8,8 @@ import anyio
 import mcp_types as types
 import pytest
 
-from resilient_mcp.stages.provenance import UNTRUSTED_META, detect
+from resilient_mcp.call.meta import UNTRUSTED_META
+from resilient_mcp.stages.provenance import detect
 from tests.fixtures.scripted import ScriptedUpstream, ok_text
 from tests.harness import proxied
 

@@ -11,7 +11,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.faults import (
     AttemptTimeout,
     ConnectFailure,

@@ -10,7 +10,7 @@ import mcp_types as types
 import pytest
 from structlog.testing import capture_logs
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
 from resilient_mcp.policy import ToolRule, ValidationRule
 from resilient_mcp.stages.validate import Validate, schema_diff, suggest_tools

@@ -22,11 +22,11 @@ import mcp_types as types
 import pytest
 from mcp.server import Server
 
-from resilient_mcp.core import pipeline as pipeline_module
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.faults import EffectClass
 from resilient_mcp.policy import IdempotencyRule, ToolRule
 from resilient_mcp.policy.config import StateConfig
+from resilient_mcp.proxy import pipeline as pipeline_module
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.state import StateLimits, StateStore, recent_audit
 from resilient_mcp.state import sqlite as state_sqlite

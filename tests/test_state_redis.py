@@ -10,12 +10,13 @@ import anyio
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
+from resilient_mcp.call.meta import REPLAY_META
 from resilient_mcp.faults import EffectClass, StateUnavailableFault
 from resilient_mcp.policy import IdempotencyRule, ToolRule
 from resilient_mcp.policy.config import StateConfig, load_config
 from resilient_mcp.policy.source import SourceError
-from resilient_mcp.stages.idempotency import REPLAY_META, Idempotency, InFlight
+from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.stages.observe import AuditEntry
 from resilient_mcp.stages.retry import RetryBudgets
 from resilient_mcp.state import Claim, StateError, StateLimits, StateUnavailable

@@ -12,8 +12,9 @@ import anyio
 import mcp_types as types
 import pytest
 
+from resilient_mcp.call.chain import ToolCall
+from resilient_mcp.call.meta import REPLAY_META
 from resilient_mcp.commands import explain
-from resilient_mcp.core.chain import ToolCall
 from resilient_mcp.faults import (
     AttemptTimeout,
     EffectClass,
@@ -26,7 +27,7 @@ from resilient_mcp.host.server import delivered
 from resilient_mcp.policy import Policy, PolicyFile, SessionRule, ToolRule, VerifyWith
 from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.stages.guard import Guard, SessionGuards
-from resilient_mcp.stages.idempotency import REPLAY_META, Idempotency, InFlight, identical_call, upstream_identity
+from resilient_mcp.stages.idempotency import Idempotency, InFlight, identical_call, upstream_identity
 from resilient_mcp.state import StateStore
 from tests.conftest import FakeClock
 

@@ -41,19 +41,19 @@ from resilient_mcp.chaos.ledger import Ledger
 from resilient_mcp.chaos.plan import Decision, FaultPlan, Planner
 from resilient_mcp.chaos.server import ChaosServer
 from resilient_mcp.chaos.transports import connect
-from resilient_mcp.core import pipeline as pipeline_module
-from resilient_mcp.core.pipeline import Pipeline, Services
-from resilient_mcp.core.proxy import Proxy
-from resilient_mcp.core.routing import Router
 from resilient_mcp.faults.error_results import FAULT_META_KEY
 from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy import pipeline as pipeline_module
+from resilient_mcp.proxy.pipeline import Pipeline, Services
+from resilient_mcp.proxy.proxy import Proxy
+from resilient_mcp.proxy.routing import Router
 from resilient_mcp.stages.breaker import BreakerBoard
 from resilient_mcp.stages.guard import Guard
 
 try:
-    from resilient_mcp.faults.observations import INSTRUCTIONS as PROXY_INSTRUCTIONS
+    from resilient_mcp.verdict.observations import INSTRUCTIONS as PROXY_INSTRUCTIONS
 except ImportError:  # the module moved: the live track then shows the model no proxy instructions
     PROXY_INSTRUCTIONS = None
 

@@ -15,9 +15,9 @@ import anyio
 
 from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState
 from resilient_mcp.diagnosis.providers import Answer, OpenAICompatible, Provider
-from resilient_mcp.diagnosis.settings import DiagnosisRule
 from resilient_mcp.faults import BY_TYPE, RepairAction, vocab
-from resilient_mcp.faults.observations import plan_repair
+from resilient_mcp.policy.diagnosis_settings import DiagnosisRule
+from resilient_mcp.verdict.observations import plan_repair
 
 from .replay import Verdict, call_of, raw_fault, server_of, verdict_of
 

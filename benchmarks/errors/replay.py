@@ -20,12 +20,12 @@ import mcp_types as types
 import pydantic_core
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.faults import BY_TYPE, EffectClass, Fault, RetrySafety, SideEffectStatus, vocab
 from resilient_mcp.faults.classify import classify_exception, classify_http_status, classify_result
-from resilient_mcp.faults.observations import plan_repair
-from resilient_mcp.faults.repeat import decide
 from resilient_mcp.policy import ToolRule
+from resilient_mcp.verdict.observations import plan_repair
+from resilient_mcp.verdict.repeat import decide
 
 CORPUS = Path(__file__).resolve().parent / "corpus.jsonl"
 SUCCESS_SHAPED = CORPUS.with_name("success_shaped.jsonl")

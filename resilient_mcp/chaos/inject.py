@@ -1,6 +1,6 @@
 """Chaos mode in the proxy: faults injected between the proxy's chain and a real upstream, as a fault plan says.
 
-``FaultInjector.bind(upstream)`` has the shape of ``Upstream.call_tool``: it is a call layer (``core/routing.py``) that
+``FaultInjector.bind(upstream)`` has the shape of ``Upstream.call_tool``: it is a call layer (``proxy/routing.py``) that
 decorates how the pipeline's terminal reaches an upstream, as a mock transport sits behind an HTTP client's transport
 seam. ``calls_for(config)`` builds it when the config has a ``faults:`` section (or ``wrap --faults PLAN``); the proxy
 is given it where it is built (``app.py``). Nothing else of the product knows about chaos mode.
@@ -54,8 +54,8 @@ from .plan import Decision, FaultPlan, Planner, load_plan, parse_plan
 from .responses import error_exception, error_result, http_error, reported_as
 
 if TYPE_CHECKING:
-    from ..core.routing import CallLayer
     from ..policy.config import ProxyConfig
+    from ..proxy.routing import CallLayer
     from ..upstream import Upstream
 
 log = structlog.get_logger(__name__)

@@ -21,12 +21,12 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from ..core.pipeline import Pipeline
-from ..core.proxy import Proxy
-from ..faults.observations import INSTRUCTIONS
 from ..host.server import build_server
 from ..policy import Policy, PolicyFile
 from ..policy.config import ProxyConfig
+from ..proxy.pipeline import Pipeline
+from ..proxy.proxy import Proxy
+from ..verdict.observations import INSTRUCTIONS
 
 DIRECT_TIMEOUT_S = 3.0
 """The host's own timeout for a tool call in the direct runs (hosts have one; the SDK's default is none). It bounds

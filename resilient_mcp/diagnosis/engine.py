@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 import structlog
 
-from ..core.chain import ToolCall
+from ..call.chain import ToolCall
 from ..faults import (
     BY_TYPE,
     EffectClass,
@@ -46,10 +46,10 @@ from ..faults import (
 )
 from ..faults.error_results import answered_by_tool
 from ..faults.vocab import Basis
+from ..policy.diagnosis_settings import DiagnosisRule
 from ..state.stored_outputs import owner_principal
 from .prompt import build_messages, error_text
 from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
-from .settings import DiagnosisRule
 from .verdict import Verdict, parse_verdict
 
 log = structlog.get_logger(__name__)
@@ -148,7 +148,7 @@ def provider_for(rule: DiagnosisRule) -> Provider:
 def rule_r_max(fault: Fault, call: ToolCall) -> int:
     """The identical repeats rule R (``repeat.decide``) allows for ``fault`` on this tool: 0 unless repeating helps
     and is safe on the rules' safety facts."""
-    from ..faults.repeat import decide  # imported late: repeat imports the policy models
+    from ..verdict.repeat import decide  # imported late: repeat imports the policy models
 
     verdict = decide(fault, call.rule)
     return verdict.max_repeats if verdict.repeat else 0
@@ -221,7 +221,7 @@ def state_conflict(rules: Fault, verdict: Verdict, call: ToolCall) -> bool:
 
 def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str, Any]) -> Fault:
     """The rules' fault sharpened by ``verdict`` under the clamps (see the module docstring)."""
-    from ..faults.observations import plan_repair  # imported late: observations imports the stages' world
+    from ..verdict.observations import plan_repair  # imported late: observations imports the stages' world
 
     cls = BY_TYPE[verdict.fault_type]
     _, rules_max, _ = plan_repair(rules, call)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.chain import ToolCall
+from ..call.chain import ToolCall
 from ..faults import Fault
 from ..logs import redact as redact_urls
 from .verdict import VERDICT_SCHEMA

@@ -1,8 +1,8 @@
 """The fault vocabulary of the proxy: one exception tree for everything that can go wrong with a tool call.
 
 Inside the chain every failure is one of these exceptions; the observe stage turns it into the observation the model
-reads (see ``observations.py``). Only ``upstream.py`` and ``classify.py`` know the SDK's exceptions and error codes;
-everything above them speaks faults. The tree follows the lifecycle of a call (``docs/fault-catalog.md`` §4)::
+reads (see ``verdict/observations.py``). Only ``upstream/`` and ``classify.py`` know the SDK's exceptions and error
+codes; everything above them speaks faults. The tree follows the lifecycle of a call (``docs/fault-catalog.md`` §4)::
 
     Fault
     ├── SelectionFault (A)       UnknownTool A1 · StaleToolList A2 · SchemaDrift A3 · ProtocolMismatch A4
@@ -33,7 +33,7 @@ optionally a suggestion template, and passes only the fields::
 ``of`` fills them with exactly the fields they name: a missing, misspelt or unused field raises
 ``TemplateFieldError`` (``tests/test_fault_templates.py`` also checks every raise site against its templates).
 ``text`` fills one template into a string, for the parts of a text composed at the site (a list of errors, an
-optional list of alternatives). Default suggestions, written from a fault's details, are ``suggestions.py``'s.
+optional list of alternatives). Default suggestions, written from a fault's details, are ``verdict/suggestions.py``'s.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..core.fingerprint import canonical_json
+from ..text.canonical import canonical_json
 from . import (
     BY_TYPE,
     AttemptTimeout,

@@ -50,10 +50,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..core.jsoncount import TooComplex, count_items, items_at_most
-from ..core.proxy import Proxy
 from ..ops.web import ops_routes
 from ..policy.config import ListenConfig, is_loopback
+from ..proxy.proxy import Proxy
+from ..text.jsoncount import TooComplex, count_items, items_at_most
 
 if TYPE_CHECKING:
     from ..ops.runtime import Ops

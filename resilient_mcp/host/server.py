@@ -28,11 +28,11 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 
 from .. import __version__
-from ..core.catalog import MAX_URI_CHARS
-from ..core.chain import ToolCall
-from ..core.hostcontext import CURRENT_HOST, HostEnvelope
-from ..core.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
+from ..call.chain import ToolCall
+from ..call.hostcontext import CURRENT_HOST, HostEnvelope
 from ..diagnosis.providers import Answer
+from ..proxy.catalog import MAX_URI_CHARS
+from ..proxy.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
 from ..state.stored_outputs import output_owner
 from ..upstream import host_capability_names
 

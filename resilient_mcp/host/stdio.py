@@ -36,7 +36,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ..core.jsoncount import MAX_JSON_ITEMS, TooComplex, count_items, items_at_most
+from ..text.jsoncount import MAX_JSON_ITEMS, TooComplex, count_items, items_at_most
 from ..upstream.stdio import _EDGE, _Oversized
 from ..upstream.stdio import read_lines as split_lines
 

@@ -30,13 +30,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .. import __version__
-from ..core.chain import ToolCall
-from .events import CallEnd, CallEvents, Sleep
+from ..call.chain import ToolCall
+from ..call.events import CallEnd, CallEvents, Sleep
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-    from .events import ProxyView
+    from .view import ProxyView
 
 OTHER = "other"
 UNKNOWN = "(unknown)"

@@ -8,17 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .events import NULL, CallEvents, ProxyView, combine
+from ..call.events import NULL, CallEvents, combine
 from .secrets import Scrubber, configured_secrets
+from .view import ProxyView
 
 if TYPE_CHECKING:
     from mcp.server import Server
     from opentelemetry.trace import TracerProvider
 
-    from ..core.pipeline import Pipeline, Services
-    from ..core.routing import Router
     from ..policy import Policy
     from ..policy.config import ProxyConfig
+    from ..proxy.pipeline import Pipeline, Services
+    from ..proxy.routing import Router
     from .metrics import MetricsRecorder
     from .status import StatusRecorder
     from .telemetry import TraceRecorder
@@ -106,7 +107,7 @@ class Ops:
         """The ``Proxy``'s pipeline factory: its chains, upstream supervision and gauges feed the recorders."""
 
         def build(router: Router, policy: Policy) -> Pipeline:
-            from ..core.pipeline import Pipeline, Services
+            from ..proxy.pipeline import Pipeline, Services
 
             shared = services or Services()
             shared.events = self.events

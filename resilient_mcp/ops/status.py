@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..core.chain import ToolCall
+from ..call.chain import ToolCall
+from ..call.events import CallEnd, CallEvents, Sleep
 from ..state.stored_outputs import owner_principal
-from .events import CallEnd, CallEvents, Sleep
 from .metrics import OTHER, UNKNOWN, CappedLabels
 from .secrets import Scrubber
 
 if TYPE_CHECKING:
     from ..upstream import Upstream
-    from .events import ProxyView
+    from .view import ProxyView
 
 WINDOW_S = 3600.0
 FAILURES_KEPT = 50

@@ -24,14 +24,14 @@ from opentelemetry import trace
 from opentelemetry.propagate import extract
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from ..core.chain import ToolCall
-from .events import CallEnd, CallEvents, Sleep
+from ..call.chain import ToolCall
+from ..call.events import CallEnd, CallEvents, Sleep
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
     from opentelemetry.sdk.trace import TracerProvider
 
-    from ..core.proxy import Ctx
+    from ..proxy.proxy import Ctx
 
 TRACER_NAME = "resilient-mcp"
 

@@ -34,8 +34,8 @@ from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
-from ..diagnosis.settings import DiagnosisRule
 from ..faults import EffectClass
+from .diagnosis_settings import DiagnosisRule
 
 B = TypeVar("B", bound=BaseModel)
 

@@ -35,9 +35,9 @@ from pydantic import (
     model_validator,
 )
 
-from ..ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from ..prestart import environment
 from .hostfiles import HostFile, HostSettings, read_host_file
+from .ops_settings import MetricsConfig, StatusConfig, TracingConfig
 from .source import Document, SourceError, expand_env, load_document, validate_document
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

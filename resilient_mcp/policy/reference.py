@@ -11,8 +11,6 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from ..diagnosis.settings import DiagnosisRule
-from ..ops.settings import MetricsConfig, StatusConfig, TracingConfig
 from . import (
     BreakerRule,
     CacheRule,
@@ -31,6 +29,8 @@ from . import (
     VerifyWith,
 )
 from .config import ListenConfig, LoggingConfig, ProxyConfig, RemoteUpstream, StdioUpstream
+from .diagnosis_settings import DiagnosisRule
+from .ops_settings import MetricsConfig, StatusConfig, TracingConfig
 
 POLICY_SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("policy file (top level)", PolicyFile),

@@ -18,7 +18,7 @@ from typing import Any
 import mcp_types as types
 import structlog
 
-from ..core.chain import CallNext, ToolCall
+from ..call.chain import CallNext, ToolCall
 from ..faults import PermissionDenied, RepairAction, RetrySafety, SideEffectStatus
 from ..policy import ToolRule
 

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import mcp_types as types
 
-from ..core.chain import CallNext, ToolCall
+from ..call.chain import CallNext, ToolCall
+from ..call.meta import TRUNCATED_META
 from ..faults import OversizedResult
-from .output import TRUNCATED_META
 
 
 class Announce:

@@ -38,7 +38,7 @@ import anyio
 import mcp_types as types
 import structlog
 
-from ..core.chain import CallNext, ToolCall
+from ..call.chain import CallNext, ToolCall
 from ..faults import ConnectFailure, ConnectionLost, EffectClass, Fault, GatewayError, PersistentOutage, RepairAction
 from ..policy import BreakerRule, ToolRule
 

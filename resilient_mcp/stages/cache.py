@@ -23,11 +23,10 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
-from ..core.chain import CallNext, ToolCall
-from ..core.fingerprint import fingerprint
+from ..call.chain import CallNext, ToolCall
+from ..call.fingerprint import fingerprint
+from ..call.meta import CACHE_META
 from ..policy import CacheRule
-
-CACHE_META = "io.github.resilient-mcp/cache"
 
 Clock = Callable[[], float]
 

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import mcp_types as types
 import structlog
 
-from ..core.chain import CallNext, CallRecord, ToolCall
+from ..call.chain import CallNext, CallRecord, ToolCall
+from ..call.meta import FALLBACK_META
 from ..faults import (
     ArgumentFault,
     EffectClass,
@@ -38,15 +39,14 @@ from ..faults import (
     RetrySafety,
     SelectionFault,
 )
-from ..faults.repeat import decide
 from ..policy import ToolRule
+from ..verdict.repeat import decide
 
 if TYPE_CHECKING:
-    from ..core.catalog import Entry
+    from ..proxy.catalog import Entry
 
 log = structlog.get_logger(__name__)
 
-FALLBACK_META = "io.github.resilient-mcp/fallback"
 
 _NEVER = (ArgumentFault, PermissionFault, GuardFault, SelectionFault)
 _WRITE_SAFE = (RetrySafety.NOT_SENT, RetrySafety.REJECTED)

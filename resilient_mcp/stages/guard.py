@@ -42,8 +42,8 @@ from typing import Any
 
 import mcp_types as types
 
-from ..core.chain import CallNext, ToolCall
-from ..core.fingerprint import fingerprint
+from ..call.chain import CallNext, ToolCall
+from ..call.fingerprint import fingerprint
 from ..faults import (
     BudgetExhausted,
     EffectClass,
@@ -55,9 +55,9 @@ from ..faults import (
     SideEffectStatus,
 )
 from ..faults.error_results import answered_by_tool
-from ..faults.observations import capped_content
-from ..faults.repeat import decide
 from ..policy import SessionRule
+from ..verdict.observations import capped_content
+from ..verdict.repeat import decide
 
 Fingerprint = str
 """``fingerprint.fingerprint(call)``: identical calls (upstream, tool, canonical arguments) have equal ones."""

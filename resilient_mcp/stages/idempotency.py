@@ -74,8 +74,8 @@ import anyio
 import mcp_types as types
 import structlog
 
-from ..core.chain import CallNext, ToolCall
-from ..core.fingerprint import canonical_json
+from ..call.chain import CallNext, ToolCall
+from ..call.meta import REPLAY_META
 from ..faults import (
     Fault,
     MalformedArguments,
@@ -87,15 +87,15 @@ from ..faults import (
     StateUnavailableFault,
 )
 from ..faults.error_results import answered_by_tool
-from ..faults.repeat import decide, decide_outcome_unknown
 from ..policy import ToolRule
 from ..state import Claim, IdempotencyRecord, IdempotencyStore, StateUnavailable
 from ..state.stored_outputs import owner_principal
+from ..text.canonical import canonical_json
+from ..verdict.repeat import decide, decide_outcome_unknown
 from .guard import SessionGuards
 
 log = structlog.get_logger(__name__)
 
-REPLAY_META = "io.github.resilient-mcp/replay"
 KEY_META_FIELDS = ("io.github.resilient-mcp/idempotency-key", "idempotency-key", "Idempotency-Key")
 
 

@@ -33,14 +33,14 @@ import mcp_types as types
 import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from ..core.chain import CallNext, ToolCall
-from ..core.fingerprint import FailureStats, call_arguments_hash
+from ..call.chain import CallNext, ToolCall
+from ..call.events import NULL, CallEvents, call_end
+from ..call.fingerprint import FailureStats, call_arguments_hash
 from ..diagnosis.engine import Diagnoser
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
 from ..faults.classify import FAULT_META_KEY, classify_result
-from ..faults.observations import Observed, build_observation, unknown_tool_error
-from ..ops.events import NULL, CallEvents, call_end
 from ..policy import ObservationLevel, ObservationRule
+from ..verdict.observations import Observed, build_observation, unknown_tool_error
 
 log = structlog.get_logger(__name__)
 

@@ -49,11 +49,11 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from ..core.chain import CallNext, ToolCall
-from ..core.textcut import SEPARATOR, cut_text, item_text, json_shape, utf8_head
+from ..call.chain import CallNext, ToolCall
+from ..call.meta import TRUNCATED_META
 from ..faults import OutputSchemaViolation, OversizedResult, RepairAction, SemanticCorruption, SideEffectStatus
 from ..policy import OutputRule, ResultInvariants
-from ..state import OutputStore, utf8_len
+from ..state import OutputStore
 from ..state.stored_outputs import (
     OUTPUT_URI_PREFIX,
     READ_STORED_OUTPUT_TOOL,
@@ -63,6 +63,8 @@ from ..state.stored_outputs import (
     StoredOutputs,
     build_manifest,
 )
+from ..text.cut import SEPARATOR, cut_text, item_text, json_shape, utf8_head
+from ..text.utf8 import utf8_len
 from .invariants import Invariants
 
 __all__ = [
@@ -78,7 +80,6 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-TRUNCATED_META = "io.github.resilient-mcp/truncated"
 _MAX_SCHEMA_ERRORS = 20
 _BINARY = (types.ImageContent, types.AudioContent)
 

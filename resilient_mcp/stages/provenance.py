@@ -20,13 +20,13 @@ from typing import Any
 import mcp_types as types
 import structlog
 
-from ..core.chain import CallNext, ToolCall
+from ..call.chain import CallNext, ToolCall
+from ..call.meta import UNTRUSTED_META
 from ..faults import EffectClass, Fault, PromptInjection, RepairAction, RetrySafety, SideEffectStatus
 from .access import APPROVAL_SCHEMA, summarize_arguments
 
 log = structlog.get_logger(__name__)
 
-UNTRUSTED_META = "io.github.resilient-mcp/untrusted"
 SCAN_CHARS = 200_000
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(

@@ -36,11 +36,11 @@ from tenacity.asyncio import AsyncRetrying
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential
 
-from ..core.chain import Attempt, CallNext, ToolCall
-from ..core.hostcontext import timing
+from ..call.chain import Attempt, CallNext, ToolCall
+from ..call.hostcontext import timing
 from ..faults import AttemptTimeout, Fault, RepairAction, RetrySafety, SideEffectStatus
-from ..faults.repeat import Decision, decide
 from ..policy import ToolRule
+from ..verdict.repeat import Decision, decide
 
 log = structlog.get_logger(__name__)
 

@@ -33,10 +33,11 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from referencing.exceptions import Unresolvable
 
-from ..core.chain import CallNext, ToolCall
-from ..core.fingerprint import call_arguments_json, canonical_json
+from ..call.chain import CallNext, ToolCall
+from ..call.fingerprint import call_arguments_json
 from ..faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
 from ..policy import ValidationRule
+from ..text.canonical import canonical_json
 
 _log = structlog.get_logger(__name__)
 

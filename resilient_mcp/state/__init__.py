@@ -39,7 +39,7 @@ import secrets
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -49,7 +49,8 @@ import anyio
 import mcp_types as types
 import structlog
 
-from ..core.fingerprint import call_arguments_hash, keyed_fingerprint
+from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
+from ..text.utf8 import iter_utf8, utf8_len
 from . import sqlite as sql
 from .index import Held, IdempotencyIndex, SoleUser
 from .sqlite import StateError, StateLimits
@@ -60,7 +61,7 @@ class StateUnavailable(StateError):
 
 
 if TYPE_CHECKING:
-    from ..core.chain import ToolCall
+    from ..call.chain import ToolCall
 
 __all__ = [
     "AuditFields",
@@ -74,9 +75,7 @@ __all__ = [
     "StateStore",
     "StateUnavailable",
     "default_state_dir",
-    "iter_utf8",
     "recent_audit",
-    "utf8_len",
 ]
 
 log = structlog.get_logger(__name__)
@@ -84,24 +83,6 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
 IdempotencyStatus = Literal["in_flight", "completed", "unknown"]
-_CHUNK_CHARS = 64 * 1024
-
-
-# --- text as stored ------------------------------------------------------------------------------------------------
-
-
-def iter_utf8(parts: Iterable[str], chunk_chars: int = _CHUNK_CHARS) -> Iterator[bytes]:
-    """``parts`` encoded as UTF-8, chunk by chunk (never a whole copy). Lone surrogates become ``?``."""
-    for part in parts:
-        for i in range(0, len(part), chunk_chars):
-            yield part[i : i + chunk_chars].encode("utf-8", "replace")
-
-
-def utf8_len(text: str) -> int:
-    """Length of ``text`` in UTF-8 bytes, as ``iter_utf8`` encodes it, without encoding it whole."""
-    if text.isascii():
-        return len(text)
-    return sum(len(chunk) for chunk in iter_utf8((text,)))
 
 
 # --- records and protocols -----------------------------------------------------------------------------------------

@@ -58,22 +58,13 @@ from redis.exceptions import AuthenticationError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..core.fingerprint import call_arguments_hash, keyed_fingerprint
-from . import (
-    AuditFields,
-    Claim,
-    IdempotencyRecord,
-    StateError,
-    StateLimits,
-    StateUnavailable,
-    iter_utf8,
-    output_key,
-    utf8_len,
-)
+from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
+from ..text.utf8 import iter_utf8, utf8_len
+from . import AuditFields, Claim, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
 from .sqlite import AUDIT_FIELDS
 
 if TYPE_CHECKING:
-    from ..core.chain import ToolCall
+    from ..call.chain import ToolCall
     from ..policy.config import StateConfig
 
 log = structlog.get_logger(__name__)

@@ -31,10 +31,10 @@ from typing import Any, NamedTuple
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
+from ..call.meta import PAGE_META
 from . import OutputStore
 
 OUTPUT_URI_PREFIX = "resilient-mcp://outputs/"
-PAGE_META = "io.github.resilient-mcp/page"
 DEFAULT_PAGE_BYTES = 50_000
 MAX_PAGE_BYTES = 1_000_000
 

@@ -39,7 +39,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, TypeAdapter
 
 from .. import __version__
-from ..core.hostcontext import CURRENT_HOST, timing
+from ..call.hostcontext import CURRENT_HOST, timing
+from ..call.meta import ATTEMPT_META, OVERSIZED_META
 from ..faults import (
     AttemptTimeout,
     ConnectFailure,
@@ -54,7 +55,7 @@ from ..faults.classify import classify_exception, classify_http_status
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
 from .http_cap import SDK_SSE_EVENT_LIMIT, CappedTransport, capped_client_factory
 from .startup import STOP_AFTER, StartFailure, StderrTail, classify_start_failure
-from .stdio import OVERSIZED_META, stdio_upstream
+from .stdio import stdio_upstream
 
 log = structlog.get_logger(__name__)
 
@@ -805,8 +806,6 @@ class Upstream:
             return result
         return types.ErrorData(code=types.INTERNAL_ERROR, message="unexpected roots result")
 
-
-ATTEMPT_META = "io.github.resilient-mcp/attempt"
 
 MISSING_CAPABILITY = -32021
 """MissingRequiredClientCapability (2026-07-28, SEP-2575)."""

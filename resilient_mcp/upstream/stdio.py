@@ -48,6 +48,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from ..call.meta import OVERSIZED_META
 from ..prestart import Watchdog, adopt, unadopted
 from ..prestart import arm_watchdog as _arm_watchdog
 from .startup import StderrTail
@@ -56,8 +57,6 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """The largest message a stdio upstream may send (one JSON-RPC line, in bytes); larger results become E4."""
-OVERSIZED_META = "io.github.resilient-mcp/oversized"
-"""Key in ``error.data`` of the stand-in error response for an oversized message."""
 OVERSIZED_CODE = -32099
 
 GRACE_S = 2.0

@@ -11,9 +11,9 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from opentelemetry.sdk.trace import TracerProvider
 
-from resilient_mcp.core.pipeline import Services
 from resilient_mcp.ops.runtime import Ops
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy.pipeline import Services
 from tests.fixtures.scripted import ScriptedUpstream
 from tests.harness import Harness, proxied
 

@@ -17,14 +17,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
-from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.core.pipeline import Services
+from resilient_mcp.call.chain import ToolCall
+from resilient_mcp.call.events import NULL, CallEnd, CallEvents
 from resilient_mcp.ops import runtime
-from resilient_mcp.ops.events import NULL, CallEnd, CallEvents
 from resilient_mcp.ops.metrics import MetricsRecorder
 from resilient_mcp.ops.runtime import Ops, OpsUnavailable
 from resilient_mcp.ops.secrets import MASK, Scrubber, configured_secrets
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy.pipeline import Services
 from tests.fixtures.scripted import ScriptedUpstream, ok_text
 from tests.harness import proxied
 from tests.helpers import LOCAL_HTTP, child_env, free_port, proxy_argv, wait_until, write_yaml
@@ -84,8 +84,8 @@ class Exploding(CallEvents):
 
 
 async def test_a_failing_recorder_never_changes_a_calls_result() -> None:
-    from resilient_mcp.core.pipeline import Pipeline
-    from resilient_mcp.ops.events import combine
+    from resilient_mcp.call.events import combine
+    from resilient_mcp.proxy.pipeline import Pipeline
 
     up = ScriptedUpstream(name="shop")
     up.tool("echo", lambda args: ok_text(f"echo {args['m']}", m=args["m"]))

@@ -15,14 +15,14 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState
 from resilient_mcp.diagnosis.prompt import build_messages
 from resilient_mcp.diagnosis.providers import Answer
-from resilient_mcp.diagnosis.settings import DiagnosisRule
 from resilient_mcp.faults import EffectClass, Fault, RetrySafety, SideEffectStatus
 from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.policy import ToolRule
+from resilient_mcp.policy.diagnosis_settings import DiagnosisRule
 
 pytestmark = pytest.mark.anyio
 

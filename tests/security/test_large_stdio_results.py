@@ -22,11 +22,11 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from resilient_mcp.core.pipeline import Pipeline
-from resilient_mcp.core.proxy import Proxy
 from resilient_mcp.host.server import build_server
 from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy.pipeline import Pipeline
+from resilient_mcp.proxy.proxy import Proxy
 from resilient_mcp.upstream.stdio import _EDGE, read_lines
 from tests.harness import observation, text
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
-from resilient_mcp.core.fingerprint import canonical_json
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.logs import bound, redact
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.state import SECRET_FILE, StateStore
+from resilient_mcp.text.canonical import canonical_json
 from tests.helpers import proxy_argv, running, wait_until, write_yaml
 
 pytestmark = pytest.mark.anyio
@@ -90,7 +90,7 @@ async def test_idempotency_records_on_disk_carry_no_unkeyed_hash_of_the_argument
 
     import mcp_types as types
 
-    from resilient_mcp.core.fingerprint import fingerprint
+    from resilient_mcp.call.fingerprint import fingerprint
     from resilient_mcp.faults import EffectClass
     from resilient_mcp.stages.idempotency import Idempotency, InFlight
 

@@ -26,7 +26,7 @@ import anyio
 import pytest
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
-from resilient_mcp.core.catalog import MAX_URI_CHARS, template_matches
+from resilient_mcp.proxy.catalog import MAX_URI_CHARS, template_matches
 from tests.helpers import RunningProxy, child_env, free_port, proxy_argv, running, wait_healthy, write_yaml
 from tests.security.cpu import cpu_cost
 from tests.security.http_proxy import RawSession

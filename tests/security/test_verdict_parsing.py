@@ -15,14 +15,14 @@ import httpx2
 import mcp_types as types
 import pytest
 
-from resilient_mcp.core.chain import ToolCall
+from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState
 from resilient_mcp.diagnosis.providers import MAX_RESPONSE_BYTES, OpenAICompatible
-from resilient_mcp.diagnosis.settings import DiagnosisRule
 from resilient_mcp.diagnosis.verdict import MAX_ANSWER_CHARS, parse_verdict
 from resilient_mcp.faults import EffectClass
 from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.policy import ToolRule
+from resilient_mcp.policy.diagnosis_settings import DiagnosisRule
 from tests.security.cpu import cpu_cost
 
 pytestmark = pytest.mark.anyio

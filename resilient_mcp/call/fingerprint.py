@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..text.canonical import canonical_json
 
 if TYPE_CHECKING:
     from .chain import ToolCall
-
-
-def canonical_json(value: Any) -> str:
-    """``value`` as canonical JSON: sorted keys, compact separators, non-ASCII kept; non-JSON values via ``str``."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def call_arguments_json(call: ToolCall) -> str:

@@ -29,11 +29,13 @@ import mcp_types as types
 import structlog
 from mcp.shared.exceptions import MCPError
 
+from ..call.chain import HostLink, Stage, ToolCall, compose
+from ..call.events import NULL, CallEvents
+from ..call.fingerprint import FailureStats
 from ..diagnosis.engine import Diagnoser, DiagnosisState
 from ..diagnosis.providers import Provider
 from ..faults import EffectClass, Fault, ProtocolMismatch, UnknownTool
 from ..faults.classify import classify_result
-from ..ops.events import NULL, CallEvents
 from ..policy import Policy, ToolRule
 from ..stages.access import Access, denied_fault
 from ..stages.announce import Announce
@@ -57,8 +59,6 @@ from ..state.stored_outputs import (
     StoredOutputs,
 )
 from . import drift
-from .chain import HostLink, Stage, ToolCall, compose
-from .fingerprint import FailureStats
 from .routing import CompiledTool
 
 if TYPE_CHECKING:

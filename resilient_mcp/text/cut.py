@@ -17,7 +17,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..state import utf8_len
+from .utf8 import utf8_len
 
 SEPARATOR = "\n\n"
 """Between the texts of two content items in a stored output."""

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import faults as f
-from ..core.chain import ToolCall
-from . import Fault, RepairAction, RetrySafety
+from ..call.chain import ToolCall
+from ..faults import Fault, RepairAction, RetrySafety
 
 Writer = Callable[[Fault, ToolCall, Mapping[str, Any]], str]
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import anyio
 import mcp_types as types
 
+from ..call.chain import CallNext
 from .catalog import Catalog
-from .chain import CallNext
 
 if TYPE_CHECKING:
     from ..policy import ToolRule

@@ -8,24 +8,18 @@ change anything: a recorder's failure is logged and swallowed, never a call's fa
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import structlog
 
-from ..core.chain import ToolCall
 from ..faults import FaultCategory
-from ..stages.cache import CACHE_META
-from ..stages.fallback import FALLBACK_META
-from ..stages.idempotency import REPLAY_META
-from ..stages.output import TRUNCATED_META
+from .chain import ToolCall
+from .meta import CACHE_META, FALLBACK_META, REPLAY_META, TRUNCATED_META
 
 if TYPE_CHECKING:
-    from ..stages.breaker import BreakerBoard
-    from ..state import StateStore
-    from ..state.redis import RedisStateStore
     from ..upstream import Upstream
 
 log = structlog.get_logger(__name__)
@@ -34,32 +28,6 @@ Sleep = Callable[[float], Awaitable[None]]
 
 CATEGORY_NAMES = {category.value: category.name.lower() for category in FaultCategory}
 """Readable names of the catalog's categories ("B" -> "arguments"), as labels and on the status page."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyView:
-    """What the ops side channel reads of a running proxy at scrape or page time: its upstreams and the pipeline's
-    shared services (breakers, state store). Read only; built with the pipeline, so nothing here holds the whole
-    proxy or the pipeline."""
-
-    upstreams: Mapping[str, Upstream]
-    services: SharedServices
-
-
-class SharedServices(Protocol):
-    """The part of the pipeline's ``Services`` the ops side reads (the store is set when the pipeline opens)."""
-
-    @property
-    def board(self) -> BreakerBoard: ...
-
-    @property
-    def store(self) -> StateStore | RedisStateStore | None: ...
-
-    @property
-    def treatment(self) -> list[dict[str, str]]: ...
-
-    @property
-    def public_names(self) -> dict[tuple[str, str], str]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,13 +28,13 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
+from ..call.hostcontext import CURRENT_HOST, HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
 from ..stages.provenance import mark_description
 from ..upstream import TransportFactory, Upstream, host_capability_names
 from ..upstream.bridge import Bridges
 from .catalog import CatalogConflict, build_catalog, prefixes_for
-from .hostcontext import CURRENT_HOST, HostEnvelope
 from .pipeline import Pipeline
 from .routing import CallLayer, CompiledTool, Router, Routing, treatment
 

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..policy import ToolRule
-from . import (
+from ..faults import (
     ArgumentFault,
     ConnectionLost,
     EffectClass,
@@ -43,6 +42,7 @@ from . import (
     StateUnavailableFault,
     UnknownTool,
 )
+from ..policy import ToolRule
 
 __all__ = ["Decision", "decide", "decide_outcome_unknown"]
 

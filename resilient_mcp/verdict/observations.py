@@ -37,12 +37,12 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..core.chain import ToolCall
-from ..core.fingerprint import Consecutive
-from ..core.textcut import utf8_head
+from ..call.chain import ToolCall
+from ..call.fingerprint import Consecutive
+from ..faults import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, SideEffectStatus
+from ..faults.error_results import FAULT_META_KEY
 from ..policy import ObservationLevel
-from . import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, SideEffectStatus
-from .error_results import FAULT_META_KEY
+from ..text.cut import utf8_head
 from .repeat import decide
 from .suggestions import suggestion_for
 

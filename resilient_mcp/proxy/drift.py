@@ -30,6 +30,7 @@ import anyio
 import mcp_types as types
 import structlog
 
+from ..call.chain import CallNext, ToolCall
 from ..faults import Fault, ProtocolMismatch, RetrySafety, SchemaDrift, StaleToolList, UnknownTool
 from ..stages.validate import (
     MAX_REPORTED_ERRORS,
@@ -40,8 +41,7 @@ from ..stages.validate import (
     sort_key,
     suggest_tools,
 )
-from .chain import CallNext, ToolCall
-from .fingerprint import canonical_json
+from ..text.canonical import canonical_json
 
 if TYPE_CHECKING:
     from ..policy import Policy
