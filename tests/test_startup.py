@@ -152,6 +152,30 @@ async def test_a_prestarted_server_nobody_asks_for_is_stopped(tmp_path: Path) ->
             assert await await_until(lambda: read_pid_file(own_pid), LIMIT_S, "the upstream's own start") != pid
 
 
+def test_a_policy_error_found_after_wrap_started_its_server_exits_2_and_leaves_no_server(tmp_path: Path) -> None:
+    """``wrap`` starts its server before it reads its policy files; a policy it refuses stops that server again."""
+    import subprocess
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tools:\n  echo:\n    effect: sometimes\n", encoding="utf-8")
+    pid_file = tmp_path / "upstream.pid"
+    argv = proxy_argv(
+        "wrap", "--state-dir", str(tmp_path / "state"), "--policy", str(bad), "--", *probe_argv(pid_file=pid_file)
+    )
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), cwd=REPO
+    ) as proc:
+        try:
+            _, err = proc.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 2, err
+    assert b"configuration error" in err and b"bad.yaml" in err
+    pid = read_pid_file(pid_file)
+    assert pid is None or not pid_running(pid), "the server started for the refused configuration is still running"
+
+
 # --- a capability declared but not implemented ------------------------------------------------------------------------
 
 FETCH_SERVER = REPO / ".tools/fetch/node_modules/mcp-fetch-server/dist/index.js"
