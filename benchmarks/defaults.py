@@ -15,7 +15,7 @@ run). With the proxy it is applied by proxy chaos mode, between the proxy and th
 plan again, as a flaky server would.
 
 The rules under test were written from the fault catalog, not from this run; ``--seed`` picks another draw of the
-faults (the README quotes two seeds).
+faults (benchmarks/RESULTS.md quotes two seeds).
 
 Usage: ``python benchmarks/defaults.py [--rounds 30] [--seed 11] [--json]``. Needs Node and the reference server
 installed by ``scripts/install-peers.sh`` (``.tools/npm``).

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import structlog
 
-from .host.opening import declared_capabilities, read_opening
+from .host.opening import declared_capabilities, read_opening, speaks_2026
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
 from .ops.runtime import Ops, OpsUnavailable
@@ -59,9 +59,10 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
         return
     refused: CatalogConflict | StateError | None = None
     async with stdio_transport() as (read, write):
-        # The host's opening request first: each upstream then starts once, with the host's own capabilities.
+        # The host's opening request first: each upstream then starts once, with the host's own capabilities, in
+        # the host's own era (``protocol: auto``).
         opening, replay = await read_opening(read, HOST_OPENING_S)
-        proxy.serve_one_host(declared_capabilities(opening))
+        proxy.serve_one_host(declared_capabilities(opening), modern=speaks_2026(opening))
         try:
             await _serve_on(proxy, config, None, base, ops, (replay, write))
         except (CatalogConflict, StateError) as exc:  # raised outside the transport's task group, unwrapped

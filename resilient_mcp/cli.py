@@ -49,9 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--protocol",
         choices=["legacy", "auto"],
-        default="legacy",
-        help="protocol era toward the server (default legacy: one connection; auto: 2026-07-28 hosts get a second "
-        "connection, a second process of the server, when it speaks that era)",
+        default="auto",
+        help="protocol era toward the server (default auto: each host in its own era; over stdio one process, "
+        "over --http a 2026-07-28 host gets a second process of the server; legacy: one handshake-era process for "
+        "every host, 2026-07-28 hosts bridged)",
     )
     w.add_argument(
         "--trust-annotations",
@@ -336,8 +337,8 @@ def _status(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo.run import run_demo
 
-    configure_logging(args.log_level or "warning", args.log_format or "auto")
-    return anyio.run(run_demo)
+    # The demo captures its own stderr and summarises the proxy's log at the end (JSON lines, at this level).
+    return anyio.run(run_demo, args.log_level or "warning")
 
 
 def _chaos_server(args: argparse.Namespace) -> int:

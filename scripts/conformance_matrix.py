@@ -7,7 +7,7 @@ One command produces the matrix (suite line x direct / wrap / url) and writes it
 Columns:
 
 * ``direct``: the fixture (``tests/fixtures/conformance_server.py``) over streamable HTTP;
-* ``wrap``: ``resilient-mcp wrap --http ... -- python fixture --stdio`` (the fixture as a stdio upstream);
+* ``wrap``: ``resilient-mcp wrap --http ... -- python fixture --stdio`` (the fixture as a stdio upstream, defaults);
 * ``url``: ``resilient-mcp serve --http ...`` with a ``url:`` upstream pointing at the direct fixture.
 
 Rows: ``@modelcontextprotocol/conformance`` 0.1.16 (``--suite active``) and the 0.2.0 alpha line with
@@ -152,8 +152,6 @@ def run_matrix(work: Path) -> Matrix:
     wrap = [
         *proxy,
         "wrap",
-        "--protocol",
-        "auto",
         "--http",
         f"127.0.0.1:{wrap_port}",
         "--state-dir",
@@ -237,11 +235,11 @@ def render(matrix: Matrix) -> str:
         lines.append("None.")
     lines += [
         "",
-        "The upstream is configured with `protocol: auto` (`wrap --protocol auto`; the default for `url:` upstreams, "
-        "while stdio upstreams default to `legacy`, see the README): a handshake-era host (0.1.16, the alpha "
-        "suite's handshake scenarios) is served over the proxy's handshake connection, a 2026-07-28 host over a "
-        "second connection in that era, so each meets the fixture as it would directly: the fixture's own "
-        "`inputRequests` keys reach a 2026-07-28 host unchanged.",
+        "Both proxies run with their defaults (`wrap` without `--protocol`, a `url:` upstream without "
+        "`protocol:`: `auto`, see docs/usage.md): a handshake-era host (0.1.16, the alpha suite's handshake "
+        "scenarios) is served over the proxy's handshake connection, a 2026-07-28 host over a connection in that "
+        "era (for `wrap --http`, a second process of the fixture), so each meets the fixture as it would directly: "
+        "the fixture's own `inputRequests` keys reach a 2026-07-28 host unchanged.",
     ]
     for run in RUNS:
         version = alpha if run.line == "alpha" else stable

@@ -45,7 +45,8 @@ async def proxied(
 ) -> AsyncIterator[Harness]:
     """A proxy in front of in-process upstream servers, and a legacy-mode client connected to it.
 
-    ``protocol``: each upstream's ``protocol`` (stdio upstreams default to ``legacy``; ``auto`` as a url: one's)."""
+    ``protocol``: each upstream's ``protocol`` (``legacy`` here, one connection; the configuration's default is
+    ``auto``, whose second connection for 2026-07-28 hosts tests ask for explicitly)."""
     data: dict[str, Any] = {
         "upstreams": {name: {"command": "in-memory", "protocol": protocol} for name in upstreams},
         "state_dir": ":memory:",

@@ -4,8 +4,8 @@ the committed one (``same``) without committing the whole results file.
 One line per episode: ``scenario policy mode seed hash``, where the hash (12 hex digits of SHA-256) covers every
 field scoring and the report read: status, how the episode ended, the reported facts, the simulated time and the
 whole score. Wall-clock fields are not in it. ``benchmarks/DIGEST.tsv`` is written by every full run
-(``python -m benchmarks.agentbench --seed 7``); ``tests/test_agentbench_digest.py`` re-runs a subset of scenarios
-and compares their lines with it.
+(``python -m benchmarks.agentbench --seed 7``); ``tests/benchmarks/test_agentbench_digest.py`` re-runs a subset of
+scenarios and compares their lines with it.
 """
 
 from __future__ import annotations

@@ -229,8 +229,23 @@ def write(results: dict[str, Any], rows: list[dict[str, Any]], md_text: list[str
     else:
         md += ["## Charts", ""] + [f"![{name}](charts/{Path(p).name})" for name, p in charts.items()] + [""]
     md_path = root / "RESULTS.md"
-    md_path.write_text("\n".join(md), encoding="utf-8")
+    md_path.write_text(keep_summary(md_path, "\n".join(md)), encoding="utf-8")
     return {"json": str(json_path), "markdown": str(md_path), **(charts or {})}
+
+
+SUMMARY_BEGIN = "<!-- BEGIN summary"
+SUMMARY_END = "<!-- END summary -->"
+
+
+def keep_summary(path: Path, text: str) -> str:
+    """``text`` with the hand-written summary block of the file it replaces (every benchmark's headline figures, which
+    the README points to) carried over under its title: a new run rewrites its own tables, never the summary."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    start, end = old.find(SUMMARY_BEGIN), old.find(SUMMARY_END)
+    if start < 0 or end < start:
+        return text
+    title, _, rest = text.partition("\n\n")
+    return f"{title}\n\n{old[start : end + len(SUMMARY_END)]}\n\n{rest}"
 
 
 def honest_section(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None) -> list[str]:

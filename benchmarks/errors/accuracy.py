@@ -36,7 +36,7 @@ import structlog
 
 from resilient_mcp.faults import vocab
 
-from .replay import CORPUS, Verdict, load, rules_verdict, server_of
+from .replay import CORPUS, Verdict, load, rules_verdict, server_of, strict_verdicts
 
 AXES = ("fault_type", "category", "repair_action", "transient", "retry_safety")
 HARMS = ("transient_of_permanent", "no_effect_of_ran", "proxy_retry_of_permanent")
@@ -136,6 +136,22 @@ def per_server(records: Sequence[dict[str, Any]], insample: Sequence[Verdict], l
         t = _pct(sum(right(records[i], loso[i], "transient") for i in idx), len(idx))
         h = sum(bool(harms(records[i], loso[i])) for i in idx)
         lines.append(f"| {server} | {len(idx)} | {cell[0]} | {cell[1]} | {t} | {h} |")
+    return "\n".join(lines)
+
+
+def confusion(records: Sequence[dict[str, Any]], verdicts: Sequence[Verdict], axis: str, top: int = 15) -> str:
+    """Markdown: the most frequent (gold -> given) pairs where ``axis`` is wrong, with the servers they come from."""
+    pairs: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for rec, v in zip(records, verdicts, strict=True):
+        if not right(rec, v, axis):
+            pairs[(str(gold(rec, axis)), str(v.get(axis)))][server_of(rec)] += 1
+    lines = [f"| gold {axis} | given | n | servers |", "|---|---|---:|---|"]
+    ranked = sorted(pairs.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    for (g, said), servers in ranked[:top]:
+        where = ", ".join(f"{s} {n}" for s, n in servers.most_common())
+        lines.append(f"| {g} | {said} | {sum(servers.values())} | {where} |")
+    if len(ranked) > top:
+        lines.append(f"| ({len(ranked) - top} more pairs) | | {sum(sum(c.values()) for _, c in ranked[top:])} | |")
     return "\n".join(lines)
 
 
@@ -254,14 +270,43 @@ def success_shaped(path: Path = SUCCESS_SHAPED) -> str:
     return "\n".join(lines)
 
 
+def shaped_as_errors(path: Path = SUCCESS_SHAPED) -> str:
+    """The success-shaped failures' texts read by the rules as if the server had flagged them (``isError``), without
+    a policy's ``fault_type``: a second held-out set, since no rule was written from these texts."""
+    import mcp_types as types
+
+    from resilient_mcp.faults.classify import classify_result
+
+    from .replay import tool_of, verdict_of
+
+    if not path.exists():
+        return "(no success-shaped records)"
+    records = load(path)
+    verdicts = []
+    for rec in records:
+        flagged = types.CallToolResult.model_validate({**rec["raw"]["result"], "isError": True})
+        with vocab.held_out(frozenset({server_of(rec)})):
+            fault = classify_result(flagged, tool=tool_of(rec))
+        assert fault is not None
+        verdicts.append(verdict_of(fault, rec))
+    n = len(records)
+    cells = [
+        f"{axis} {_pct(sum(right(r, v, axis) for r, v in zip(records, verdicts, strict=True)), n)}"
+        for axis in ("fault_type", "repair_action", "transient")
+    ]
+    harmful = sum(bool(harms(r, v)) for r, v in zip(records, verdicts, strict=True))
+    unsure = sum(v.basis == "unrecognised" for v in verdicts)
+    return f"{n} records: " + ", ".join(cells) + f", harmful {harmful}, unrecognised {unsure}"
+
+
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
 
 
-def run(path: Path, diagnosed: Diagnosed | None = None) -> str:
+def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = False) -> str:
     records = load(path)
     insample = [rules_verdict(r) for r in records]
     loso = [rules_verdict(r, loso=True) for r in records]
-    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso}
+    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso, "strict LOSO": strict_verdicts(records)}
     notes = []
     if diagnosed is not None:
         with_model, note = diagnosed(records, insample, False)
@@ -293,10 +338,20 @@ def run(path: Path, diagnosed: Diagnosed | None = None) -> str:
         "",
         success_shaped(),
         "",
+        "Their texts read as if flagged, LOSO (no rule was written from them): " + shaped_as_errors(),
+        "",
         "Where the rules are wrong or harmful (LOSO):",
         "",
         misses(records, loso),
     ]
+    if confusions:
+        for axis in ("fault_type", "repair_action", "transient"):
+            out += [
+                "",
+                f"Confusions of {axis} (LOSO, off-diagonal, most frequent first):",
+                "",
+                confusion(records, loso, axis),
+            ]
     return "\n".join(out)
 
 
@@ -308,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default="gpt-4o-mini")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--confusion", action="store_true", help="also print LOSO confusions per field, by server")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
@@ -326,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loso=loso,
             )
 
-    sys.stdout.write(run(args.corpus, diagnosed) + "\n")
+    sys.stdout.write(run(args.corpus, diagnosed, confusions=args.confusion) + "\n")
     return 0
 
 

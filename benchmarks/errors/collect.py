@@ -25,6 +25,7 @@ files live in a temporary directory; every process started here is stopped here.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import os
@@ -129,6 +130,8 @@ def _fault_dict(fault: Fault) -> dict[str, Any]:
         "transient": fault.is_transient,
         "retry_safety": fault.retry_safety.value,
         "side_effect_status": fault.side_effect_status.value,
+        "repair_action": fault.repair_action.value,
+        "max_retry": fault.max_retry,
         "details": _jsonable(fault.details),
     }
 
@@ -185,6 +188,9 @@ async def collect_startup(source: Source, ws: Workspace, out: list[Record], prob
     """A server that fails while starting: the first error the proxy's seam caught, as one record."""
     assert source.startup is not None
     situation, gold = source.startup
+    # No call was made: the proxy never sent one (the server failed while starting), whatever the situation's label
+    # says a call would have met. "not_sent" is the one retry safety that is true of it.
+    gold = dataclasses.replace(gold, retry_safety="not_sent")
     async with source.started(ws) as config:
         _captured.clear()
         up = Upstream(source.name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)

@@ -21,7 +21,7 @@ import pydantic_core
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.call.chain import ToolCall
-from resilient_mcp.faults import BY_TYPE, EffectClass, Fault, RetrySafety, SideEffectStatus, vocab
+from resilient_mcp.faults import BY_TYPE, EffectClass, Fault, RepairAction, RetrySafety, SideEffectStatus, vocab
 from resilient_mcp.faults.classify import classify_exception, classify_http_status, classify_result
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.verdict.observations import plan_repair
@@ -82,12 +82,18 @@ def raw_fault(record: dict[str, Any]) -> Fault:
         return classify_http_status(raw["status"], raw["headers"], message=raw.get("message"))
     if kind == "exception":
         return classify_exception(_exception(raw), sent=raw["sent"])
-    cls = BY_TYPE[raw["fault_type"]]  # proxy_fault: detected by the proxy itself (its own timeout)
+    cls = BY_TYPE[raw["fault_type"]]  # proxy_fault: detected by the proxy itself (its own timeout, a failed start)
+    repair, max_retry = raw.get("repair_action"), raw.get("max_retry")
+    if repair is None and raw["details"].get("startup_failure") and raw["details"].get("permanent"):
+        # Recorded before the repair was: a permanent start-up failure asks the user (StartFailure.fault).
+        repair, max_retry = RepairAction.ASK_USER.value, 0
     return cls(
         raw["message"],
         transient=raw["transient"],
         retry_safety=RetrySafety(raw["retry_safety"]),
         side_effect_status=SideEffectStatus(raw["side_effect_status"]),
+        repair_action=RepairAction(repair) if repair is not None else None,
+        max_retry=max_retry,
         details=dict(raw["details"]),
     )
 
@@ -156,10 +162,36 @@ def server_of(record: dict[str, Any]) -> str:
     return head.split("@", 1)[0]
 
 
-def rules_verdict(record: dict[str, Any], *, loso: bool = False) -> Verdict:
-    """The rules' verdict; with ``loso``, with the rules learned only from this record's server switched off."""
-    with vocab.held_out(frozenset({server_of(record)}) if loso else frozenset()):
+def rules_verdict(
+    record: dict[str, Any], *, loso: bool = False, off: frozenset[tuple[str, str]] = frozenset()
+) -> Verdict:
+    """The rules' verdict; with ``loso``, with the rules learned only from this record's server switched off, and
+    the wordings ``off`` (``(family, key)``) too."""
+    with vocab.held_out(frozenset({server_of(record)}) if loso else frozenset(), off):
         return verdict_of(raw_fault(record), record)
+
+
+def firing(records: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    """Each wording the rules read in-sample, as ``(family, key)``, with the servers whose records it decided."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for record in records:
+        details = raw_fault(record).details
+        if details.get("basis") == vocab.Basis.WORDING.value and "recognised" in details:
+            out.setdefault((str(details["vocabulary"]), str(details["recognised"])), set()).add(server_of(record))
+    return out
+
+
+def strict_verdicts(records: list[dict[str, Any]]) -> list[Verdict]:
+    """Strict leave-one-server-out: as ``loso``, and every wording (standard, generic or a server's) that decided
+    records of the held-out server only is off too: what a server gets whose words no other server of the corpus
+    used, whoever the rule is credited to. A lower bound for rules written after the corpus was read."""
+    fired = firing(records)
+    verdicts = []
+    for record in records:
+        server = server_of(record)
+        off = frozenset(rule for rule, servers in fired.items() if servers == {server})
+        verdicts.append(rules_verdict(record, loso=True, off=off))
+    return verdicts
 
 
 def iter_records(path: Path = CORPUS) -> Iterator[dict[str, Any]]:

@@ -3,25 +3,35 @@
 Everything runs on this machine: the example upstream is a stdio subprocess (``python -m
 resilient_mcp.demo.upstream``), one copy called directly (as a host would without the proxy), one behind the proxy,
 which runs in this process; both clients speak real JSON-RPC. Each step prints what the agent asked and what it got
-back each way. The demo's output goes to stdout (it is a command, not an MCP server); logs go to stderr.
+back each way. The demo's output goes to stdout (it is a command, not an MCP server).
+
+Nothing else interrupts the steps: the direct server's stderr (its tracebacks, its last words before a crash) is
+captured in a file and each step that made it write says so in one line under the direct answer; the proxy's own
+stderr (its log lines, and the proxied server's stderr it relays) goes to a second file while the demo runs and is
+summarised at the end, or printed whole to stderr if the demo itself fails.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from ..host.server import build_server
+from ..logs import Level, configure_logging
 from ..policy import Policy, PolicyFile
 from ..policy.config import ProxyConfig
 from ..proxy.pipeline import Pipeline
@@ -99,20 +109,25 @@ async def _call(client: Caller, tool: str, args: dict[str, Any]) -> list[str]:
     return [("✗ error" if result.is_error else "✓ ok"), *_summary(result)]
 
 
-async def _step(direct: Caller, proxied: Caller, title: str, tool: str, args: dict[str, Any]) -> None:
+async def _step(direct: _Direct, proxied: Caller, title: str, tool: str, args: dict[str, Any]) -> None:
     _say(f"\n▶ {title}\n  {tool}({json.dumps(args)})")
     _say("  direct:")
-    for line in await _call(direct, tool, args):
+    for line in [*await _call(direct, tool, args), *_stderr_summary(direct.new_stderr())]:
         _say("    " + line)
     _say("  through resilient-mcp:")
     for line in await _call(proxied, tool, args):
         _say("    " + line)
 
 
-@asynccontextmanager
-async def _direct(ledger: Path) -> AsyncIterator[Client]:
-    async with Client(_upstream_params(ledger), mode="legacy", cache=None) as c:
-        yield c
+def _stderr_summary(text: str) -> list[str]:
+    """One line for what the direct server wrote to stderr during a step: a traceback by its last line."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    if any(line.startswith("Traceback") for line in lines):
+        return [f"└ the server's stderr: a Python traceback ({len(lines)} lines) ending in {lines[-1].strip()[:160]}"]
+    more = f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
+    return [f"└ the server's stderr: {lines[0].strip()[:160]}{more}"]
 
 
 @asynccontextmanager
@@ -130,32 +145,115 @@ async def _proxied(tmp: Path) -> AsyncIterator[Client]:
 
 
 class _Direct:
-    """The server called without the proxy, one connection per step: a server that died in one step is started
-    again for the next, as a host would after showing the error (the orders are kept in its ledger file)."""
+    """The server called without the proxy, as a host would: one connection, started again for the next step once
+    the server died (the orders are kept in its ledger file). Its stderr goes to a file, read after each step."""
 
-    def __init__(self, ledger: Path) -> None:
+    def __init__(self, ledger: Path, stderr: Path) -> None:
         self.ledger = ledger
+        self.stderr_path = stderr
+        self._stderr_read = 0
+        self._stack = AsyncExitStack()
+        self._client: Client | None = None
+        self._done = anyio.Event()
+
+    async def __aenter__(self) -> _Direct:
+        self._errlog = self._stack.enter_context(self.stderr_path.open("w", encoding="utf-8"))
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._done.set()
+        await self._stack.aclose()
+
+    async def _connection(self, *, task_status: anyio.abc.TaskStatus[Client]) -> None:
+        """One connection to a fresh server process, held in its own task until it died or the demo ends."""
+        self._done = anyio.Event()
+        transport = stdio_client(_upstream_params(self.ledger), errlog=self._errlog)
+        async with Client(transport, mode="legacy", cache=None) as client:
+            task_status.started(client)
+            await self._done.wait()
 
     async def call_tool(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
-        error: MCPError | None = None
-        async with _direct(self.ledger) as client:
-            try:
-                return await client.call_tool(tool, args, read_timeout_seconds=DIRECT_TIMEOUT_S)
-            except MCPError as exc:  # raised out of the client's task group, it would arrive as a group
-                error = exc
-        raise error
+        if self._client is None:
+            self._client = await self._tg.start(self._connection)
+        try:
+            return await self._client.call_tool(tool, args, read_timeout_seconds=DIRECT_TIMEOUT_S)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:  # the server died: the next step starts it again
+                self._client = None
+                self._done.set()
+            raise
+
+    def new_stderr(self) -> str:
+        """What the server wrote to stderr since the last call (it writes before it answers or exits)."""
+        data = self.stderr_path.read_bytes()
+        new, self._stderr_read = data[self._stderr_read :], len(data)
+        return new.decode("utf-8", "replace")
 
 
-async def run_demo() -> int:
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """The process's stderr (file descriptor 2: the proxy's logs, the proxied server's relayed stderr) into ``path``
+    while the demo runs; printed whole to the real stderr when the demo fails, so nothing is lost."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    ok = False
+    try:
+        with path.open("wb") as sink:
+            os.dup2(sink.fileno(), 2)
+        yield
+        ok = True
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        if not ok:
+            sys.stderr.write(path.read_text(encoding="utf-8", errors="replace"))
+            sys.stderr.flush()
+
+
+def _log_summary(text: str) -> list[str]:
+    """The captured stderr in a few lines: the proxy's log events by level and name, then the relayed server lines."""
+    events: Counter[str] = Counter()
+    relayed: list[str] = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and "event" in record:
+            where = f" ({record['upstream']})" if isinstance(record.get("upstream"), str) else ""
+            events[f"{record.get('level', 'info')} {record['event']}{where}"] += 1
+        elif line.strip():
+            relayed.append(line.strip())
+    out = [
+        "the proxy's log: "
+        + (", ".join(f"{e}" + (f" ({n} times)" if n > 1 else "") for e, n in events.items()) if events else "nothing")
+    ]
+    if relayed:
+        more = f" (+{len(relayed) - 1} more lines)" if len(relayed) > 1 else ""
+        out.append(f"the proxied server's stderr, relayed by the proxy: {relayed[0][:160]}{more}")
+    return out
+
+
+async def run_demo(log_level: Level = "warning") -> int:
     with tempfile.TemporaryDirectory(prefix="resilient-mcp-demo-") as name:
         tmp = Path(name)
-        direct = _Direct(tmp / "direct-ledger.json")
-        async with _proxied(tmp) as proxied:
-            await _script(direct, proxied)
+        with _stderr_to(tmp / "proxy-stderr.log"):
+            configure_logging(log_level, "json")  # summarised below, so read as JSON lines
+            async with (
+                _Direct(tmp / "direct-ledger.json", tmp / "direct-stderr.log") as direct,
+                _proxied(tmp) as proxied,
+            ):
+                await _script(direct, proxied)
+        _say("\n▶ Behind the scenes: stderr, kept out of the steps above")
+        for line in _log_summary((tmp / "proxy-stderr.log").read_text(encoding="utf-8", errors="replace")):
+            _say("    " + line)
+        _say("\nDone. Put `resilient-mcp wrap -- <your server>` in your MCP host's config to get the same guards.")
     return 0
 
 
-async def _script(direct: Caller, proxied: Caller) -> None:
+async def _script(direct: _Direct, proxied: Caller) -> None:
     _say("resilient-mcp demo: an order-book MCP server, called directly and through the proxy.")
     tools = (await proxied.list_tools()).tools
     _say(f"\n▶ tools/list through the proxy: {len(tools)} tools, advertised unchanged")
@@ -213,4 +311,3 @@ async def _script(direct: Caller, proxied: Caller) -> None:
         "create_order",
         {"customer": "ada", "sku": "banana", "qty": "two"},
     )
-    _say("\nDone. Put `resilient-mcp wrap -- <your server>` in your MCP host's config to get the same guards.")

@@ -31,7 +31,7 @@ optionally a suggestion template, and passes only the fields::
     raise PermissionDenied.of("policy_denied", suggest="policy_denied_advice", tool=name, repair_action=...)
 
 ``of`` fills them with exactly the fields they name: a missing, misspelt or unused field raises
-``TemplateFieldError`` (``tests/test_fault_templates.py`` also checks every raise site against its templates).
+``TemplateFieldError`` (``tests/faults/test_fault_templates.py`` also checks every raise site against its templates).
 ``text`` fills one template into a string, for the parts of a text composed at the site (a list of errors, an
 optional list of alternatives). Default suggestions, written from a fault's details, are ``verdict/suggestions.py``'s.
 """

@@ -18,7 +18,9 @@ Sources, in order of trust:
 and safe to repeat for a write. Texts that look transient (rate limit, timeout, unavailable) give a transient fault that
 is ``maybe_executed``, so rule R retries it only on read-only or idempotent tools. Texts that name a refusal
 (authentication, permission, quota, invalid argument, conflict, unknown tool, not found) give their class,
-non-transient, never retried. Anything else is ``PermanentExecutionError``, non-transient and ``maybe_executed`` with an
+non-transient, never retried; read from a generic word only, a refusal is ``executed_failed``, not ``rejected`` (a
+word never proves that nothing ran). A tool's own time limit ("command timed out after 5 s") is D4, non-transient,
+``maybe_executed``. Anything else is ``PermanentExecutionError``, non-transient and ``maybe_executed`` with an
 unknown side effect: not retried, and the observation tells a write's caller to verify state.
 """
 
@@ -150,6 +152,8 @@ def classify_result(result: types.CallToolResult, *, tool: types.Tool | None) ->
         fault = fault_from_observation(meta[FAULT_META_KEY], upstream_message=text)
     if fault is None and isinstance(meta.get(ERROR_META_KEY), Mapping):
         fault = _from_hint(meta[ERROR_META_KEY])
+    if isinstance(fault, SemanticArgumentRejection) and not isinstance(meta.get(FAULT_META_KEY), Mapping):
+        fault = _narrowed(fault, text)
     if fault is not None:
         fault.details.setdefault("basis", Basis.TYPED_HINT.value)
     else:
@@ -183,6 +187,25 @@ def _scalar(value: Any) -> Any:
     if isinstance(value, str):
         return value[:200]
     return value if value is None or isinstance(value, bool | int | float) else str(value)[:200]
+
+
+def _narrowed(fault: SemanticArgumentRejection, text: str) -> Fault:
+    """A typed "invalid argument" whose text is a validator's (JSON Schema, zod, pydantic) names the narrower type:
+    a missing argument (B1) or a schema violation (B2), refused before the tool ran. Otherwise the hint stands."""
+    reading = vocab.read(text)
+    if reading is None or reading.rule.family != "validation":
+        return fault
+    cls = reading.rule.fault
+    if cls not in (MissingRequiredArgument, SchemaViolation):
+        return fault
+    return cls.of(
+        "reported" if cls.has_template("reported") else "tool_error",
+        details={**fault.details, "narrowed_by": "validation"},
+        transient=False,
+        retry_safety=RetrySafety.REJECTED,
+        side_effect_status=SideEffectStatus.NONE,
+        upstream_code=fault.upstream_code,
+    )
 
 
 def _rate_or_quota(retry_after_ms: int | None) -> type[Fault]:
@@ -266,13 +289,26 @@ def classify_text(text: str, tool: types.Tool | None = None) -> Fault:
             side_effect_status=SideEffectStatus.UNKNOWN,
             retry_after_ms=reading.retry_after_ms,
         )
-    # A refusal the upstream made before running (auth, permission, quota) changed nothing.
-    refused_before = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
-    effect = SideEffectStatus.NONE if refused_before else SideEffectStatus.UNKNOWN
+    # A refusal the upstream made before running (auth, permission, quota) changed nothing. A generic word is a
+    # guess, and may name a step of a call that otherwise ran ("wrote x; chmod: permission denied"): it keeps its
+    # class but never claims that nothing ran (the tool answered a failure: executed_failed, effect unknown).
+    refusal = cls.default_retry_safety in (RetrySafety.REJECTED, RetrySafety.NOT_SENT)
+    guess = rule.family == "keyword"
+    effect = SideEffectStatus.NONE if refusal and not guess else SideEffectStatus.UNKNOWN
+    if rule.cut:  # the tool cut it off at its own limit: what ran before is unknown
+        return cls.of(
+            said,
+            details=details,
+            transient=False,
+            retry_safety=RetrySafety.MAYBE_EXECUTED,
+            side_effect_status=SideEffectStatus.UNKNOWN,
+            repair_action=rule.repair,
+        )
     return cls.of(
         said,
         details=details,
         transient=False,
+        retry_safety=RetrySafety.EXECUTED_FAILED if refusal and guess else None,
         side_effect_status=effect,
         repair_action=rule.repair,
         retry_after_ms=reading.retry_after_ms,

@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
-from mcp_types import CLIENT_CAPABILITIES_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 MAX_LEAD_FRAMES = 8
@@ -75,6 +76,16 @@ async def read_opening(read: Any, timeout_s: float) -> tuple[types.JSONRPCReques
             if isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCRequest):
                 opening = item.message
     return opening, Replay(lead, read)
+
+
+def speaks_2026(request: types.JSONRPCRequest | None) -> bool:
+    """The host's opening request is in the 2026-07-28 era: a request (``server/discover`` from a client in
+    ``auto`` mode, or any other) whose ``_meta`` envelope names a 2026-07-28 protocol version. ``initialize``, no
+    request, or one without that envelope: the handshake era."""
+    if request is None or request.method == "initialize" or not isinstance(request.params, dict):
+        return False
+    meta = request.params.get("_meta")
+    return isinstance(meta, dict) and meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS
 
 
 def declared_capabilities(request: types.JSONRPCRequest | None) -> types.ClientCapabilities | None:

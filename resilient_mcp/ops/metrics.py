@@ -7,6 +7,10 @@ fixed sets, and ``tool`` is the host-visible name (in every metric, ``breaker_st
 a real tool's label. Gauges (breaker state, upstream up, restarts, idempotency records, state backend errors) cost
 nothing per call: a collector reads them when ``/metrics`` is scraped. No ``_created`` series; ``build_info`` and the
 ``process_*`` series of prometheus_client's ProcessCollector are there.
+
+One style of enumerated label values: lowercase snake_case (``outcome``, ``stage``, ``state``, ``status``), except
+``fault_type``, which is the fault catalog's type identifier verbatim (as in observations, the audit log, spans and
+the status page, so they join) and appears in no other label.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ UNKNOWN = "(unknown)"
 """The one ``tool`` label value (and status row) of every name no upstream offers."""
 _FAULT_TYPE = re.compile(r"[A-G][0-9]{1,2}_[a-z0-9_]{1,60}")
 _OUTCOMES = frozenset({"ok", "error", "refused", "abandoned"})
+_ATTEMPT_OUTCOMES = frozenset({"ok", "error", "cancelled", "internal_error"})
 _STAGES = frozenset(
     {"validate", "access", "guard", "provenance", "idempotency", "breaker", "cache", "fallback", "policy", "output"}
 )
@@ -106,8 +111,8 @@ class MetricsRecorder(CallEvents):
         )
         self.attempt_latency = Histogram(
             "resilient_mcp_upstream_attempt_duration_seconds",
-            "Latency of single upstream attempts by outcome.",
-            ["upstream", "outcome"],
+            "Latency of single upstream attempts by outcome (fault_type none unless error).",
+            ["upstream", "outcome", "fault_type"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -156,9 +161,14 @@ class MetricsRecorder(CallEvents):
         for attempt in call.record.attempts:
             series = self._attempts.get((children.upstream, attempt.outcome))
             if series is None:
-                plain = attempt.outcome in ("ok", "cancelled", "internal_error")
-                label = attempt.outcome if plain else _fault_label(attempt.fault_type)
-                series = self.attempt_latency.labels(children.upstream, label)
+                # An attempt's own record names a failed attempt by its fault type; here, as in tool_calls, the
+                # outcome is one word of a fixed set and the fault type has a label of its own.
+                if attempt.fault_type:
+                    label = "error"
+                else:
+                    label = attempt.outcome if attempt.outcome in _ATTEMPT_OUTCOMES else OTHER
+                fault = _fault_label(attempt.fault_type)
+                series = self.attempt_latency.labels(children.upstream, label, fault)
                 if len(self._attempts) < self._cache_limit:
                     self._attempts[(children.upstream, attempt.outcome)] = series
             series.observe(attempt.elapsed_ms / 1000)

@@ -141,7 +141,7 @@ class TraceRecorder(CallEvents):
             return
         fault_type = getattr(error, "fault_type", None)
         if isinstance(fault_type, str):
-            self._end_attempt(spans, fault_type, fault_type)
+            self._end_attempt(spans, "error", fault_type)
         else:
             self._end_attempt(spans, "internal_error" if isinstance(error, Exception) else "cancelled", None)
 
@@ -150,7 +150,8 @@ class TraceRecorder(CallEvents):
         token, spans.attempt_token = spans.attempt_token, None
         assert attempt is not None and token is not None
         attempt.set_attribute("resilient_mcp.outcome", outcome)
-        if fault_type is not None:
+        if fault_type is not None:  # as on the call's span and in the metrics: the type has its own attribute
+            attempt.set_attribute("resilient_mcp.fault_type", fault_type)
             attempt.set_status(Status(StatusCode.ERROR, fault_type))
         otel_context.detach(token)
         attempt.end()

@@ -84,11 +84,14 @@ class _UpstreamCommon(_Strict):
 class StdioUpstream(_UpstreamCommon):
     type: Literal["stdio"] = "stdio"
     """Optional; an entry with `command` is a stdio server."""
-    protocol: Literal["auto", "legacy"] = "legacy"
-    """Protocol era toward this server: "legacy" serves every host over one handshake-era connection (a 2026-07-28
-    host's requests are bridged); "auto" also serves a 2026-07-28 host in its own era, over a second connection
-    when the server speaks it. For a stdio server that second connection is a second process of the server, which
-    does not share the first one's memory: opt in only for servers whose state lives outside the process."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """Protocol era toward this server. "auto" meets each host in its own era: with one stdio host (`wrap`,
+    `serve` without `--http`) the server's one process is connected in that host's era (2026-07-28 when both speak
+    it); over `--http` a 2026-07-28 host is served by a second process of the server (started at its first request
+    when the server speaks that era), which shares nothing in memory with the first. "legacy" serves every host
+    over one handshake-era connection (a 2026-07-28 host's requests bridged, under the proxy's own input keys):
+    choose it for a server that keeps state in memory and is served over `--http` (the second process would answer
+    a 2026-07-28 host's calls and reads from other memory than the first, which lists its tools and resources)."""
     command: str = Field(min_length=1)
     """The program to start (looked up on PATH)."""
     args: list[str] = Field(default_factory=list)
@@ -186,7 +189,7 @@ class ListenConfig(_Strict):
     body_timeout_s: float = Field(30.0, gt=0, le=3600)
     """A request's whole body must arrive within this many seconds of its headers (else 408 and closed)."""
     max_connections: int | None = Field(None, ge=8)
-    """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see the README's HTTP section."""
+    """Open connections at most (default: 3/4 of the open-file limit, at most 4096); see docs/usage.md, Over HTTP."""
     max_json_items: int = Field(100_000, ge=100)
     """JSON items (strings and keys, numbers, literals, objects, arrays) one request may hold; more gets 413."""
 
@@ -267,7 +270,7 @@ class ProxyConfig(_Strict):
     faults: FaultsConfig | None = None
     """Chaos mode: inject faults between the proxy and its upstreams as a fault plan says (testing only)."""
     metrics: MetricsConfig = MetricsConfig()
-    """Prometheus metrics at /metrics (see README, Operations)."""
+    """Prometheus metrics at /metrics (see docs/operations.md)."""
     status: StatusConfig = StatusConfig()
     """The live status page at /status."""
     tracing: TracingConfig = TracingConfig()

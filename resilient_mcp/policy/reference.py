@@ -1,6 +1,6 @@
-"""Reference tables generated from the models, so the README's policy and config reference cannot drift.
+"""Reference tables generated from the models, so the policy and config reference (docs/reference.md) cannot drift.
 
-``resilient-mcp schema reference`` prints them; a test checks that README.md contains them verbatim.
+``scripts/update_readme.py`` writes them into docs/reference.md; a test checks that it contains them verbatim.
 """
 
 from __future__ import annotations

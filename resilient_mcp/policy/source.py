@@ -154,7 +154,7 @@ def load_document(path: str | os.PathLike[str]) -> Document:
 def _describe(err: Any) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
-        return "unknown key (check the spelling; see the reference in the README)"
+        return "unknown key (check the spelling; see the reference in docs/reference.md)"
     if kind == "missing":
         return "required key is missing"
     msg = str(err["msg"])

@@ -270,14 +270,17 @@ class Proxy:
         """The host capabilities the proxy refused an upstream on behalf of ``ctx``'s call (so far)."""
         return self._refused.get(id(ctx), set())
 
-    def serve_one_host(self, capabilities: types.ClientCapabilities | None) -> None:
+    def serve_one_host(self, capabilities: types.ClientCapabilities | None, *, modern: bool = False) -> None:
         """Single-host stdio mode, before ``running``: connect every upstream once, declaring what the host declared
         in its opening request (``host/opening.py``), or nothing when that is not known (``follow_host`` then
-        reconnects only for a host that turns out to declare more)."""
+        reconnects only for a host that turns out to declare more). ``modern``: that request is in the 2026-07-28
+        era, so every ``protocol: auto`` upstream's one connection is negotiated as the host would (2026-07-28 when
+        the server speaks it), instead of a handshake connection and a second one for the host."""
         self.single_host = True
         declared = host_capability_names(capabilities)
         for up in self.upstreams.values():
             up.declared = declared
+            up.host_speaks_2026 = modern
 
     async def follow_host(self, ctx: Ctx) -> None:
         """With a single stdio host, connect every upstream declaring exactly the host's capabilities (once they are

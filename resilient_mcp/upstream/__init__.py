@@ -33,6 +33,12 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+    listen,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -209,7 +215,13 @@ class Upstream:
         self._twin: Upstream | None = None
         self._twins: anyio.abc.TaskGroup | None = None
         self.modern = False
-        """This connection speaks 2026-07-28 (only ever a twin's)."""
+        """This connection speaks 2026-07-28: a twin's, or the one connection of a single 2026-07-28 host
+        (``host_speaks_2026``) to a server that speaks that era."""
+        self.host_speaks_2026 = False
+        """Single stdio host whose opening request was in the 2026-07-28 era (set before ``run``): with ``protocol:
+        auto`` this connection is negotiated as that host would connect directly (``server/discover`` first, then
+        ``initialize`` for a server that does not answer it), so the host meets the server in its own era over one
+        process, never a second one."""
         self.handshake_only = False
         """A twin found that the server does not speak 2026-07-28: the handshake connection serves every host."""
         self.start_failure: StartFailure | None = None
@@ -329,19 +341,23 @@ class Upstream:
                     client_info=CLIENT_INFO,
                 )
             )
+            self.modern = False
             with anyio.fail_after(self.config.connect_timeout_s):
-                if self.twin_of is None:
+                if self.twin_of is None and not self._follows_2026_host():
                     await session.initialize()
                 else:
-                    # The twin: server/discover first; a server that answers it (2026-07-28) is spoken to in that
-                    # era. Anything else (-32601 from TypeScript servers, a handshake-only answer) falls back to
-                    # initialize, and then this connection is not needed: the handshake-era one serves every host.
+                    # The twin, or a single 2026-07-28 host's one connection: server/discover first; a server that
+                    # answers it (2026-07-28) is spoken to in that era. Anything else (-32601 from TypeScript
+                    # servers, a handshake-only answer) falls back to initialize: then a twin is not needed (the
+                    # handshake-era connection serves every host), and a single host's connection stays up in
+                    # the handshake era, the host's requests bridged.
                     await negotiate_auto(session)
-                    if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                        self.modern = True
+                        _stamp_host_envelope(session)
+                    elif self.twin_of is not None:
                         self.handshake_only = True
                         return
-                    self.modern = True
-                    _stamp_host_envelope(session)
                 if self.twin_of is None:
                     self.catalog = await self._list_all(session)
                     await self._restore_session_state(session)
@@ -376,6 +392,8 @@ class Upstream:
 
                 tg.start_soon(until, self._ended)
                 tg.start_soon(until, self._restart)
+                if self.modern and self.twin_of is None:
+                    tg.start_soon(self._listen, session)
             self._session = None
             self.restarts += 1
             died = self._ended.is_set()
@@ -388,9 +406,14 @@ class Upstream:
         no such host has asked (handshake-era hosts never open it)."""
         return self._twin
 
+    def _follows_2026_host(self) -> bool:
+        return self.host_speaks_2026 and self.config.protocol == "auto"
+
     def _era(self) -> str:
         if self.twin_of is not None:
             return "2026-07-28, for 2026-07-28 hosts"
+        if self._follows_2026_host():
+            return "the host's (2026-07-28 when the server speaks it), one connection"
         return "handshake" + (", 2026-07-28 hosts get their own connection" if self.config.protocol == "auto" else "")
 
     async def for_host(self) -> Upstream:
@@ -403,6 +426,8 @@ class Upstream:
         handshake-era host, one that answers ``InputRequiredResult`` reaches a 2026-07-28 host with its own keys."""
         host = CURRENT_HOST.get()
         if host is None or not host.modern or self.twin_of is not None or self.config.protocol != "auto":
+            return self
+        if self.modern or self._follows_2026_host():  # this connection is already in the host's era, or is its one
             return self
         twin = self._twin
         if twin is None:
@@ -514,7 +539,11 @@ class Upstream:
         return cat
 
     async def _restore_session_state(self, session: ClientSession) -> None:
-        """After a restart, re-apply what hosts asked of the previous process (log level, subscriptions)."""
+        """After a restart, re-apply what hosts asked of the previous process (log level, subscriptions). A
+        2026-07-28 connection has neither (the log level travels with each request; updates come over
+        ``subscriptions/listen``)."""
+        if self.modern:
+            return
         if self._log_level is not None and self.supports("logging"):
             await _quietly(session.send_request(_set_level(self._log_level), types.EmptyResult))
         for uri in list(self._subscriptions):
@@ -707,7 +736,7 @@ class Upstream:
 
     async def set_log_level(self, level: types.LoggingLevel) -> None:
         self._log_level = level
-        if self.supports("logging") and self._session is not None:
+        if self.supports("logging") and self._session is not None and not self.modern:
             await self._session.send_request(_set_level(level), types.EmptyResult, self.config.connect_timeout_s)
 
     async def subscribe(self, uri: str, on: bool) -> None:
@@ -780,6 +809,41 @@ class Upstream:
                     return
         finally:
             self._relisting.discard(kind)
+
+    async def _listen(self, session: ClientSession) -> None:
+        """A 2026-07-28 connection's list changes: they come only over ``subscriptions/listen`` in that era, and
+        are re-listed as a handshake connection's ``list_changed`` is. A server that does not serve
+        ``subscriptions/listen`` tells no one of its changes, directly or through the proxy."""
+        caps = session.server_capabilities or types.ServerCapabilities()
+        wanted = {
+            "tools": caps.tools is not None and bool(caps.tools.list_changed),
+            "prompts": caps.prompts is not None and bool(caps.prompts.list_changed),
+            "resources": caps.resources is not None and bool(caps.resources.list_changed),
+        }
+        if not any(wanted.values()):
+            return
+        kinds: dict[type[Any], str] = {
+            ToolsListChanged: "tools",
+            PromptsListChanged: "prompts",
+            ResourcesListChanged: "resources",
+        }
+        try:
+            async with (
+                listen(
+                    session,
+                    tools_list_changed=wanted["tools"],
+                    prompts_list_changed=wanted["prompts"],
+                    resources_list_changed=wanted["resources"],
+                ) as changes,
+                anyio.create_task_group() as relists,
+            ):
+                log.info("upstream_listening", upstream=self.name, what=sorted(k for k, on in wanted.items() if on))
+                async for event in changes:
+                    kind = kinds.get(type(event))
+                    if kind is not None:
+                        relists.start_soon(self._list_changed, kind)  # coalesced there
+        except Exception as exc:  # -32601 from a server without it; a lost stream: the connection's own fate
+            log.info("upstream_listen_unavailable", upstream=self.name, error=_reason(exc))
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         await self.hooks.upstream_log(self, params)

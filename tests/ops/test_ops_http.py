@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from resilient_mcp.faults import CATALOG
 from tests.helpers import (
     LOCAL_HTTP,
     REPO,
@@ -209,14 +211,56 @@ def test_metrics_after_the_scripted_run_count_calls_retries_replays_refusals_cap
     latency = "resilient_mcp_tool_call_duration_seconds_count"
     assert value(m, latency, upstream="orders", tool="orders__get_stock") == 3
     attempts = "resilient_mcp_upstream_attempt_duration_seconds_count"
-    assert value(m, attempts, upstream="orders", outcome="C4_gateway_5xx") == 2
-    assert value(m, attempts, upstream="orders", outcome="D2_rate_limited") == 1
+    assert value(m, attempts, upstream="orders", outcome="error", fault_type="C4_gateway_5xx") == 2
+    assert value(m, attempts, upstream="orders", outcome="error", fault_type="D2_rate_limited") == 1
+    assert value(m, attempts, upstream="orders", outcome="ok", fault_type="none") == 5  # 3 reads, a write, an export
     assert value(m, "resilient_mcp_upstream_up", upstream="orders") == 1
     assert value(m, "resilient_mcp_upstream_up", upstream="billing") == 0
     assert value(m, "resilient_mcp_upstream_restarts_total", upstream="orders") == 0
     assert value(m, "resilient_mcp_idempotency_records", status="in_flight") == 0
     assert value(m, "resilient_mcp_state_backend_errors_total") == 0
     assert ("resilient_mcp_breaker_state", (("tool", ""), ("upstream", "orders"))) in m
+
+
+ENUM_VALUE = re.compile(r"[a-z][a-z0-9_]*")
+"""The one style of enumerated label values: lowercase snake_case."""
+NOT_ENUMERATIONS = frozenset({"upstream", "tool", "version", "python", "mcp", "le"})
+"""Labels whose values are names or numbers (configured, host-visible, versions, bucket bounds)."""
+
+
+def test_every_enumerated_label_value_of_the_scrape_is_snake_case_and_fault_types_are_the_catalogs(run: Run) -> None:
+    """One vocabulary style across the scrape (outcome, stage, state, status, ...); ``fault_type`` is the catalog's
+    identifier verbatim, as in observations, the audit log and the status page, and appears in no other label."""
+    status, text = get(run, "/metrics")
+    assert status == 200, text
+    seen: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            for label, label_value in sample.labels.items():
+                if label not in NOT_ENUMERATIONS:
+                    seen.setdefault(label, set()).add(label_value)
+    catalog = {fault.fault_type for fault in CATALOG}
+    assert seen["fault_type"] <= catalog | {"none", "other"}
+    assert {"C4_gateway_5xx", "D2_rate_limited", "B1_missing_required_argument"} <= seen["fault_type"]
+    enumerations = {label: values for label, values in seen.items() if label != "fault_type"}
+    assert {"outcome", "stage", "state", "status"} <= set(enumerations)
+    off_style = {
+        label: sorted(v for v in values if not ENUM_VALUE.fullmatch(v)) for label, values in enumerations.items()
+    }
+    assert not any(off_style.values()), off_style
+    assert not any(values & catalog for values in enumerations.values()), "a fault type outside fault_type"
+    # The status page speaks the same vocabulary.
+    status, page = get(run, "/status.json")
+    board = json.loads(page)
+    failures = board["failures"]
+    assert {f["outcome"] for f in failures} <= {"error", "refused", "abandoned"}
+    assert {f["fault_type"] for f in failures} <= catalog
+    words = {u[key] for u in board["upstreams"] for key in ("state", "breaker") if u.get(key)}
+    words |= {t["effect"] for t in board["treatment"]}
+    words |= {f[key] for f in failures for key in ("outcome", "category", "repair_action") if f.get(key)}
+    words |= {category for t in board["tools"] for category in t["failures_by_category"]}
+    assert {"ready", "closed", "read_only", "error", "refused"} <= words
+    assert not [w for w in words if not ENUM_VALUE.fullmatch(w)], words
 
 
 def test_metrics_and_the_status_page_need_the_listeners_token(run: Run) -> None:

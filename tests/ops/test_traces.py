@@ -99,7 +99,8 @@ async def test_a_retried_transient_fault_shows_a_failed_attempt_a_backoff_wait_a
     attempts = named(finished, "resilient-mcp attempt")
     backoff = one(finished, "resilient-mcp backoff")
     assert [s.name for s in attempts] == ["resilient-mcp attempt 1", "resilient-mcp attempt 2"]
-    assert [attrs(s)["resilient_mcp.outcome"] for s in attempts] == ["D2_rate_limited", "ok"]
+    assert [attrs(s)["resilient_mcp.outcome"] for s in attempts] == ["error", "ok"]
+    assert [attrs(s).get("resilient_mcp.fault_type") for s in attempts] == ["D2_rate_limited", None]
     assert attempts[0].status.status_code is StatusCode.ERROR
     assert {parent_of(s) for s in (*attempts, backoff)} == {span.context.span_id}
     assert attempts[0].end_time <= backoff.start_time and backoff.end_time <= attempts[1].start_time  # type: ignore[operator]

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import child_env
+from tests.helpers import REPO, child_env
 
 
 def test_demo_shows_each_fault_direct_and_through_the_proxy(tmp_path: Path) -> None:
@@ -32,3 +32,16 @@ def test_demo_shows_each_fault_direct_and_through_the_proxy(tmp_path: Path) -> N
     assert out.count('"client_ref": "r-2-crash"}]') == 2, "the write that died after committing exists once each way"
     assert "output truncated: kept 100000 of 5130026 bytes" in out
     assert "This identical call already failed" in out
+    # Stderr never lands in the middle of the steps: the direct server's is summarised under its answer, the proxy's
+    # log and the stderr it relays in one section at the end.
+    assert "Traceback (most recent call last)" not in done.stderr + out
+    assert "upstream_died" not in done.stderr and "crashing before answering" not in done.stderr
+    assert out.count("└ the server's stderr: a Python traceback") == 2 and "ending in KeyError: 'client_ref'" in out
+    assert "└ the server's stderr: demo upstream: committed the order, now crashing before answering" in out
+    behind = out[out.index("▶ Behind the scenes") :]
+    assert "warning upstream_died (orders)" in behind and "relayed by the proxy: demo upstream: committed" in behind
+    # The README's before/after example is this run's output, verbatim.
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    example = readme[readme.index("```text\n▶ ") + len("```text\n") :]
+    example = example[: example.index("```")]
+    assert example in out, "README.md's before/after example is not what the demo prints: copy the step from its output"

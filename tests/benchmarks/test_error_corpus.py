@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.errors.accuracy import AXES, harms, overall, right, run
 from benchmarks.errors.measure import ScriptedModel, measure
-from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, error_text, load, rules_verdict
+from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, error_text, load, rules_verdict, strict_verdicts
 from resilient_mcp.faults import BY_TYPE, RepairAction, RetrySafety
 
 RECORDS = load(CORPUS)
@@ -89,6 +89,16 @@ async def test_a_scripted_model_never_loosens_retry_safety_and_a_right_one_impro
                 assert right(r, v, "fault_type") and right(r, v, "transient"), r["id"]
 
 
+def test_a_start_up_record_is_never_sent_and_a_permanent_one_asks_the_user() -> None:
+    startup = [r for r in RECORDS if r["tool"]["name"] == "(start-up)"]
+    assert len(startup) >= 5
+    for r in startup:
+        v = rules_verdict(r)
+        assert r["gold"]["retry_safety"] == v.retry_safety == RetrySafety.NOT_SENT.value, r["id"]
+        if r["raw"]["details"].get("permanent"):  # as upstream/startup.py tells the model
+            assert v.repair_action == RepairAction.ASK_USER.value and v.max_retry == 0, r["id"]
+
+
 def test_leave_one_server_out_switches_rules_off_and_no_verdict_makes_the_proxy_repeat_what_cannot_pass() -> None:
     insample = [rules_verdict(r) for r in RECORDS]
     loso = [rules_verdict(r, loso=True) for r in RECORDS]
@@ -106,7 +116,10 @@ def test_leave_one_server_out_switches_rules_off_and_no_verdict_makes_the_proxy_
         ]
         assert bare, "the corpus has -32603 errors whose message says nothing the rules know"
     found = [(r["id"], harms(r, v)) for r, v in zip(RECORDS, loso, strict=True) if harms(r, v)]
-    assert len(found) <= len(RECORDS) // 100, found  # harmful verdicts stay rare (target 0; REPORT.md names them)
+    assert not found, found  # issue 19's target: no harmful verdict on a server the rules never saw
+    strict = strict_verdicts(RECORDS)  # and none where every wording only the held-out server used is off too
+    assert not [(r["id"], harms(r, v)) for r, v in zip(RECORDS, strict, strict=True) if harms(r, v)]
+    assert overall(RECORDS, strict)["fault_type"] <= overall(RECORDS, loso)["fault_type"]
     report = run(CORPUS)
     assert "| fault_type | " in report and "LOSO" in report and "harmful-verdict rate" in report
 

@@ -345,7 +345,7 @@ async def test_a_kept_name_that_meets_another_upstreams_name_is_a_conflict_not_a
 
 # --- one real file per host, in the shape of that host's documentation (tests/fixtures/hostfiles/) ------------------
 
-HOSTFILES = Path(__file__).parent / "fixtures" / "hostfiles"
+HOSTFILES = Path(__file__).parents[1] / "fixtures" / "hostfiles"
 
 
 def _load(path: Path, environ: dict[str, str] | None = None) -> Any:

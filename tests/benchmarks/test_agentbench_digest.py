@@ -14,7 +14,7 @@ from pathlib import Path
 from benchmarks.agentbench.digest import NAME, compare, digest_lines, episode_hash, read_digest
 from benchmarks.agentbench.runner import Job, run_jobs
 
-DIGEST = Path(__file__).resolve().parent.parent / "benchmarks" / NAME
+DIGEST = Path(__file__).resolve().parents[2] / "benchmarks" / NAME
 SUBSET = (
     "C3-read_only-hang-first",
     "C3-write_unsafe-no_commit-first",

@@ -79,6 +79,13 @@ def test_the_report_is_written_without_matplotlib_charts_when_it_is_missing(runs
     text = (tmp_path / "RESULTS.md").read_text(encoding="utf-8")
     assert "## Headline" in text and Path(paths["json"]).exists()
     assert "charts/" in text or "Charts skipped" in text
+    # A second run keeps the hand-written summary block (every benchmark's figures) under the title.
+    summary = "<!-- BEGIN summary (hand-written) -->\n\n## Summary\n\nfigures\n\n<!-- END summary -->"
+    (tmp_path / "RESULTS.md").write_text(text.replace("\n\n", f"\n\n{summary}\n\n", 1), encoding="utf-8")
+    write({"rows": len(rows)}, rows, render(meta, rows, None), tmp_path)
+    again = (tmp_path / "RESULTS.md").read_text(encoding="utf-8")
+    assert again.count(summary) == 1 and again.index(summary) < again.index("## Headline")
+    assert again.replace(summary + "\n\n", "") == text
 
 
 def test_wilson_interval_brackets_the_rate() -> None:

@@ -1,6 +1,6 @@
 """The official MCP conformance suite, run against the proxy's HTTP listener with the conformance fixture behind it.
 
-Every active scenario that passes against the fixture directly (see test_conformance_fixture.py) must pass through the
+Every active scenario that passes against the fixture directly (see test_fixture.py here) must pass through the
 proxy: logging, progress, sampling, elicitation, subscriptions and completion are forwarded, and DNS-rebinding
 protection is the proxy's own. Verdicts come from each scenario's checks.json, not from the suite's exit code.
 """
@@ -24,7 +24,7 @@ from tests.helpers import (
     write_yaml,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "conformance_server.py"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "conformance_server.py"
 
 
 @pytest.mark.conformance

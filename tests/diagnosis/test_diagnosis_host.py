@@ -5,7 +5,8 @@ The upstream's error for a branch created from a base that does not exist is fre
 ("No item found with id develop": no standard code, no known wording), so the proxy asks the host's own model (MCP
 ``sampling/createMessage``) and the host's answer becomes the observation's type, action and suggestion, marked as
 model-written. A host that did not declare sampling is never asked: the rules' observation comes back, with the
-reason. (An error the rules do recognise, even by a generic word, is never sent to a model: tests/test_diagnosis.py.)
+reason. (An error the rules do recognise, even by a generic word, is never sent to a model:
+tests/diagnosis/test_diagnosis.py.)
 """
 
 from __future__ import annotations

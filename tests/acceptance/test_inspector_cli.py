@@ -22,7 +22,7 @@ from tests.conformance.run_suite import node22_path
 from tests.helpers import REPO, child_env, free_port, http_get_status, proxy_argv, running, wait_until, write_yaml
 
 INSPECTOR = REPO / ".tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
-FIXTURE_ARGV = [sys.executable, str(Path(__file__).parent / "fixtures" / "conformance_server.py"), "--stdio"]
+FIXTURE_ARGV = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "conformance_server.py"), "--stdio"]
 
 PROMPT_ARGS = ["--prompt-args", "arg1=a", "arg2=b"]
 CALLS: list[tuple[str, list[str]]] = [

@@ -13,7 +13,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -47,13 +47,20 @@ LIMIT_S = 90.0
 
 @asynccontextmanager
 async def wrapped(
-    argv: list[str], tmp: Path, *, wrap: tuple[str, ...] = (), label: str = "proxy", **client: Any
+    argv: list[str],
+    tmp: Path,
+    *,
+    wrap: tuple[str, ...] = (),
+    label: str = "proxy",
+    mode: Literal["legacy", "auto"] = "legacy",
+    **client: Any,
 ) -> AsyncIterator[Client]:
-    """A legacy-mode client over stdio to ``resilient-mcp wrap -- argv`` (``client``: the Client's callbacks)."""
+    """A client over stdio to ``resilient-mcp wrap -- argv`` (``client``: the Client's callbacks), in the handshake
+    era (``mode="legacy"``) or as mcp 2.3 connects by default (``"auto"``: 2026-07-28 with the proxy)."""
     args = proxy_argv("wrap", "--state-dir", str(tmp / "state"), *wrap, "--", *argv)
     params = StdioServerParameters(command=args[0], args=args[1:], env=child_env(), cwd=REPO)
     with (tmp / f"{label}.stderr").open("w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None, **client) as c:
+        async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None, **client) as c:
             yield c
 
 
@@ -86,6 +93,101 @@ async def test_each_upstream_starts_once_per_session_whatever_the_host_declares(
     assert "echo" in listed
     assert not first.is_error and not second.is_error
     assert len(starts) == 1, f"the upstream was started {len(starts)} times: {starts}"
+
+
+CONFORMANCE_FIXTURE = FIXTURES / "conformance_server.py"
+ELICITING_TOOL = "test_input_required_result_elicitation"
+"""The fixture's tool that asks the user's name: under its own key ``user_name`` in an ``InputRequiredResult`` to a
+2026-07-28 client, with an ``elicitation/create`` request during the call to a handshake-era one."""
+
+
+async def _alice(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Alice"})
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28-host", "handshake-era-host"])
+async def test_default_wrap_meets_a_single_host_in_its_own_era_with_one_process_of_the_server(
+    mode: Literal["legacy", "auto"], tmp_path: Path
+) -> None:
+    """Default ``wrap`` (no ``--protocol``) in front of an mcp 2.3 server over stdio: a 2026-07-28 host (mcp 2.3's
+    default client) gets the server's own input keys, as it does directly, and a handshake-era host its requests
+    during the call; either way the server is started once (the shell in front of it records every start)."""
+    starts = tmp_path / "starts"
+    argv = ["/bin/sh", "-c", 'echo started >> "$0"; exec "$1" "$2" --stdio']
+    argv += [str(starts), sys.executable, str(CONFORMANCE_FIXTURE)]
+    answers: dict[str, tuple[str | None, list[str], str]] = {}
+    with anyio.fail_after(LIMIT_S):
+        for label in ("direct", "wrap"):
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env(), cwd=REPO)
+            client_of = (
+                wrapped(argv, tmp_path, mode=mode, elicitation_callback=_alice)
+                if label == "wrap"
+                else Client(stdio_client(params), mode=mode, cache=None, elicitation_callback=_alice)
+            )
+            async with client_of as client:
+                keys: list[str] = []
+                if mode == "auto":
+                    first = await client.session.call_tool(ELICITING_TOOL, {}, allow_input_required=True)
+                    assert isinstance(first, types.InputRequiredResult), first
+                    keys = sorted(first.input_requests or {})
+                done = text(await client.call_tool(ELICITING_TOOL, {}))
+                answers[label] = (client.protocol_version, keys, done)
+            if label == "direct":
+                starts.unlink()
+    assert answers["wrap"] == answers["direct"]
+    assert answers["wrap"][2] == "Hello, Alice!"
+    if mode == "auto":
+        assert answers["wrap"][:2] == ("2026-07-28", ["user_name"]), "the server's own key, not the proxy's"
+    assert starts.read_text().split() == ["started"], "the server was started more than once"
+
+
+GROWING_SERVER = """
+import anyio
+from mcp import types
+from mcp.server import Server
+from mcp.server.lowlevel import NotificationOptions
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+
+bus = InMemorySubscriptionBus()
+tools = [types.Tool(name="grow", input_schema={"type": "object"})]
+
+async def list_tools(ctx, params):
+    return types.ListToolsResult(tools=tools)
+
+async def call_tool(ctx, params):
+    tools.append(types.Tool(name=f"grown_{len(tools)}", input_schema={"type": "object"}))
+    await ctx.session.send_tool_list_changed()  # the handshake era's way (dropped on a 2026-07-28 connection)
+    await bus.publish(ToolsListChanged())  # the 2026-07-28 era's
+    return types.CallToolResult(content=[types.TextContent(text="grown")])
+
+server = Server("growing", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=ListenHandler(bus))
+
+async def main():
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options(NotificationOptions(tools_changed=True)))
+
+anyio.run(main)
+"""
+"""A server whose ``grow`` tool adds a tool and says so in both eras."""
+
+
+async def test_a_single_2026_host_through_default_wrap_learns_of_the_servers_new_tools(tmp_path: Path) -> None:
+    """Over the one 2026-07-28 connection, a server's list changes come only over ``subscriptions/listen``: the
+    proxy listens, re-lists, and tells the host (which listens to the proxy), as the server would tell it directly."""
+    script = tmp_path / "growing.py"
+    script.write_text(GROWING_SERVER, encoding="utf-8")
+    with anyio.fail_after(LIMIT_S):
+        async with (
+            wrapped([sys.executable, str(script)], tmp_path, mode="auto") as client,
+            client.listen(tools_list_changed=True) as changes,
+        ):
+            assert client.protocol_version == "2026-07-28"
+            assert [t.name for t in (await client.list_tools()).tools] == ["grow"]
+            assert text(await client.call_tool("grow", {})) == "grown"
+            while "grown_1" not in [t.name for t in (await client.list_tools()).tools]:
+                await changes.__anext__()  # the proxy's word that its catalog changed
+    assert "upstream_listening" in (tmp_path / "proxy.stderr").read_text()
 
 
 @asynccontextmanager

@@ -1,6 +1,6 @@
 """The chaos server's other tool surfaces (``domain: files | calendar | tickets``) keep the order shop's conventions.
 
-Each surface is served in process through the SDK's real JSON-RPC path, as ``test_chaos_server.py`` serves the order
+Each surface is served in process through the SDK's real JSON-RPC path, as ``test_server.py`` here serves the order
 tools: writes are counted in the ledger per logical operation (a duplicate of a non-idempotent write shows as two
 commits, an idempotent write repeated as one), optimistic locks and missing records are typed ``isError`` results,
 the read with an outputSchema keeps it, and fault rules match each surface's tool names. One test runs

@@ -19,11 +19,9 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters, types
 
-TESTS_DIR = Path(__file__).resolve().parent
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
+from tests.conformance.run_suite import missing_tools, run_suite
 
-from conformance.run_suite import missing_tools, run_suite  # noqa: E402
+TESTS_DIR = Path(__file__).resolve().parents[1]
 
 FIXTURE = TESTS_DIR / "fixtures" / "conformance_server.py"
 STARTUP_TIMEOUT = 20.0

@@ -517,10 +517,19 @@ RESULTS: list[tuple[str, types.CallToolResult, type[f.Fault], S, bool, int | Non
         True,
         None,
     ),
-    ("text-permission", result("Permission denied for /etc/shadow"), f.PermissionDenied, S.REJECTED, False, None),
+    # A generic word is a guess that never proves the call did not run (it may name one step of a call that ran):
+    # the refusal's class, but executed_failed, not rejected. A status code (403, 401) is the upstream's own claim.
+    (
+        "text-permission",
+        result("Permission denied for /etc/shadow"),
+        f.PermissionDenied,
+        S.EXECUTED_FAILED,
+        False,
+        None,
+    ),
     ("text-403", result("403 Forbidden"), f.PermissionDenied, S.REJECTED, False, None),
     ("text-401", result("401 Unauthorized"), f.Unauthenticated, S.REJECTED, False, None),
-    ("text-quota", result("Monthly quota exceeded"), f.QuotaExhausted, S.REJECTED, False, None),
+    ("text-quota", result("Monthly quota exceeded"), f.QuotaExhausted, S.EXECUTED_FAILED, False, None),
     (
         "text-conflict",
         result("Order with client_ref R1 already exists"),

@@ -20,7 +20,7 @@ from tests.helpers import child_env, free_port, http_get_status, proxy_argv, run
 
 pytestmark = pytest.mark.anyio
 
-FIXTURE = Path(__file__).parent / "fixtures" / "conformance_server.py"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "conformance_server.py"
 FIXTURE_ARGV = [sys.executable, str(FIXTURE), "--stdio"]
 
 

@@ -16,7 +16,7 @@ import pytest
 from scripts.conformance_matrix import COLUMNS, PROXY_GAPS, RUNS, render, run_matrix
 from tests.conformance.run_suite import missing_tools
 
-REPORT = Path(__file__).resolve().parents[1] / "docs" / "conformance.md"
+REPORT = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 
 
 def _summary(report: str) -> list[str]:

@@ -86,7 +86,8 @@ F_FAULTS: list[tuple[str, str, dict[str, Any] | None, tuple[Any, ...], dict[str,
         "F3-text",
         "Monthly quota exceeded",
         None,
-        ("F", "F3_quota_exhausted", False, "rejected", "none", "degrade", 0),
+        # a generic word is a guess: the class, but no claim that nothing ran (executed_failed, effect unknown)
+        ("F", "F3_quota_exhausted", False, "executed_failed", "unknown", "degrade", 0),
         {"classified_by": "text"},
     ),
     (

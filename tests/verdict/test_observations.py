@@ -26,7 +26,7 @@ from resilient_mcp.verdict.observations import (
     write_schema,
 )
 
-SCHEMA_FILE = Path(__file__).parents[1] / "resilient_mcp" / "verdict" / "observation.schema.json"
+SCHEMA_FILE = Path(__file__).parents[2] / "resilient_mcp" / "verdict" / "observation.schema.json"
 VALIDATOR = jsonschema.Draft202012Validator(OBSERVATION_SCHEMA)
 ONE = Consecutive(1, 1, 1)
 

@@ -1,5 +1,5 @@
 """Issue 20 (hardening, round two), the Redis items, against a real ``redis-server`` and real replicas
-(``resilient-mcp serve --http`` on loopback ports, two bearer tokens; ``tests/test_replicas.py`` starts them).
+(``resilient-mcp serve --http`` on loopback ports, two bearer tokens; ``tests/state/test_replicas.py`` starts them).
 
 - 11: a write refused ``STATE_UNAVAILABLE`` during a Redis outage runs once Redis is back, in the same session (the
   loop guard answered it "already failed ... will fail the same way", then ``abort``);
@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer, needs_redis
-from tests.test_replicas import TOKENS, Replica, fault, lines, replicas
+from tests.state.test_replicas import TOKENS, Replica, fault, lines, replicas
 
 pytestmark = [pytest.mark.anyio, needs_redis()]
 
