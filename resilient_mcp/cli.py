@@ -15,13 +15,13 @@ import anyio
 
 from . import __version__
 from .logs import configure_logging
-from .prestart import environment, prestart
+from .spawn.prestart import environment, prestart
 
 if TYPE_CHECKING:
     from .policy import Policy, PolicyFile
     from .policy.config import ProxyConfig
 
-# The rest of the package is imported where it is used: ``wrap`` starts its server before importing it (prestart.py).
+# The rest of the package is imported where it is used: ``wrap`` starts its server before it (spawn/prestart.py).
 
 EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 2
 
@@ -230,7 +230,7 @@ Setup = Callable[[], "tuple[ProxyConfig, Policy, PolicyFile | None]"]
 def _run_proxy(args: argparse.Namespace, setup: Setup, early: tuple[list[str], dict[str, str]] | None = None) -> int:
     """Serve (``wrap`` and ``serve``) until stopped: ``setup()`` gives the config, the policy and the base policy
     layer. With ``early`` (a stdio ``wrap``'s command line and environment) the server's process is started first,
-    before the proxy imports itself (``prestart.py``), and stopped if the proxy never gets to use it."""
+    before the proxy imports itself (``spawn/prestart.py``), and stopped if the proxy never gets to use it."""
 
     async def main() -> int:
         if early is not None:

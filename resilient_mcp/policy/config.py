@@ -35,7 +35,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..prestart import environment
+from ..spawn.prestart import environment
 from .hostfiles import HostFile, HostSettings, read_host_file
 from .ops_settings import MetricsConfig, StatusConfig, TracingConfig
 from .source import Document, SourceError, expand_env, load_document, validate_document

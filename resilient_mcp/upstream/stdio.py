@@ -49,8 +49,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from ..call.meta import OVERSIZED_META
-from ..prestart import Watchdog, adopt, unadopted
-from ..prestart import arm_watchdog as _arm_watchdog
+from ..spawn.prestart import Watchdog, adopt, unadopted
+from ..spawn.prestart import arm_watchdog as _arm_watchdog
 from .startup import StderrTail
 
 log = structlog.get_logger(__name__)

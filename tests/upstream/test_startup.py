@@ -224,7 +224,7 @@ def test_the_prestarted_server_gets_the_environment_the_upstream_asks_for() -> N
     from mcp.client.stdio import get_default_environment
 
     from resilient_mcp.policy.config import StdioUpstream, stdio_environment
-    from resilient_mcp.prestart import environment
+    from resilient_mcp.spawn.prestart import environment
 
     extra = {"API_TOKEN": "x", "PATH": "/opt/bin"}
     up = StdioUpstream(command="server", env=extra)
@@ -240,7 +240,7 @@ def test_the_prestarted_server_gets_the_environment_the_upstream_asks_for() -> N
 async def test_a_prestarted_server_nobody_asks_for_is_stopped(tmp_path: Path) -> None:
     """A process started early for a command line the upstream does not run (another environment) is stopped when
     the upstream starts its own: none is left behind."""
-    from resilient_mcp.prestart import environment, prestart
+    from resilient_mcp.spawn.prestart import environment, prestart
     from resilient_mcp.upstream.stdio import stdio_upstream
 
     early_pid, own_pid = tmp_path / "early.pid", tmp_path / "own.pid"
