@@ -9,12 +9,12 @@ import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from . import __version__
-from .logs import configure_logging
+from .ops.logs import configure_logging
 from .spawn.prestart import environment, prestart
 
 if TYPE_CHECKING:
@@ -40,28 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=["auto", "console", "json"], help="auto: console on a TTY, else JSON")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    w = sub.add_parser("wrap", help="wrap one stdio MCP server: resilient-mcp wrap -- CMD ARGS...")
-    w.add_argument("--policy", action="append", default=[], metavar="FILE", help="policy file or directory (repeat)")
-    w.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
-    w.add_argument("--state-dir", metavar="DIR", help="where idempotency records, outputs and audit are kept")
-    w.add_argument("--name", default="upstream", help="the upstream's name in logs and policy (default: upstream)")
-    w.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set for the server (repeat)")
-    w.add_argument(
-        "--protocol",
-        choices=["legacy", "auto"],
-        default="auto",
-        help="protocol era toward the server (default auto: each host in its own era; over stdio one process, "
-        "over --http a 2026-07-28 host gets a second process of the server; legacy: one handshake-era process for "
-        "every host, 2026-07-28 hosts bridged)",
-    )
-    w.add_argument(
-        "--trust-annotations",
-        action="store_true",
-        help="take the server's tool annotations (readOnlyHint, ...) as effect classes; default: every tool unnamed "
-        "by a policy is write_unsafe",
-    )
-    w.add_argument("--faults", metavar="PLAN", help="inject faults from a fault plan file (chaos mode)")
-    w.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command and arguments")
+    _add_wrap(sub)
 
     s = sub.add_parser("serve", help="serve the upstreams of a config file")
     s.add_argument("--config", required=True, metavar="FILE")
@@ -89,6 +68,37 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--limit", type=int, default=20)
     a.add_argument("--session")
 
+    _add_test_tools(sub)
+    return p
+
+
+def _add_wrap(sub: Any) -> None:
+    w = sub.add_parser("wrap", help="wrap one stdio MCP server: resilient-mcp wrap -- CMD ARGS...")
+    w.add_argument("--policy", action="append", default=[], metavar="FILE", help="policy file or directory (repeat)")
+    w.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    w.add_argument("--state-dir", metavar="DIR", help="where idempotency records, outputs and audit are kept")
+    w.add_argument("--name", default="upstream", help="the upstream's name in logs and policy (default: upstream)")
+    w.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set for the server (repeat)")
+    w.add_argument(
+        "--protocol",
+        choices=["legacy", "auto"],
+        default="auto",
+        help="protocol era toward the server (default auto: each host in its own era; over stdio one process, "
+        "over --http a 2026-07-28 host gets a second process of the server; legacy: one handshake-era process for "
+        "every host, 2026-07-28 hosts bridged)",
+    )
+    w.add_argument(
+        "--trust-annotations",
+        action="store_true",
+        help="take the server's tool annotations (readOnlyHint, ...) as effect classes; default: every tool unnamed "
+        "by a policy is write_unsafe",
+    )
+    w.add_argument("--faults", metavar="PLAN", help="inject faults from a fault plan file (chaos mode)")
+    w.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command and arguments")
+
+
+def _add_test_tools(sub: Any) -> None:
+    """The subcommands for trying the proxy and watching it: chaos-server, status, demo, schema."""
     ch = sub.add_parser(
         "chaos-server",
         help="run the chaos MCP server: an order service (or files, calendar, tickets) that injects planned faults",
@@ -114,7 +124,6 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="run the proxy in front of a bundled example server and show what it does")
     sch = sub.add_parser("schema", help="print the JSON Schema of the policy file or of observations")
     sch.add_argument("which", choices=["policy", "observation"])
-    return p
 
 
 def _wrap_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:

@@ -14,6 +14,16 @@ if TYPE_CHECKING:
     from tests.redis_server import RedisServer
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Resilient-mcp's default state directory (``XDG_STATE_HOME``) for the whole run is a temporary one of this
+    process (one per pytest-xdist worker): a proxy a test starts without a state directory of its own never writes
+    into the developer's home, nor shares records with a test running at the same time in another worker."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+        yield
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

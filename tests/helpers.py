@@ -445,7 +445,7 @@ class JsonRpcPipe:
             if reply.get("id") == request_id and "method" not in reply:
                 return reply
 
-    def initialize(self, timeout: float = 30.0) -> dict[str, Any]:
+    def initialize(self, timeout: float = STARTUP_S) -> dict[str, Any]:
         """The MCP handshake: initialize, then notifications/initialized. Returns the initialize result."""
         reply = self.request(
             "initialize",

@@ -21,6 +21,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.helpers import (
     REPO,
+    STARTUP_S,
     JsonRpcPipe,
     child_env,
     free_port,
@@ -38,7 +39,6 @@ from tests.helpers import (
 
 pytestmark = pytest.mark.anyio
 
-STARTUP_S = 30.0
 EXIT_S = 20.0
 GONE_S = 10.0
 

@@ -8,6 +8,7 @@ Schema version 1 (``meta.schema_version``)::
     outputs(handle PK, tool, created_at, expires_at, size, manifest, data BLOB)   data = UTF-8 text, blob I/O
     audit(id PK, ts, session, upstream, tool, argument_keys JSON, arguments_hash, outcome, fault_type, attempts,
           latency_ms, decided_by)
+    tasks(task_id PK, principal, status, created_at, expires_at, record JSON)        a tasks.TaskRecord
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import anyio.to_thread
 import structlog
 
 if TYPE_CHECKING:
-    from . import Claim
+    from .index import Claim
 
 log = structlog.get_logger(__name__)
 
@@ -233,6 +234,11 @@ _SCHEMA = (
         fault_type TEXT, attempts INTEGER NOT NULL, latency_ms INTEGER NOT NULL, decided_by TEXT)""",
     "CREATE INDEX IF NOT EXISTS audit_session ON audit (session, id)",
     "CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts)",
+    # Added within version 1 (older code ignores the table): durable tasks (``resilient_mcp.tasks``).
+    """CREATE TABLE IF NOT EXISTS tasks (
+        task_id TEXT PRIMARY KEY, principal TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL,
+        expires_at REAL NOT NULL, record TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS tasks_principal ON tasks (principal, created_at)",
 )
 
 
@@ -472,6 +478,37 @@ def read_audit(uri: str, limit: int, session: str | None) -> list[dict[str, Any]
     return [{**dict(r), "argument_keys": json.loads(r["argument_keys"])} for r in rows]
 
 
+# --- tasks ---------------------------------------------------------------------------------------------------------
+
+_TERMINAL = "status IN ('completed', 'failed', 'cancelled')"
+
+
+def task_put(conn: sqlite3.Connection, row: tuple[str, str, str, float, float, str], bound: int, now: float) -> None:
+    """Insert or replace ``(task_id, principal, status, created_at, expires_at, record)``; then drop the principal's
+    expired records and its oldest terminal ones beyond ``bound``."""
+    with tx(conn):
+        conn.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)", row)
+        conn.execute("DELETE FROM tasks WHERE principal = ? AND expires_at <= ?", (row[1], now))
+        excess = int(conn.execute("SELECT COUNT(*) FROM tasks WHERE principal = ?", (row[1],)).fetchone()[0]) - bound
+        if excess > 0:
+            conn.execute(
+                f"DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE principal = ? AND {_TERMINAL} "
+                "ORDER BY created_at LIMIT ?)",
+                (row[1], excess),
+            )
+
+
+def task_get(conn: sqlite3.Connection, task_id: str, now: float) -> str | None:
+    row = conn.execute("SELECT record FROM tasks WHERE task_id = ? AND expires_at > ?", (task_id, now)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def task_list(conn: sqlite3.Connection, principal: str | None, limit: int, now: float) -> list[str]:
+    where, args = ("AND principal = ?", (now, principal, limit)) if principal is not None else ("", (now, limit))
+    query = f"SELECT record FROM tasks WHERE expires_at > ? {where} ORDER BY created_at DESC LIMIT ?"
+    return [str(r[0]) for r in conn.execute(query, args).fetchall()]
+
+
 # --- bounds --------------------------------------------------------------------------------------------------------
 
 
@@ -487,7 +524,8 @@ def prune(conn: sqlite3.Connection, limits: StateLimits, now: float) -> dict[str
         idem += _trim_bytes(conn, "idempotency", "key", size, "created_at", limits.idempotency_max_bytes, where=done)
         audit = conn.execute("DELETE FROM audit WHERE ts < ?", (now - limits.audit_ttl_s,)).rowcount
         audit += _trim_rows(conn, "audit", "id", "id", limits.audit_max_rows)
-    return {"idempotency": idem, "outputs": prune_outputs(conn, limits, now), "audit": audit}
+        tasks = conn.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,)).rowcount
+    return {"idempotency": idem, "outputs": prune_outputs(conn, limits, now), "audit": audit, "tasks": tasks}
 
 
 def prune_outputs(conn: sqlite3.Connection, limits: StateLimits, now: float) -> int:

@@ -48,6 +48,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from ..adapters.process import close_transport
 from ..call.meta import OVERSIZED_META
 from ..spawn.prestart import Watchdog, adopt, unadopted
 from ..spawn.prestart import arm_watchdog as _arm_watchdog
@@ -372,11 +373,7 @@ async def _stop(
         if stream is not None:
             with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await stream.aclose()
-    transport = getattr(getattr(process, "_process", None), "_transport", None)
-    close = getattr(transport, "close", None)
-    if callable(close):  # else the asyncio transport warns at GC while a survivor holds a pipe
-        with suppress(PermissionError):
-            close()
+    close_transport(process)
 
 
 async def _exited(process: anyio.abc.Process, timeout_s: float, poll_s: float = 0.01) -> bool:

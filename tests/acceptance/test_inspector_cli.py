@@ -19,7 +19,17 @@ from typing import Any
 import pytest
 
 from tests.conformance.run_suite import node22_path
-from tests.helpers import REPO, child_env, free_port, http_get_status, proxy_argv, running, wait_until, write_yaml
+from tests.helpers import (
+    REPO,
+    STARTUP_S,
+    child_env,
+    free_port,
+    http_get_status,
+    proxy_argv,
+    running,
+    wait_until,
+    write_yaml,
+)
 
 INSPECTOR = REPO / ".tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 FIXTURE_ARGV = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "conformance_server.py"), "--stdio"]
@@ -68,6 +78,7 @@ def _proxy_addition(item: Any) -> bool:
 
 def _inspect(target: list[str], era: str, home: Path, args: list[str]) -> Any:
     argv = [str(node22_path()), str(INSPECTOR), "--cli", *args, "--format", "json", "-q", "--protocol-era", era]
+    argv += ["--connect-timeout", str(int(STARTUP_S * 1000))]  # its default, 15 s, is short for a loaded machine
     argv += ["--", *target] if not target[0].startswith("http") else [target[0]]
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=120, env=child_env(home / "xdg", HOME=str(home)), cwd=REPO

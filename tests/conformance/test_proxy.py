@@ -14,6 +14,7 @@ import pytest
 
 from tests.conformance.run_suite import missing_tools, run_suite
 from tests.helpers import (
+    STARTUP_S,
     child_env,
     free_port,
     http_get_status,
@@ -43,7 +44,7 @@ def test_every_active_scenario_passes_through_the_proxy(tmp_path: Path) -> None:
     err = tmp_path / "proxy.err"
     argv = proxy_argv("--log-format", "json", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}")
     with running(argv, err, env=child_env()) as proxy:
-        wait_until(lambda: http_get_status(f"http://127.0.0.1:{port}/healthz") == 200, 30, "proxy /healthz")
+        wait_until(lambda: http_get_status(f"http://127.0.0.1:{port}/healthz") == 200, STARTUP_S, "proxy /healthz")
         run = run_suite(f"http://127.0.0.1:{port}/mcp", suite="active", output_dir=tmp_path / "results", timeout=120)
         assert proxy.poll() is None, f"the proxy died during the suite:\n{stderr_tail(err)}"
 

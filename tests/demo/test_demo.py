@@ -1,5 +1,5 @@
 """`resilient-mcp demo` (the README's run command) runs end to end and shows each fault handled, also on a busy
-machine (``.ci/run`` runs it a second time with every core saturated)."""
+machine (``.ci/run`` runs it with every core saturated)."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.helpers import (
     LOCAL_HTTP,
+    STARTUP_S,
     child_env,
     http_proxy,
     probe_argv,
@@ -35,7 +36,6 @@ from tests.helpers import (
 
 pytestmark = pytest.mark.anyio
 
-STARTUP_S = 30.0
 CALL_S = 30.0
 PROBE_TOOLS = {"echo", "slow", "pid", "counter_add", "crash"}
 

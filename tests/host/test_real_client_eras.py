@@ -16,7 +16,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.helpers import child_env, free_port, http_get_status, proxy_argv, running, wait_until, write_yaml
+from tests.helpers import STARTUP_S, child_env, free_port, http_get_status, proxy_argv, running, wait_until, write_yaml
 
 pytestmark = pytest.mark.anyio
 
@@ -118,7 +118,7 @@ async def _connect(target: str, mode: str, tmp: Path, logs: list[Any]) -> AsyncI
             )
             argv = proxy_argv("serve", "--config", str(config), "--http", f"127.0.0.1:{port}")
         with running(argv, tmp / "proxy.err", env=env):
-            wait_until(lambda: http_get_status(f"http://127.0.0.1:{port}/healthz") == 200, 30, "proxy /healthz")
+            wait_until(lambda: http_get_status(f"http://127.0.0.1:{port}/healthz") == 200, STARTUP_S, "proxy /healthz")
             async with Client(f"http://127.0.0.1:{port}/mcp", **kwargs) as c:
                 yield c
 
