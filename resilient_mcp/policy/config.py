@@ -35,12 +35,10 @@ from pydantic import (
     model_validator,
 )
 
+from ..spawn.prestart import environment
 from .hostfiles import HostFile, HostSettings, read_host_file
 from .ops_settings import MetricsConfig, StatusConfig, TracingConfig
 from .source import Document, SourceError, expand_env, load_document, validate_document
-
-#: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
-SDK_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _HTTP_URL = re.compile(r"https?://")
@@ -548,11 +546,4 @@ def command_problem(up: StdioUpstream, environ: dict[str, str] | None = None) ->
 
 def stdio_environment(up: StdioUpstream, environ: dict[str, str] | None = None) -> dict[str, str]:
     """The complete environment a stdio upstream is started with (passed to the SDK as ``env``)."""
-    env = os.environ if environ is None else environ
-    if up.inherit_env == "all":
-        base = dict(env)
-    else:
-        names = set(SDK_INHERITED_ENV) | (set(up.inherit_env) if isinstance(up.inherit_env, list) else set())
-        base = {k: v for k, v in env.items() if k in names}
-    base.update(up.env)
-    return base
+    return environment(up.inherit_env, up.env, environ)

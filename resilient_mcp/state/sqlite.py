@@ -19,8 +19,9 @@ import os
 import queue
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -76,13 +77,10 @@ class _Job:
     loop: asyncio.AbstractEventLoop | None
     """On asyncio the worker hands the result back with ``call_soon_threadsafe`` and moves on at once; elsewhere
     it waits for the event loop (``anyio.from_thread.run_sync``)."""
+    behind: list[Callable[[], object]]
+    """Write-behind jobs submitted before this one: run first, in order."""
     value: Any = None
     error: BaseException | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Queued:
-    fn: Callable[[], object]
 
 
 _STOP, _WAKE = object(), object()
@@ -90,10 +88,20 @@ _STOP, _WAKE = object(), object()
 
 class Worker:
     """The one thread that owns the SQLite connection: jobs run one at a time, in order; after each job (and every
-    ``tick_s`` when idle) it runs ``idle`` (audit batches, pruning)."""
+    ``tick_s`` when idle) it runs ``idle`` (audit batches, pruning).
+
+    Write-behind jobs (``submit``) submitted in one step of the event loop wake the thread once, when that step is
+    over (a call's settling and its delivery's delete: one wake-up, not two); a job that is waited for and queued
+    before that takes them along. Always in the order submitted. Waking the thread is the expensive part of a job
+    on a busy machine (the event loop and the worker then contend for the GIL and the cores)."""
 
     def __init__(self, idle: Callable[[], None], tick_s: float) -> None:
         self._jobs: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._behind: deque[Callable[[], object]] = deque()
+        self._order = threading.Lock()
+        """Held while write-behind jobs are taken: by ``call`` (with the job it queues) or by the worker (only when
+        no job is queued), so a job never overtakes one submitted before it."""
+        self._kick_due = False
         self._idle, self._tick_s = idle, tick_s
         self.errors = 0
         """State backend errors so far (failed jobs, writes and maintenance): the ``/metrics`` counter."""
@@ -101,9 +109,12 @@ class Worker:
         self._thread.start()
 
     async def call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` in the worker. The wait is shielded: a store operation once asked for is always finished."""
-        job = _Job(fn, anyio.lowlevel.current_token(), anyio.Event(), _asyncio_loop())
-        self._jobs.put(job)
+        """Run ``fn`` in the worker (after every job submitted before). The wait is shielded: a store operation once
+        asked for is always finished."""
+        loop = _asyncio_loop()
+        with self._order:
+            job = _Job(fn, anyio.lowlevel.current_token(), anyio.Event(), loop, _take(self._behind))
+            self._jobs.put(job)
         with anyio.CancelScope(shield=True):
             await job.done.wait()
         if job.error is not None:
@@ -112,7 +123,20 @@ class Worker:
 
     def submit(self, fn: Callable[[], object]) -> None:
         """Queue ``fn`` without waiting for it (write-behind); a failure is logged. Jobs keep their order."""
-        self._jobs.put(_Queued(fn))
+        self._behind.append(fn)
+        if self._kick_due:
+            return
+        loop = _asyncio_loop()
+        if loop is None:
+            self._jobs.put(_WAKE)
+        else:  # once this step of the event loop is over: the jobs it submits go together
+            self._kick_due = True
+            loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kick_due = False
+        if self._behind:  # (else a job that was waited for took them along)
+            self._jobs.put(_WAKE)
 
     def wake(self) -> None:
         self._jobs.put(_WAKE)
@@ -127,21 +151,27 @@ class Worker:
                 item = self._jobs.get(timeout=self._tick_s)
             except queue.Empty:
                 item = None
+            if isinstance(item, _Job):
+                self._write_behind(item.behind)
+                self._execute(item)
+            with self._order:  # (a job queued meanwhile takes them along; the last wake-up takes them all)
+                behind = _take(self._behind) if item is _STOP or self._jobs.empty() else []
+            self._write_behind(behind)
             if item is _STOP:
                 return
-            if isinstance(item, _Job):
-                self._execute(item)
-            elif isinstance(item, _Queued):
-                try:
-                    item.fn()
-                except Exception:
-                    self.errors += 1
-                    log.exception("state_write_failed")
             try:
                 self._idle()
             except Exception:
                 self.errors += 1
                 log.exception("state_maintenance_failed")
+
+    def _write_behind(self, jobs: list[Callable[[], object]]) -> None:
+        for fn in jobs:
+            try:
+                fn()
+            except Exception:
+                self.errors += 1
+                log.exception("state_write_failed")
 
     def _execute(self, job: _Job) -> None:
         try:
@@ -156,6 +186,15 @@ class Worker:
                 anyio.from_thread.run_sync(job.done.set, token=job.token)
         except Exception:  # the event loop that asked has gone away
             log.debug("state_result_undelivered")
+
+
+def _take(jobs: deque[Callable[[], object]]) -> list[Callable[[], object]]:
+    """Every job in ``jobs``, oldest first, removed (``popleft`` is atomic: ``submit`` may append meanwhile)."""
+    taken: list[Callable[[], object]] = []
+    with suppress(IndexError):
+        while True:
+            taken.append(jobs.popleft())
+    return taken
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
