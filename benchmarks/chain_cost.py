@@ -28,7 +28,7 @@ from mcp.server import Server
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from resilient_mcp.call.chain import ToolCall
-from resilient_mcp.logs import configure_logging
+from resilient_mcp.ops.logs import configure_logging
 from resilient_mcp.proxy.pipeline import Pipeline
 from tests.harness import proxied
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -21,8 +22,9 @@ from .policy import Policy, PolicyFile
 from .policy.config import ProxyConfig, StdioUpstream, command_problem, split_host_port
 from .policy.files import PolicyWatcher
 from .proxy.catalog import CatalogConflict
+from .proxy.pipeline import Pipeline, Services
 from .proxy.proxy import Proxy
-from .proxy.routing import CallLayer
+from .proxy.routing import CallLayer, Router
 from .state.sqlite import StateError
 from .upstream import Upstream
 
@@ -83,7 +85,7 @@ async def _serve_on(
         server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)))
         ops.instrument(server)
         if config.metrics.listen and not listen_at and (ops.metrics or ops.status):
-            from .ops.web import serve_loopback
+            from .host.http import serve_loopback
 
             tg.start_soon(serve_loopback, ops, *split_host_port(config.metrics.listen))
         if listen_at:
@@ -95,6 +97,20 @@ async def _serve_on(
             read, write = stdio
             await server.run(read, write, init_options(server))
         tg.cancel_scope.cancel()
+
+
+def pipeline_factory(ops: Ops, services: Services | None = None) -> Callable[[Router, Policy], Pipeline]:
+    """The ``Proxy``'s pipeline factory: each pipeline it builds (at start and on every policy or tool-list change)
+    reports to ``ops``, and ``ops`` reads its upstreams and shared services."""
+
+    def build(router: Router, policy: Policy) -> Pipeline:
+        shared = services or Services()
+        shared.events = ops.events
+        pipeline = Pipeline(router, policy, shared)
+        ops.watch(router.upstreams, shared)
+        return pipeline
+
+    return build
 
 
 def startup_notice(proxy: Proxy) -> str | None:
@@ -190,7 +206,7 @@ async def run_proxy(
         ops = Ops.from_config(config, http=bool(listen_at))
     except OpsUnavailable as exc:
         raise StartupError(str(exc)) from None
-    proxy = Proxy(config, policy, ops.pipeline(), calls=chaos_calls(config))
+    proxy = Proxy(config, policy, pipeline_factory(ops), calls=chaos_calls(config))
     conflict: CatalogConflict | StateError | None = None
     async with anyio.create_task_group() as outer:
         stop = anyio.CancelScope()

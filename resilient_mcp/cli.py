@@ -9,16 +9,19 @@ import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from . import __version__
-from .logs import configure_logging
-from .policy import Policy, PolicyFile
-from .policy.config import ProxyConfig, StdioUpstream, check_http_bind, load_config
-from .policy.files import load_policy
-from .policy.source import SourceError
-from .state.sqlite import StateError
+from .ops.logs import configure_logging
+from .spawn.prestart import environment, prestart
+
+if TYPE_CHECKING:
+    from .policy import Policy, PolicyFile
+    from .policy.config import ProxyConfig
+
+# The rest of the package is imported where it is used: ``wrap`` starts its server before it (spawn/prestart.py).
 
 EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 2
 
@@ -37,28 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=["auto", "console", "json"], help="auto: console on a TTY, else JSON")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    w = sub.add_parser("wrap", help="wrap one stdio MCP server: resilient-mcp wrap -- CMD ARGS...")
-    w.add_argument("--policy", action="append", default=[], metavar="FILE", help="policy file or directory (repeat)")
-    w.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
-    w.add_argument("--state-dir", metavar="DIR", help="where idempotency records, outputs and audit are kept")
-    w.add_argument("--name", default="upstream", help="the upstream's name in logs and policy (default: upstream)")
-    w.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set for the server (repeat)")
-    w.add_argument(
-        "--protocol",
-        choices=["legacy", "auto"],
-        default="auto",
-        help="protocol era toward the server (default auto: each host in its own era; over stdio one process, "
-        "over --http a 2026-07-28 host gets a second process of the server; legacy: one handshake-era process for "
-        "every host, 2026-07-28 hosts bridged)",
-    )
-    w.add_argument(
-        "--trust-annotations",
-        action="store_true",
-        help="take the server's tool annotations (readOnlyHint, ...) as effect classes; default: every tool unnamed "
-        "by a policy is write_unsafe",
-    )
-    w.add_argument("--faults", metavar="PLAN", help="inject faults from a fault plan file (chaos mode)")
-    w.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command and arguments")
+    _add_wrap(sub)
 
     s = sub.add_parser("serve", help="serve the upstreams of a config file")
     s.add_argument("--config", required=True, metavar="FILE")
@@ -86,6 +68,37 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--limit", type=int, default=20)
     a.add_argument("--session")
 
+    _add_test_tools(sub)
+    return p
+
+
+def _add_wrap(sub: Any) -> None:
+    w = sub.add_parser("wrap", help="wrap one stdio MCP server: resilient-mcp wrap -- CMD ARGS...")
+    w.add_argument("--policy", action="append", default=[], metavar="FILE", help="policy file or directory (repeat)")
+    w.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    w.add_argument("--state-dir", metavar="DIR", help="where idempotency records, outputs and audit are kept")
+    w.add_argument("--name", default="upstream", help="the upstream's name in logs and policy (default: upstream)")
+    w.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set for the server (repeat)")
+    w.add_argument(
+        "--protocol",
+        choices=["legacy", "auto"],
+        default="auto",
+        help="protocol era toward the server (default auto: each host in its own era; over stdio one process, "
+        "over --http a 2026-07-28 host gets a second process of the server; legacy: one handshake-era process for "
+        "every host, 2026-07-28 hosts bridged)",
+    )
+    w.add_argument(
+        "--trust-annotations",
+        action="store_true",
+        help="take the server's tool annotations (readOnlyHint, ...) as effect classes; default: every tool unnamed "
+        "by a policy is write_unsafe",
+    )
+    w.add_argument("--faults", metavar="PLAN", help="inject faults from a fault plan file (chaos mode)")
+    w.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command and arguments")
+
+
+def _add_test_tools(sub: Any) -> None:
+    """The subcommands for trying the proxy and watching it: chaos-server, status, demo, schema."""
     ch = sub.add_parser(
         "chaos-server",
         help="run the chaos MCP server: an order service (or files, calendar, tickets) that injects planned faults",
@@ -111,10 +124,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="run the proxy in front of a bundled example server and show what it does")
     sch = sub.add_parser("schema", help="print the JSON Schema of the policy file or of observations")
     sch.add_argument("which", choices=["policy", "observation"])
-    return p
 
 
-def _wrap_config(args: argparse.Namespace) -> ProxyConfig:
+def _wrap_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """``wrap``'s server command line and the variables of its ``--env``."""
+    from .policy.source import SourceError
+
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -126,6 +141,13 @@ def _wrap_config(args: argparse.Namespace) -> ProxyConfig:
         if not sep or not key:
             raise SourceError("command line", [f"--env {item!r}: use KEY=VALUE"])
         env[key] = value
+    return cmd, env
+
+
+def _wrap_config(args: argparse.Namespace) -> ProxyConfig:
+    from .policy.config import ProxyConfig, StdioUpstream
+
+    cmd, env = _wrap_command(args)
     data: dict[str, object] = {
         "upstreams": {args.name: StdioUpstream(command=cmd[0], args=cmd[1:], env=env, protocol=args.protocol)},
         "policies": [str(Path(p).resolve()) for p in args.policy],
@@ -146,6 +168,10 @@ def load_setup(
 
     For a program that builds the proxy itself (``Proxy(config, policy, Pipeline)``). Raises ``SourceError`` naming
     file, line and key."""
+    from .policy.config import ProxyConfig, load_config
+    from .policy.files import load_policy
+    from .policy.source import SourceError
+
     config = load_config(config_path) if config_path else ProxyConfig()
     if config.host.itself:
         raise SourceError(str(config_path), config.host.itself)
@@ -165,6 +191,9 @@ def _load(args: argparse.Namespace) -> tuple[ProxyConfig, Policy]:
 
 def _host_policy(config: ProxyConfig) -> PolicyFile | None:
     """The policy layer of a host file's per-server keys (``timeout``, ``disabledTools``), under every policy file."""
+    from .policy import PolicyFile
+    from .policy.source import SourceError
+
     layer = config.host_policy()
     if layer is None:
         return None
@@ -182,20 +211,56 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     try:
         return COMMANDS[args.command](args)
-    except SourceError as exc:
-        _err(f"resilient-mcp: configuration error\n{exc}")
-        return EXIT_CONFIG
-    except StateError as exc:
-        _err(f"resilient-mcp: state directory error: {exc}")
-        return EXIT_CONFIG
     except KeyboardInterrupt:
         return EXIT_OK
+    except Exception as exc:
+        problem = _configuration_problem(exc)
+        if problem is None:
+            raise
+        _err(problem)
+        return EXIT_CONFIG
 
 
-def _run_proxy(args: argparse.Namespace, config: ProxyConfig, policy: Policy, base: PolicyFile | None) -> int:
-    """Serve ``config`` (``wrap`` and ``serve``) until stopped."""
+def _configuration_problem(exc: Exception) -> str | None:
+    """What to tell the user for an error of the configuration or the state directory (else ``None``)."""
+    from .policy.source import SourceError
+    from .state.sqlite import StateError
+
+    if isinstance(exc, SourceError):
+        return f"resilient-mcp: configuration error\n{exc}"
+    if isinstance(exc, StateError):
+        return f"resilient-mcp: state directory error: {exc}"
+    return None
+
+
+Setup = Callable[[], "tuple[ProxyConfig, Policy, PolicyFile | None]"]
+
+
+def _run_proxy(args: argparse.Namespace, setup: Setup, early: tuple[list[str], dict[str, str]] | None = None) -> int:
+    """Serve (``wrap`` and ``serve``) until stopped: ``setup()`` gives the config, the policy and the base policy
+    layer. With ``early`` (a stdio ``wrap``'s command line and environment) the server's process is started first,
+    before the proxy imports itself (``spawn/prestart.py``), and stopped if the proxy never gets to use it."""
+
+    async def main() -> int:
+        if early is not None:
+            await prestart(*early)
+        try:
+            return await _serve_proxy(args, setup)
+        finally:
+            if early is not None:
+                from .upstream.stdio import stop_unadopted
+
+                await stop_unadopted()
+
+    return anyio.run(main)
+
+
+async def _serve_proxy(args: argparse.Namespace, setup: Setup) -> int:
     from .app import StartupError, run_proxy
+    from .policy.config import check_http_bind
+    from .policy.source import SourceError
 
+    config, policy, base = setup()
     if args.http:
         try:
             check_http_bind(args.http, config.listen)
@@ -203,7 +268,7 @@ def _run_proxy(args: argparse.Namespace, config: ProxyConfig, policy: Policy, ba
             raise SourceError("--http", [f"--http {args.http}: {exc}"]) from None
     configure_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
     try:
-        anyio.run(lambda: run_proxy(config, policy, http=args.http, base_policy=base))
+        await run_proxy(config, policy, http=args.http, base_policy=base)
     except StartupError as exc:
         _err(f"resilient-mcp: cannot start: {exc}")
         return EXIT_CONFIG
@@ -211,14 +276,27 @@ def _run_proxy(args: argparse.Namespace, config: ProxyConfig, policy: Policy, ba
 
 
 def _wrap(args: argparse.Namespace) -> int:
-    config = _wrap_config(args)
-    base: PolicyFile | None = None
-    if args.trust_annotations:
-        base = PolicyFile.model_validate({"upstreams": {args.name: {"trust_annotations": True}}})
-    return _run_proxy(args, config, load_policy(config.policy_paths(), base), base)
+    def setup() -> tuple[ProxyConfig, Policy, PolicyFile | None]:
+        from .policy import PolicyFile
+        from .policy.files import load_policy
+
+        config = _wrap_config(args)
+        base: PolicyFile | None = None
+        if args.trust_annotations:
+            base = PolicyFile.model_validate({"upstreams": {args.name: {"trust_annotations": True}}})
+        return config, load_policy(config.policy_paths(), base), base
+
+    early: tuple[list[str], dict[str, str]] | None = None
+    if not (args.http or args.faults or sys.platform == "win32" or _stdin_is_null_device()):
+        # a stdio host waits for this server's start-up as well as the proxy's: both run at once
+        cmd, env = _wrap_command(args)
+        early = cmd, environment("minimal", env)
+    return _run_proxy(args, setup, early)
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .policy.source import SourceError
+
     config, policy = _load(args)
     base = _host_policy(config)
     if not config.enabled_upstreams():
@@ -228,7 +306,7 @@ def _serve(args: argparse.Namespace) -> int:
             "resilient-mcp: stdin is not connected (/dev/null): no host can reach a stdio proxy, so it stops once "
             "started. Serve over HTTP (--http HOST:PORT or listen.http), or give it stdin (docker run -i)."
         )
-    return _run_proxy(args, config, policy, base)
+    return _run_proxy(args, lambda: (config, policy, base))
 
 
 def _stdin_is_null_device() -> bool:

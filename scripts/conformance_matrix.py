@@ -39,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 from tests.conformance.run_suite import SuiteError, SuiteRun, missing_tools, run_suite, suite_version  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "conformance_server.py"
+TASKS_POLICY = ROOT / "tests" / "conformance" / "tasks-policy.yaml"
+"""Which of the fixture's tools the proxy serves as durable tasks (the tasks scenarios' task-supporting tools)."""
 COLUMNS = ("direct", "wrap", "url")
 
 
@@ -146,7 +148,8 @@ def run_matrix(work: Path) -> Matrix:
     direct_url = f"http://127.0.0.1:{direct_port}/mcp"
     config = work / "url.yaml"
     config.write_text(
-        f"upstreams:\n  fixture:\n    url: {direct_url}\nstate_dir: {work / 'state-url'}\n", encoding="utf-8"
+        f"upstreams:\n  fixture:\n    url: {direct_url}\nstate_dir: {work / 'state-url'}\npolicies: [{TASKS_POLICY}]\n",
+        encoding="utf-8",
     )
     proxy = [python, "-m", "resilient_mcp.cli", "--log-format", "json"]
     wrap = [
@@ -156,6 +159,8 @@ def run_matrix(work: Path) -> Matrix:
         f"127.0.0.1:{wrap_port}",
         "--state-dir",
         str(work / "state-wrap"),
+        "--policy",
+        str(TASKS_POLICY),
         "--",
     ]
     targets = {
@@ -215,6 +220,20 @@ def render(matrix: Matrix) -> str:
         lines.append(f"- `{name}`: {_gap(name, FIXTURE_GAPS) or 'not analysed'}")
     if not direct_failures:
         lines.append("None.")
+    served = sorted(
+        {
+            name
+            for run in RUNS
+            for name in matrix.runs[(run.title, "direct")].failed
+            if all((r := matrix.runs[(run.title, c)].results.get(name)) and r.passed for c in COLUMNS[1:])
+        }
+    )
+    if served:
+        lines += ["", "## Scenarios the proxy passes where the fixture does not", ""]
+        lines.append(
+            f"{', '.join(f'`{n}`' for n in served)}: the proxy serves the tasks extension itself, for every tool "
+            f"(`{TASKS_POLICY.relative_to(ROOT)}` marks the scenarios' task-supporting tools; see docs/tasks.md)."
+        )
     lines += ["", "## Scenarios that pass directly but not through the proxy", ""]
     gaps = sorted(
         {
@@ -239,7 +258,8 @@ def render(matrix: Matrix) -> str:
         "`protocol:`: `auto`, see docs/usage.md): a handshake-era host (0.1.16, the alpha suite's handshake "
         "scenarios) is served over the proxy's handshake connection, a 2026-07-28 host over a connection in that "
         "era (for `wrap --http`, a second process of the fixture), so each meets the fixture as it would directly: "
-        "the fixture's own `inputRequests` keys reach a 2026-07-28 host unchanged.",
+        "the fixture's own `inputRequests` keys reach a 2026-07-28 host unchanged. Both proxies run with "
+        f"`{TASKS_POLICY.relative_to(ROOT)}`.",
     ]
     for run in RUNS:
         version = alpha if run.line == "alpha" else stable

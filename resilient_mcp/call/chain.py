@@ -19,6 +19,17 @@ if TYPE_CHECKING:
     from ..policy import ToolRule
 
 
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One tool or prompt: where it lives and what it is called there."""
+
+    public_name: str
+    upstream: str
+    name: str
+    tool: types.Tool | None = None
+    prompt: types.Prompt | None = None
+
+
 @dataclass(slots=True)
 class Attempt:
     """One upstream attempt, as the observation lists it."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mcp_types as types
 import structlog
@@ -19,12 +19,20 @@ from ..faults import FaultCategory
 from .chain import ToolCall
 from .meta import CACHE_META, FALLBACK_META, REPLAY_META, TRUNCATED_META
 
-if TYPE_CHECKING:
-    from ..upstream import Upstream
-
 log = structlog.get_logger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+class UpstreamState(Protocol):
+    """What a recorder reads of an upstream whose state changed (``upstream.Upstream`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
 
 CATEGORY_NAMES = {category.value: category.name.lower() for category in FaultCategory}
 """Readable names of the catalog's categories ("B" -> "arguments"), as labels and on the status page."""
@@ -108,7 +116,7 @@ class CallEvents:
         """The retry stage's wait between attempts, observed (default: unchanged)."""
         return sleep
 
-    def upstream_state(self, upstream: Upstream) -> None:
+    def upstream_state(self, upstream: UpstreamState) -> None:
         """An upstream's state changed (supervision)."""
 
 
@@ -156,7 +164,7 @@ class Fanout(CallEvents):
             sleep = r.wrap_sleep(sleep)
         return sleep
 
-    def upstream_state(self, upstream: Upstream) -> None:
+    def upstream_state(self, upstream: UpstreamState) -> None:
         for r in self.recorders:
             try:
                 r.upstream_state(upstream)

@@ -1,4 +1,4 @@
-"""Call identity and failure counts: canonical JSON, the fingerprint of a call, and consecutive-failure counters.
+"""Call identity and failure counts: the fingerprint of a call and consecutive-failure counters.
 
 The fingerprint of a call is ``(upstream, tool, canonical JSON of the arguments)`` hashed with SHA-256
 (``docs/fault-catalog.md`` §4, guards): two calls are "identical" exactly when their fingerprints are equal. Canonical

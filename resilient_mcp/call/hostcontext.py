@@ -43,11 +43,6 @@ class Timers:
         finally:
             self._scopes.pop(scope, None)
 
-    @property
-    def paused_s(self) -> float:
-        """Seconds the current pause has lasted (0 when not paused)."""
-        return anyio.current_time() - self._paused_at if self._paused else 0.0
-
     @contextmanager
     def paused(self) -> Iterator[None]:
         """Stop every registered timeout while the block runs; each resumes with the time it had left."""

@@ -78,11 +78,8 @@ class DieParams(_P):
 
 
 class ConnectParams(_P):
-    """C1 / C5: the upstream cannot be reached (shim, proxy chaos mode)."""
-
-    mode: Literal["reset", "refuse"] = "reset"
-    """Shim: reset the accepted connection at once, or close the listening port for down_ms (ECONNREFUSED)."""
-    down_ms: int = Field(1000, ge=0)
+    """C1 / C5: the upstream cannot be reached (shim: the accepted connection is reset at once; proxy chaos mode: a
+    refused connection). No parameters."""
 
 
 class GatewayParams(_P):

@@ -233,7 +233,7 @@ async def _read_request(client: SocketStream) -> _Request:
 
 async def _respond(client: SocketStream, status: int, headers: dict[str, str], body: str) -> None:
     data = body.encode()
-    reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    reason = HTTPStatus(status).phrase if status in {s.value for s in HTTPStatus} else "Error"
     lines = [
         f"HTTP/1.1 {status} {reason}",
         "Content-Type: text/plain; charset=utf-8",

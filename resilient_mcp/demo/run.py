@@ -31,7 +31,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from ..host.server import build_server
-from ..logs import Level, configure_logging
+from ..ops.logs import Level, configure_logging
 from ..policy import Policy, PolicyFile
 from ..policy.config import ProxyConfig
 from ..proxy.pipeline import Pipeline

@@ -48,6 +48,8 @@ from ..faults.error_results import answered_by_tool
 from ..faults.vocab import Basis
 from ..policy.diagnosis_settings import DiagnosisRule
 from ..state.stored_outputs import owner_principal
+from ..verdict.observations import plan_repair
+from ..verdict.repeat import decide
 from .prompt import build_messages, error_text
 from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
 from .verdict import Verdict, parse_verdict
@@ -148,8 +150,6 @@ def provider_for(rule: DiagnosisRule) -> Provider:
 def rule_r_max(fault: Fault, call: ToolCall) -> int:
     """The identical repeats rule R (``repeat.decide``) allows for ``fault`` on this tool: 0 unless repeating helps
     and is safe on the rules' safety facts."""
-    from ..verdict.repeat import decide  # imported late: repeat imports the policy models
-
     verdict = decide(fault, call.rule)
     return verdict.max_repeats if verdict.repeat else 0
 
@@ -221,8 +221,6 @@ def state_conflict(rules: Fault, verdict: Verdict, call: ToolCall) -> bool:
 
 def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str, Any]) -> Fault:
     """The rules' fault sharpened by ``verdict`` under the clamps (see the module docstring)."""
-    from ..verdict.observations import plan_repair  # imported late: observations imports the stages' world
-
     cls = BY_TYPE[verdict.fault_type]
     _, rules_max, _ = plan_repair(rules, call)
     proposed = verdict.max_retry if verdict.max_retry is not None else cls.default_max_retry

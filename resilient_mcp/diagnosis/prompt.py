@@ -16,7 +16,7 @@ from typing import Any
 
 from ..call.chain import ToolCall
 from ..faults import Fault
-from ..logs import redact as redact_urls
+from ..text.redact import redact as redact_urls
 from .verdict import VERDICT_SCHEMA
 
 ERROR_CHARS = 2000

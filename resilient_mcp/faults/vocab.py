@@ -544,9 +544,10 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "security policy", F2, sources=GENERIC),
     _p("keyword", "read-only", F2, repair=ASK, sources=GENERIC),
     _p("keyword", "read only", F2, repair=ASK, sources=GENERIC),
-    # The work itself (a command, a statement, a query, a script) ran into a limit: the same call meets it again.
-    # Said before the transport's "timed out"; a guess either way, and the guess that is never harmful.
-    _p("keyword", ("command", "timed out"), D4, repair=FIX, sources=GENERIC, near=40, cut=True),
+    # The work itself (a statement, a query, a script, a process) ran into a limit: the same call meets it again.
+    # Said before the transport's "timed out"; a guess either way, and the guess that is never harmful. A bare
+    # "Command timed out" is ioredis's for a Redis command that got no answer (the connection is down): transient;
+    # a tool that cut its own command names the limit it applied ("timed out after 5 seconds", _RUNTIME).
     _p("keyword", ("process", "timed out"), D4, repair=FIX, sources=GENERIC, near=40, cut=True),
     _p("keyword", ("script", "timed out"), D4, repair=FIX, sources=GENERIC, near=40, cut=True),
     _p("keyword", ("execution", "timed out"), D4, repair=FIX, sources=GENERIC, near=40, cut=True),

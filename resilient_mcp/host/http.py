@@ -50,9 +50,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..ops.web import ops_routes
+from ..ops.web import LOOPBACK_HOSTS, ops_routes
 from ..policy.config import ListenConfig, is_loopback
 from ..proxy.proxy import Proxy
+from ..tasks.host import HEADER_MISMATCH, routing_header_mismatch
 from ..text.jsoncount import TooComplex, count_items, items_at_most
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ class JsonBodyGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        rejection = await self._check(body)
+        rejection = await self._check(body) or _task_routing(scope, body)
         if rejection is not None:
             await rejection(scope, receive, send)
             return
@@ -188,6 +189,13 @@ class JsonBodyGuard:
             log.warning("http_body_refused", bytes=len(body), reason=str(exc))
             return _jsonrpc_error(-32600, f"Request too complex: {exc} (listen.max_json_items)", 413)
         return None
+
+
+def _task_routing(scope: Scope, body: bytes) -> Response | None:
+    """-32020 (HTTP 400) for a tasks/* request whose ``Mcp-Name`` header is not its taskId (``tasks.host``)."""
+    name = next((v for k, v in scope.get("headers", ()) if k == b"mcp-name"), None)
+    mismatch = routing_header_mismatch(body, name.decode("latin-1") if name is not None else None)
+    return None if mismatch is None else _jsonrpc_error(HEADER_MISMATCH, mismatch[1], 400, mismatch[0])
 
 
 # --- connections ------------------------------------------------------------------------------------------------------
@@ -534,3 +542,29 @@ def ensure_bindable(host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as exc:
             raise OSError(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc}") from None
+
+
+async def serve_loopback(ops: Ops, host: str, port: int) -> None:
+    """``metrics.listen`` in stdio mode: /metrics and /status on a loopback port, until cancelled. With
+    ``metrics.token`` every request must carry it; without, the status page shows no failure's observation."""
+    token = ops.config.metrics.token
+    app: Any = Starlette(routes=ops_routes(ops, LOOPBACK_HOSTS, values=token is not None))
+    if token is not None:
+        app = BearerAuth(app, [token], exempt=(), setting="metrics.token")
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
+    server = _Uvicorn(config)
+    log.info("ops_listening", url=f"http://{host}:{port}/metrics", auth=token is not None)
+
+    async def run() -> None:
+        with anyio.CancelScope(shield=True):  # stopped by should_exit, gracefully
+            await server.serve()
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            server.should_exit = True
+    if not server.started:
+        log.error("ops_listen_failed", host=host, port=port)

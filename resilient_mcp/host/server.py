@@ -34,6 +34,9 @@ from ..diagnosis.providers import Answer
 from ..proxy.catalog import MAX_URI_CHARS
 from ..proxy.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
 from ..state.stored_outputs import output_owner
+from ..tasks.host import TaskEndpoints
+from ..tasks.host import principal as task_principal
+from ..tasks.manager import Patience, opted_in, required_error
 from ..upstream import host_capability_names
 
 log = structlog.get_logger(__name__)
@@ -127,7 +130,18 @@ async def run_tool_call(
     await proxy.follow_host(ctx)
     token = CURRENT_HOST.set(host_envelope(ctx))
     try:
-        result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+        handoff_s = legacy_handoff(proxy, ctx, name)
+        if handoff_s is None:
+            result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+        else:  # a host that cannot poll: a handle once it has waited long enough (``tasks``)
+            result = await proxy.tasks.handoff(
+                task_principal(ctx),
+                name,
+                arguments,
+                handoff_s,
+                lambda: _run_tool_call(proxy, ctx, name, arguments, meta),
+                proxy.router.tools_changed,
+            )
     finally:
         CURRENT_HOST.reset(token)
     missing = _missing_host_capability(result) if result.is_error else None
@@ -255,15 +269,52 @@ async def _maybe_bridged(
     params: types.InputResponseRequestParams,
     work: Callable[[], Awaitable[_R]],
     target: str,
+    patience: Patience | None = None,
 ) -> _R | types.InputRequiredResult:
     """``work()`` for a handshake-era host; for a 2026-07-28 host, through its bridge: what the upstream asks the old
-    way (sampling, elicitation, roots) comes back as an InputRequiredResult, answered on the host's retry."""
+    way (sampling, elicitation, roots) comes back as an InputRequiredResult, answered on the host's retry.
+    ``patience``: the call becomes a durable task when it runs that long (``task_patience``)."""
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return await work()
     result: _R | types.InputRequiredResult = await proxy.bridges.run(
-        ctx, params.request_state, params.input_responses, work, origin=f"{session_key(ctx)}|{ctx.method}|{target}"
+        ctx,
+        params.request_state,
+        params.input_responses,
+        work,
+        origin=f"{session_key(ctx)}|{ctx.method}|{target}",
+        patience=patience,
     )
     return result
+
+
+def legacy_handoff(proxy: Proxy, ctx: Ctx, name: str) -> float | None:
+    """For a handshake-era host (it cannot poll): how long it waits before it gets a handle instead of the result,
+    for a tool allowed to run longer than that (``task.handoff_s`` below ``timeouts.total_s``); else ``None``."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or not proxy.policy.tasks.enabled:
+        return None
+    compiled = proxy.routing.chains.get(name)
+    if compiled is None:
+        return None
+    rule = compiled.rule
+    if rule.task.mode == "never" or rule.timeouts.total_s <= rule.task.handoff_s:
+        return None
+    return rule.task.handoff_s
+
+
+def task_patience(proxy: Proxy, ctx: Ctx, name: str) -> Patience | None:
+    """When a 2026-07-28 host's tools/call becomes a durable task (``resilient_mcp.tasks``); -32021 for a host that did
+    not declare the extension calling a tool the policy serves only as a task."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or not proxy.policy.tasks.enabled:
+        return None
+    compiled = proxy.routing.chains.get(name)
+    if compiled is None:
+        return None
+    rule = compiled.rule.task
+    if not opted_in(ctx.session.client_capabilities, ctx.meta):
+        if rule.required:
+            raise required_error(name)
+        return None
+    return proxy.tasks.patience(rule, task_principal(ctx), name)
 
 
 def _not_found(kind: str, name: str) -> MCPError:
@@ -284,11 +335,12 @@ class HostServer:
 
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         async def work() -> types.CallToolResult:
             return await run_tool_call(self.proxy, ctx, params.name, params.arguments, params.meta)
 
-        return await _maybe_bridged(self.proxy, ctx, params, work, params.name)
+        patience = task_patience(self.proxy, ctx, params.name)
+        return await _maybe_bridged(self.proxy, ctx, params, work, params.name, patience)
 
     async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
         self.proxy.seen(ctx)
@@ -441,6 +493,8 @@ class HostServer:
                 on_subscriptions_listen=ListenHandler(self.proxy.bus),
                 **handlers,
             )
+        if self.proxy.policy.tasks.enabled:
+            TaskEndpoints(self.proxy.tasks).register(server)
         server.middleware.append(ToolCallFastPath(self.proxy))
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self.on_initialized)
         return server

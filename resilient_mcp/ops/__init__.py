@@ -1,4 +1,4 @@
-"""Operations: OpenTelemetry traces, Prometheus metrics and the live status page.
+"""Operations: the log pipeline (``logs``), OpenTelemetry traces, Prometheus metrics and the live status page.
 
 Observability is a side channel of the chain, never a stage: the observe stage, the terminal (one upstream attempt)
 and the retry stage's waits report into one narrow interface (``call.events.CallEvents``), and upstream supervision

@@ -18,6 +18,7 @@ from __future__ import annotations
 import platform
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -267,3 +268,15 @@ class ProxyCollector(Collector):
             yield records
         errors.add_metric([], float(store.backend_errors if store is not None else 0))
         yield errors
+        tasks = proxy.services.tasks
+        running = GaugeMetricFamily("resilient_mcp_tasks_running", "Durable tasks this process is running.")
+        running.add_metric([], float(tasks.running))
+        yield running
+        ended = CounterMetricFamily(
+            "resilient_mcp_tasks",
+            "Durable tasks this process created, and how they ended (unknown: found abandoned by a stopped proxy).",
+            labels=["event"],
+        )
+        for event, count in asdict(tasks.counts).items():
+            ended.add_metric([event], float(count))
+        yield ended

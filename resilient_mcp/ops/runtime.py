@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from ..call.events import NULL, CallEvents, combine
 from .secrets import Scrubber, configured_secrets
-from .view import ProxyView
+from .view import ProxyView, SharedServices
 
 if TYPE_CHECKING:
     from mcp.server import Server
     from opentelemetry.trace import TracerProvider
 
-    from ..policy import Policy
     from ..policy.config import ProxyConfig
-    from ..proxy.pipeline import Pipeline, Services
-    from ..proxy.routing import Router
+    from ..upstream import Upstream
     from .metrics import MetricsRecorder
     from .status import StatusRecorder
     from .telemetry import TraceRecorder
@@ -34,7 +32,8 @@ class OpsUnavailable(Exception):
 
 
 class Ops:
-    """Metrics, the status page and traces for one proxy. Build, then ``attach(proxy)`` before it starts."""
+    """Metrics, the status page and traces for one proxy. Build, then hand ``app.pipeline_factory(ops)`` to the
+    proxy, which calls ``watch`` with each pipeline it builds."""
 
     def __init__(
         self,
@@ -103,24 +102,15 @@ class Ops:
     def enabled(self) -> bool:
         return self.events is not NULL
 
-    def pipeline(self, services: Services | None = None) -> Callable[[Router, Policy], Pipeline]:
-        """The ``Proxy``'s pipeline factory: its chains, upstream supervision and gauges feed the recorders."""
-
-        def build(router: Router, policy: Policy) -> Pipeline:
-            from ..proxy.pipeline import Pipeline, Services
-
-            shared = services or Services()
-            shared.events = self.events
-            pipeline = Pipeline(router, policy, shared)
-            self.proxy = ProxyView(router.upstreams, shared)
-            if self.events is not NULL:
-                for upstream in router.upstreams.values():
-                    upstream.on_state = self.events.upstream_state
-            if self.metrics is not None:
-                self.metrics.watch(self.proxy)
-            return pipeline
-
-        return build
+    def watch(self, upstreams: Mapping[str, Upstream], services: SharedServices) -> None:
+        """Feed the recorders from a pipeline just built (``app.pipeline_factory``): its upstreams' state changes,
+        and its shared services for the gauges and the status page."""
+        self.proxy = ProxyView(upstreams, services)
+        if self.events is not NULL:
+            for upstream in upstreams.values():
+                upstream.on_state = self.events.upstream_state
+        if self.metrics is not None:
+            self.metrics.watch(self.proxy)
 
     def instrument(self, server: Server[Any]) -> None:
         """Over HTTP, a request's ``traceparent`` header is joined when its ``_meta`` names no trace."""

@@ -15,13 +15,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..call.chain import ToolCall
-from ..call.events import CallEnd, CallEvents, Sleep
+from ..call.events import CallEnd, CallEvents, Sleep, UpstreamState
 from ..state.stored_outputs import owner_principal
 from .metrics import OTHER, UNKNOWN, CappedLabels
 from .secrets import Scrubber
 
 if TYPE_CHECKING:
-    from ..upstream import Upstream
     from .view import ProxyView
 
 WINDOW_S = 3600.0
@@ -128,7 +127,7 @@ class StatusRecorder(CallEvents):
 
         return counted
 
-    def upstream_state(self, upstream: Upstream) -> None:
+    def upstream_state(self, upstream: UpstreamState) -> None:
         self._changes[upstream.name] = (self._clock(), upstream.state)
 
     # --- the page's data --------------------------------------------------------------------------------------------
@@ -195,6 +194,7 @@ class StatusRecorder(CallEvents):
             "absorbed": absorbed,
             "failures": self._scrub.data(_failures(self._failures, viewer, values)),
             "treatment": list(proxy.services.treatment),
+            "tasks": proxy.services.tasks.summary(viewer),
         }
 
 

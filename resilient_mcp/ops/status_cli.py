@@ -70,6 +70,14 @@ def render_text(snap: dict[str, Any], failures: int = 10) -> str:
         rows = [["TOOL", "EFFECT", "WHY", "RETRIED ON"]]
         rows += [[t["tool"], t["effect"], t["effect_from"], t["retried_on"]] for t in snap["treatment"]]
         out += ["  " + line for line in _table(rows)]
+    tasks = snap.get("tasks")
+    if tasks and (tasks["running"] or tasks["finished"]):
+        counts = ", ".join(f"{k} {v}" for k, v in tasks["counts"].items())
+        out += ["", f"Tasks ({len(tasks['running'])} running; since start: {counts})"]
+        rows = [["TASK", "TOOL", "STATUS", "CREATED", "UPDATED"]]
+        rows += [[t["task"], t["tool"], t["status"], t["created_at"], t["updated_at"]] for t in tasks["running"]]
+        rows += [[t["task"], t["tool"], t["status"], t["created_at"], t["updated_at"]] for t in tasks["finished"]]
+        out += ["  " + line for line in _table(rows)]
     out += ["", "Absorbed by the proxy"]
     out += ["  " + line for line in _table([[k, str(v)] for k, v in snap["absorbed"].items()])]
     out += ["", f"Last failures (newest first, {min(failures, len(snap['failures']))} of {len(snap['failures'])})"]

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from ..stages.breaker import BreakerBoard
     from ..state import StateStore
     from ..state.redis import RedisStateStore
+    from ..tasks.manager import TaskManager
     from ..upstream import Upstream
 
 
@@ -37,3 +38,6 @@ class SharedServices(Protocol):
 
     @property
     def public_names(self) -> dict[tuple[str, str], str]: ...
+
+    @property
+    def tasks(self) -> TaskManager: ...

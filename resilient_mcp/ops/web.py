@@ -10,15 +10,11 @@ port) gets 421.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import structlog
-import uvicorn
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -105,37 +101,3 @@ def ops_routes(
             Route("/status/static/{name}", guarded(static), methods=["GET"]),
         ]
     return routes
-
-
-class _Uvicorn(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the CLI owns the signals
-        yield
-
-
-async def serve_loopback(ops: Ops, host: str, port: int) -> None:
-    """``metrics.listen`` in stdio mode: /metrics and /status on a loopback port, until cancelled. With
-    ``metrics.token`` every request must carry it; without, the status page shows no failure's observation."""
-    token = ops.config.metrics.token
-    app: Any = Starlette(routes=ops_routes(ops, LOOPBACK_HOSTS, values=token is not None))
-    if token is not None:
-        from ..host.http import BearerAuth
-
-        app = BearerAuth(app, [token], exempt=(), setting="metrics.token")
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
-    server = _Uvicorn(config)
-    log.info("ops_listening", url=f"http://{host}:{port}/metrics", auth=token is not None)
-
-    async def run() -> None:
-        with anyio.CancelScope(shield=True):  # stopped by should_exit, gracefully
-            await server.serve()
-        tg.cancel_scope.cancel()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        try:
-            await anyio.sleep_forever()
-        finally:
-            server.should_exit = True
-    if not server.started:
-        log.error("ops_listen_failed", host=host, port=port)

@@ -34,7 +34,7 @@ from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
-from ..faults import EffectClass
+from ..faults import BY_TYPE, EffectClass
 from .diagnosis_settings import DiagnosisRule
 
 B = TypeVar("B", bound=BaseModel)
@@ -139,6 +139,35 @@ class CacheRule(Strict):
     """Most cached results kept for this tool; the least recently used go first."""
 
 
+class TaskRule(Strict):
+    mode: Literal["auto", "always", "never"] = "auto"
+    """For a 2026-07-28 host that declared the tasks extension (io.modelcontextprotocol/tasks): auto answers with a
+    task once the call has run after_s; always answers with a task at once; never keeps the call synchronous."""
+    after_s: float = Field(10.0, gt=0, le=86_400)
+    """How long a call runs before an opted-in host gets a task for it instead of the result (mode auto)."""
+    required: bool = False
+    """The tool is only served as a task: a 2026-07-28 host without the extension gets -32021 (missing required
+    client capability) instead of a call it cannot wait for."""
+    handoff_s: float = Field(50.0, gt=0, le=86_400)
+    """A host that cannot poll (handshake era) waits this long at most: then it gets an observation that the call is
+    still running, with a handle to read the result with read_task_result, while the call goes on. Only for a tool
+    whose timeouts.total_s is longer (by default it is not: 50 s, under the 60 s common hosts wait)."""
+
+
+class TasksPolicy(Strict):
+    enabled: bool = True
+    """Serve the tasks extension (io.modelcontextprotocol/tasks) to 2026-07-28 hosts that declare it."""
+    ttl_s: float = Field(3600.0, gt=0, le=30 * 86_400)
+    """How long a task's record (status, then result) is kept after its creation, in seconds."""
+    poll_interval_ms: int = Field(1000, ge=50, le=600_000)
+    """How often a host is told to poll tasks/get, in milliseconds."""
+    max_per_principal: int = Field(100, ge=1, le=100_000)
+    """Most task records kept per principal; the oldest finished ones go first (running ones are never dropped)."""
+    lease_s: float = Field(30.0, gt=0, le=3600)
+    """A running task's record is renewed this often by the proxy running it; a record not renewed for this long
+    (its proxy stopped) reads as finished with an unknown outcome."""
+
+
 JsonType = Literal["string", "number", "integer", "boolean", "array", "object", "null"]
 
 
@@ -222,8 +251,6 @@ def _check_result_path(path: str) -> str:
 
 
 def _check_fault_type(name: str) -> str:
-    from ..faults import BY_TYPE
-
     if not name[:1].isupper() or name not in BY_TYPE:
         known = ", ".join(sorted(t for t in BY_TYPE if t[:1].isupper()))
         raise ValueError(f"fault_type {name!r} is not a catalog fault type; use one of: {known}")
@@ -302,6 +329,8 @@ class ToolRule(Strict):
     """Output size caps and outputSchema checks (see `output`)."""
     cache: CacheRule = CacheRule()
     """Response cache for read_only tools, off by default (see `cache`)."""
+    task: TaskRule = TaskRule()
+    """When a call becomes a durable task for a host that opted in (see docs/tasks.md)."""
     result_errors: list[ResultError] = Field(default_factory=list)
     """Signs that a successful result is a failure the server did not flag (a database error answered as text, a
     {"result": "error"}): a result matching one of them is reported as a classified fault instead of as data. Empty
@@ -400,6 +429,8 @@ class PolicyFile(Strict):
     """What failed calls tell the model."""
     diagnosis: DiagnosisRule = DiagnosisRule()
     """Model diagnosis of failures the rules leave untyped (off by default)."""
+    tasks: TasksPolicy = TasksPolicy()
+    """Durable tasks (io.modelcontextprotocol/tasks) served by the proxy: retention and polling (see docs/tasks.md)."""
     deny: list[Glob] = Field(default_factory=list)
     """Host-visible tool names (globs) hidden and refused on every upstream."""
     upstreams: dict[str, UpstreamPolicy] = Field(default_factory=dict)
@@ -510,6 +541,10 @@ class Policy:
     @property
     def observations(self) -> ObservationRule:
         return self.file.observations
+
+    @property
+    def tasks(self) -> TasksPolicy:
+        return self.file.tasks
 
     @property
     def diagnosis(self) -> DiagnosisRule:

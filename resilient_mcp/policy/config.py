@@ -35,12 +35,10 @@ from pydantic import (
     model_validator,
 )
 
+from ..spawn.prestart import environment
 from .hostfiles import HostFile, HostSettings, read_host_file
 from .ops_settings import MetricsConfig, StatusConfig, TracingConfig
 from .source import Document, SourceError, expand_env, load_document, validate_document
-
-#: What the MCP SDK passes to a stdio upstream when ``env`` is given: nothing else of the proxy's environment.
-SDK_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _HTTP_URL = re.compile(r"https?://")
@@ -371,60 +369,14 @@ def is_loopback(host: str) -> bool:
 def _expand(
     doc: Document, cfg: ProxyConfig, environ: dict[str, str] | None, top: tuple[str, ...] = ("upstreams",)
 ) -> ProxyConfig:
-    problems: list[str] = []
-    host = cfg.host
-    env_now = dict(os.environ if environ is None else environ)
-
-    def ex(value: str, loc: tuple[str | int, ...]) -> str:
-        try:
-            return expand_env(host.expand_variables(value, env_now, doc.path), environ)
-        except KeyError as exc:
-            line = doc.line_of(loc)
-            problems.append(f"{doc.path}:{line or '?'}: {'.'.join(map(str, loc))}: {exc.args[0]}")
-            return value
-
-    def env_file(up: StdioUpstream, loc: tuple[str | int, ...]) -> dict[str, str]:
-        if up.env_file is None:
-            return {}
-        path = cfg.resolve_path(ex(up.env_file, loc))
-        try:
-            return read_env_file(path)
-        except (OSError, ValueError) as exc:
-            problems.append(f"{doc.path}:{doc.line_of(loc) or '?'}: {'.'.join(map(str, loc))}: {exc}")
-            return {}
-
-    ups: dict[str, StdioUpstream | RemoteUpstream] = {}
-    for name, up in cfg.upstreams.items():
-        base = (*top, name)
-        if not up.enabled:  # not started: its variables need not be set
-            ups[name] = up
-        elif isinstance(up, StdioUpstream):
-            from_file = env_file(up, (*base, host.key_of(name, "env_file")))
-            ups[name] = up.model_copy(
-                update={
-                    "command": ex(up.command, (*base, "command")),
-                    "env": from_file | {k: ex(v, (*base, "env", k)) for k, v in up.env.items()},
-                    "args": [ex(a, (*base, "args", i)) for i, a in enumerate(up.args)],
-                    "cwd": None if up.cwd is None else ex(up.cwd, (*base, "cwd")),
-                }
-            )
-        else:
-            url_key = (*base, host.key_of(name, "url"))
-            url = ex(up.url, url_key)
-            if url != up.url and not _HTTP_URL.match(url):
-                problems.append(
-                    f"{doc.path}:{doc.line_of(url_key) or '?'}: {'.'.join(map(str, url_key))}: {up.url!r} expands to "
-                    f"{url[:80]!r}, which does not start with http:// or https:// (check the variable's value)"
-                )
-            ups[name] = up.model_copy(
-                update={"url": url, "headers": {k: ex(v, (*base, "headers", k)) for k, v in up.headers.items()}}
-            )
+    ex = _Expander(doc, cfg, environ)
+    ups = {name: ex.upstream(name, up, (*top, name)) for name, up in cfg.upstreams.items()}
     tokens = [ex(t, ("listen", "auth_tokens", i)) for i, t in enumerate(cfg.listen.auth_tokens)]
     allowed_hosts = [ex(h, ("listen", "allowed_hosts", i)) for i, h in enumerate(cfg.listen.allowed_hosts)]
     for i, token in enumerate(tokens):
         if len(token.strip()) < 8:
             loc = ("listen", "auth_tokens", i)
-            problems.append(
+            ex.problems.append(
                 f"{doc.path}:{doc.line_of(loc) or '?'}: listen.auth_tokens[{i}]: a token must have at least 8 "
                 "characters (is its environment variable set?)"
             )
@@ -433,7 +385,7 @@ def _expand(
         metrics = metrics.model_copy(update={"token": ex(metrics.token, ("metrics", "token"))})
         if len((metrics.token or "").strip()) < 8:
             line = doc.line_of(("metrics", "token")) or "?"
-            problems.append(f"{doc.path}:{line}: metrics.token: use at least 8 characters (is its variable set?)")
+            ex.problems.append(f"{doc.path}:{line}: metrics.token: use at least 8 characters (is its variable set?)")
     state = cfg.state
     if state.backend == "redis":
         expanded = {
@@ -444,11 +396,65 @@ def _expand(
         state = state.model_copy(update=expanded)
         if state.secret is not None and len(state.secret) < 32:
             line = doc.line_of(("state", "secret")) or "?"
-            problems.append(f"{doc.path}:{line}: state.secret: use 32 characters or more")
-    if problems:
-        raise SourceError(doc.path, problems)
+            ex.problems.append(f"{doc.path}:{line}: state.secret: use 32 characters or more")
+    if ex.problems:
+        raise SourceError(doc.path, ex.problems)
     listen = cfg.listen.model_copy(update={"auth_tokens": tokens, "allowed_hosts": allowed_hosts})
     return cfg.model_copy(update={"upstreams": ups, "listen": listen, "state": state, "metrics": metrics})
+
+
+class _Expander:
+    """Environment variables expanded in a config's values, each problem kept with the file, line and key."""
+
+    def __init__(self, doc: Document, cfg: ProxyConfig, environ: dict[str, str] | None) -> None:
+        self.doc, self.cfg, self.environ = doc, cfg, environ
+        self.env_now = dict(os.environ if environ is None else environ)
+        self.problems: list[str] = []
+
+    def __call__(self, value: str, loc: tuple[str | int, ...]) -> str:
+        try:
+            return expand_env(self.cfg.host.expand_variables(value, self.env_now, self.doc.path), self.environ)
+        except KeyError as exc:
+            line = self.doc.line_of(loc)
+            self.problems.append(f"{self.doc.path}:{line or '?'}: {'.'.join(map(str, loc))}: {exc.args[0]}")
+            return value
+
+    def env_file(self, up: StdioUpstream, loc: tuple[str | int, ...]) -> dict[str, str]:
+        if up.env_file is None:
+            return {}
+        path = self.cfg.resolve_path(self(up.env_file, loc))
+        try:
+            return read_env_file(path)
+        except (OSError, ValueError) as exc:
+            self.problems.append(f"{self.doc.path}:{self.doc.line_of(loc) or '?'}: {'.'.join(map(str, loc))}: {exc}")
+            return {}
+
+    def upstream(
+        self, name: str, up: StdioUpstream | RemoteUpstream, base: tuple[str, ...]
+    ) -> StdioUpstream | RemoteUpstream:
+        ex, host = self, self.cfg.host
+        if not up.enabled:  # not started: its variables need not be set
+            return up
+        if isinstance(up, StdioUpstream):
+            from_file = self.env_file(up, (*base, host.key_of(name, "env_file")))
+            return up.model_copy(
+                update={
+                    "command": ex(up.command, (*base, "command")),
+                    "env": from_file | {k: ex(v, (*base, "env", k)) for k, v in up.env.items()},
+                    "args": [ex(a, (*base, "args", i)) for i, a in enumerate(up.args)],
+                    "cwd": None if up.cwd is None else ex(up.cwd, (*base, "cwd")),
+                }
+            )
+        url_key = (*base, host.key_of(name, "url"))
+        url = ex(up.url, url_key)
+        if url != up.url and not _HTTP_URL.match(url):
+            self.problems.append(
+                f"{self.doc.path}:{self.doc.line_of(url_key) or '?'}: {'.'.join(map(str, url_key))}: {up.url!r} "
+                f"expands to {url[:80]!r}, which does not start with http:// or https:// (check the variable's value)"
+            )
+        return up.model_copy(
+            update={"url": url, "headers": {k: ex(v, (*base, "headers", k)) for k, v in up.headers.items()}}
+        )
 
 
 class _OneUpstream(RootModel[UpstreamConfig]):
@@ -540,11 +546,4 @@ def command_problem(up: StdioUpstream, environ: dict[str, str] | None = None) ->
 
 def stdio_environment(up: StdioUpstream, environ: dict[str, str] | None = None) -> dict[str, str]:
     """The complete environment a stdio upstream is started with (passed to the SDK as ``env``)."""
-    env = os.environ if environ is None else environ
-    if up.inherit_env == "all":
-        base = dict(env)
-    else:
-        names = set(SDK_INHERITED_ENV) | (set(up.inherit_env) if isinstance(up.inherit_env, list) else set())
-        base = {k: v for k, v in env.items() if k in names}
-    base.update(up.env)
-    return base
+    return environment(up.inherit_env, up.env, environ)

@@ -89,7 +89,6 @@ class PolicyWatcher:
         self._last = _stamp(paths())
         self._seen = self._last
         """The files as the previous check saw them: a change is read once a check sees them unchanged since."""
-        self.reloads = 0
         self.rejected = 0
 
     def check_now(self) -> bool:
@@ -111,7 +110,6 @@ class PolicyWatcher:
             log.error("policy_reload_rejected", problems=exc.problems, kept="the last valid policy")
             return False
         self._apply(policy)
-        self.reloads += 1
         log.info("policy_reloaded", files=[str(p) for p in paths])
         return True
 

@@ -19,6 +19,7 @@ import mcp_types as types
 import structlog
 from mcp.shared.tool_name_validation import validate_tool_name
 
+from ..call.chain import Entry
 from ..policy.config import default_prefix
 
 if TYPE_CHECKING:
@@ -29,17 +30,6 @@ log = structlog.get_logger(__name__)
 
 class CatalogConflict(Exception):
     """Two upstreams offer the same host-visible name."""
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One tool or prompt: where it lives and what it is called there."""
-
-    public_name: str
-    upstream: str
-    name: str
-    tool: types.Tool | None = None
-    prompt: types.Prompt | None = None
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ import mcp_types as types
 import structlog
 from mcp.shared.exceptions import MCPError
 
-from ..call.chain import HostLink, Stage, ToolCall, compose
+from ..call.chain import Entry, HostLink, Stage, ToolCall, compose
 from ..call.events import NULL, CallEvents
 from ..call.fingerprint import FailureStats
 from ..diagnosis.engine import Diagnoser, DiagnosisState
@@ -58,13 +58,13 @@ from ..state.stored_outputs import (
     StoredOutputMissing,
     StoredOutputs,
 )
+from ..tasks.manager import READ_TASK_RESULT_TOOL, TaskManager
 from . import drift
 from .routing import CompiledTool
 
 if TYPE_CHECKING:
     from ..policy.config import StateConfig
     from ..state.redis import RedisStateStore
-    from .catalog import Entry
     from .routing import Router, Routing
 
 log = structlog.get_logger(__name__)
@@ -98,6 +98,8 @@ class Services:
     """How each served tool is treated and why (``treatment``), set when the routing is built (the status page)."""
     public_names: dict[tuple[str, str], str] = field(default_factory=dict)
     """(upstream, the upstream's tool name) -> the host-visible name, set when the routing is built (metrics)."""
+    tasks: TaskManager = field(default_factory=TaskManager)
+    """Durable tasks for 2026-07-28 hosts that declare the extension (``resilient_mcp.tasks``)."""
 
     @property
     def audit(self) -> AuditSink | None:
@@ -320,17 +322,26 @@ class Pipeline:
     # --- the proxy's own tools and resources: pages of capped outputs ---------------------------------------------
 
     def _proxy_tool_handlers(self) -> dict[str, Callable[[ToolCall], Awaitable[types.CallToolResult]]]:
+        tasks = self.services.tasks
+
+        async def read_task_result(call: ToolCall) -> types.CallToolResult:
+            return await tasks.call_read_task_result(call.arguments, call.owner)
+
+        handlers: dict[str, Callable[[ToolCall], Awaitable[types.CallToolResult]]] = {
+            READ_TASK_RESULT_TOOL.name: read_task_result
+        }
         outputs = self._outputs
         if outputs is None:
-            return {}
+            return handlers
 
         async def read_stored_output(call: ToolCall) -> types.CallToolResult:
             return await outputs.call_read_stored_output(call.arguments, call.owner)
 
-        return {READ_STORED_OUTPUT_TOOL.name: read_stored_output}
+        return {READ_STORED_OUTPUT_TOOL.name: read_stored_output, **handlers}
 
     def proxy_tools(self) -> list[types.Tool]:
-        return [READ_STORED_OUTPUT_TOOL] if self._outputs is not None and self.outputs_announced else []
+        tools = [READ_STORED_OUTPUT_TOOL] if self._outputs is not None and self.outputs_announced else []
+        return tools + ([READ_TASK_RESULT_TOOL] if self.services.tasks.handed_off else [])
 
     def announce_outputs(self) -> None:
         if not self.outputs_announced:

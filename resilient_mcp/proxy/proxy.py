@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
+from ..adapters.sdk import host_connection
 from ..call.hostcontext import CURRENT_HOST, HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
@@ -86,7 +87,7 @@ def session_key(ctx: Ctx) -> str:
     So two proxy processes of one host (two IDE windows, two agent runs) are two sessions, and a header a client
     sends in stateless mode names nothing: guards and replay of writes keyed by their arguments never cross
     connections (explicit idempotency keys are shared by every session of one principal, by design)."""
-    connection: object = getattr(ctx.session, "_connection", None) or ctx.session
+    connection = host_connection(ctx.session)
     key = _CONNECTION_KEYS.get(connection)
     if key is None:
         key = _CONNECTION_KEYS[connection] = _new_session_key(ctx, connection)
@@ -133,7 +134,6 @@ class Proxy:
         self.pipeline = pipeline_factory(self.router, policy)
         self._announced: Routing = self.router.routing
         """The routing the hosts were last told about (``list_changed`` is sent for what differs)."""
-        self._strict_names = True
         self._started = False
         self.single_host = False
         """Serving one host over stdio: upstreams are then connected with that host's own capabilities."""
@@ -142,6 +142,9 @@ class Proxy:
         """The host request of each call in flight (by ``id(ctx)``): its timers stop while the host is asked."""
         self.bridges = Bridges()
         """2026-07-28 hosts: upstream requests become InputRequiredResults (see bridge.py)."""
+        self.tasks = self.pipeline.services.tasks
+        """Durable tasks for 2026-07-28 hosts that declare the extension (``resilient_mcp.tasks``)."""
+        self.tasks.settings = policy.tasks
         self._follow_lock = anyio.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------------------------------
@@ -154,6 +157,7 @@ class Proxy:
         try:
             async with anyio.create_task_group() as tg:
                 self.bridges.bind(tg)
+                self.tasks.bind(tg, self.pipeline.services.store)
                 for up in self.upstreams.values():
                     tg.start_soon(up.run, name=f"upstream:{up.name}")
                 await self._wait_started(startup_timeout_s)
@@ -163,7 +167,6 @@ class Proxy:
                     conflict = exc
                     tg.cancel_scope.cancel()
                 if conflict is None:
-                    self._strict_names = False
                     self._started = True
                     self._announced = self.routing
                     tg.start_soon(self._announce_changes, name="proxy:announcer")
@@ -173,6 +176,7 @@ class Proxy:
                         tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                await self.tasks.shutdown()
                 await self.pipeline.aclose()
         if conflict is not None:
             raise conflict
@@ -242,6 +246,7 @@ class Proxy:
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy.mark_local(self.config.local_upstreams())
         self.pipeline.set_policy(policy)
+        self.tasks.settings = policy.tasks
         self.rebuild()
 
     # --- calls in flight --------------------------------------------------------------------------------------------

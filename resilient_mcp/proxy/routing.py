@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import anyio
 import mcp_types as types
 
-from ..call.chain import CallNext
+from ..call.chain import CallNext, Entry
+from ..faults import EffectClass
 from .catalog import Catalog
 
 if TYPE_CHECKING:
     from ..policy import ToolRule
     from ..upstream import Upstream
-    from .catalog import Entry
 
 CallTool = Callable[..., Awaitable[types.CallToolResult]]
 """One attempt of a tool call on an upstream, shaped like ``Upstream.call_tool``."""
@@ -99,8 +99,6 @@ class Router:
 
 def retried_on(rule: ToolRule) -> str:
     """Which faults the proxy retries for a tool with ``rule``, in words (rule R, ``repeat.decide``)."""
-    from ..faults import EffectClass
-
     if not rule.retry.enabled:
         return "never (retry.enabled: false)"
     if rule.effect in (EffectClass.READ_ONLY, EffectClass.WRITE_IDEMPOTENT) or rule.idempotency.forward_key_as:

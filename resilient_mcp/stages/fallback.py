@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import mcp_types as types
 import structlog
 
-from ..call.chain import CallNext, CallRecord, ToolCall
+from ..call.chain import CallNext, CallRecord, Entry, ToolCall
 from ..call.meta import FALLBACK_META
 from ..faults import (
     ArgumentFault,
@@ -41,9 +41,6 @@ from ..faults import (
 )
 from ..policy import ToolRule
 from ..verdict.repeat import decide
-
-if TYPE_CHECKING:
-    from ..proxy.catalog import Entry
 
 log = structlog.get_logger(__name__)
 

@@ -52,8 +52,9 @@ import structlog
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
 from ..text.utf8 import iter_utf8, utf8_len
 from . import sqlite as sql
-from .index import Held, IdempotencyIndex, SoleUser
+from .index import Claim, Held, IdempotencyIndex, SoleUser
 from .sqlite import StateError, StateLimits
+from .tasks import TaskRecord
 
 
 class StateUnavailable(StateError):
@@ -101,19 +102,6 @@ class IdempotencyRecord:
     expires_at: float
     result: types.CallToolResult | None = None
     """The stored result of a completed call; None when it was larger than ``idempotency_max_result_bytes``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """What ``IdempotencyStore.begin_write`` writes: the call's fingerprint and tool, when, and the two expiries."""
-
-    args_hash: str
-    tool: str
-    now: float
-    expires_at: float
-    """Of the call's own record (in flight: the window plus the call's total timeout)."""
-    marker_expires_at: float
-    """Of the upstream-wide record (``unknown_outcome_s``)."""
 
 
 class AuditFields(Protocol):
@@ -569,6 +557,20 @@ class StateStore:
     async def output_manifest(self, handle: str, owner: str = "") -> str | None:
         key = output_key(handle, owner)
         return await self._run(lambda: sql.output_manifest(self._db(), key, self._clock()))
+
+    # --- TaskStore (``resilient_mcp.tasks``) ----------------------------------------------------------------------
+
+    async def put_task(self, record: TaskRecord, max_per_principal: int) -> None:
+        row = (record.task_id, record.principal, record.status, record.created_at, record.expires_at, record.to_json())
+        await self._run(lambda: sql.task_put(self._db(), row, max_per_principal, self._clock()))
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        raw = await self._run(lambda: sql.task_get(self._db(), task_id, self._clock()))
+        return None if raw is None else TaskRecord.from_json(raw)
+
+    async def list_tasks(self, principal: str | None = None, limit: int = 100) -> list[TaskRecord]:
+        rows = await self._run(lambda: sql.task_list(self._db(), principal, limit, self._clock()))
+        return [TaskRecord.from_json(raw) for raw in rows]
 
     # --- AuditStore ----------------------------------------------------------------------------------------------
 

@@ -28,6 +28,19 @@ from pathlib import Path
 from typing import Any
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What ``IdempotencyStore.begin_write`` writes: the call's fingerprint and tool, when, and the two expiries."""
+
+    args_hash: str
+    tool: str
+    now: float
+    expires_at: float
+    """Of the call's own record (in flight: the window plus the call's total timeout)."""
+    marker_expires_at: float
+    """Of the upstream-wide record (``unknown_outcome_s``)."""
+
+
 @dataclass(slots=True)
 class Held:
     """What the index knows of one record (the result, if any, stays in SQLite)."""

@@ -19,6 +19,8 @@ Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
 ``audit``                       a Redis Stream capped with ``XADD MAXLEN ~ audit_max_entries``
 ``breaker:<upstream>[/<tool>]`` an open circuit (``breaker.shared``), expiring when it would half-open
 ``retry:<upstream>``            the upstream's retry budget (token bucket) shared by replicas (``breaker.shared``)
+``task:<id>``                   a durable task's record (JSON, ``tasks.TaskRecord``), expiring with the task
+``tasks:<principal>``           a sorted set of the principal's task ids by creation time (listing, and its bound)
 ==============================  ======================================================================================
 
 Every command has a timeout (``command_timeout_s``, ``connect_timeout_s``); connections are pooled. When Redis cannot
@@ -41,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import hashlib
 import inspect
 import json
@@ -60,8 +63,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
 from ..text.utf8 import iter_utf8, utf8_len
-from . import AuditFields, Claim, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
+from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
+from .index import Claim
 from .sqlite import AUDIT_FIELDS
+from .tasks import TaskRecord
 
 if TYPE_CHECKING:
     from ..call.chain import ToolCall
@@ -209,7 +214,6 @@ class RedisStateStore:
             kwargs["username"] = config.username
         if config.password is not None:
             kwargs["password"] = config.password
-        self._kwargs = kwargs
         self.redis: aioredis.Redis = aioredis.Redis.from_url(config.url, **kwargs)
         self._claim = self.redis.register_script(_CLAIM)
         self._settle = self.redis.register_script(_SETTLE)
@@ -568,6 +572,63 @@ class RedisStateStore:
         manifest: str = json.loads(raw)["manifest"]
         return manifest
 
+    # --- TaskStore (``resilient_mcp.tasks``) ------------------------------------------------------------------------
+
+    async def put_task(self, record: TaskRecord, max_per_principal: int) -> None:
+        key, index = f"{self.prefix}task:{record.task_id}", f"{self.prefix}tasks:{record.principal}"
+        ttl_ms = max(1, int((record.expires_at - self._clock()) * 1000))
+
+        async def write() -> list[Any]:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.set(key, record.to_json(), px=ttl_ms)
+                pipe.zadd(index, {record.task_id: record.created_at})
+                pipe.zremrangebyscore(index, "-inf", self._clock() - 31 * 86_400)  # far older than any TTL
+                pipe.pexpire(index, ttl_ms, gt=True)
+                pipe.zcard(index)
+                return list(await pipe.execute())
+
+        count = int((await self._do(write))[-1])
+        if count > max_per_principal:
+            await self._trim_tasks(index, count - max_per_principal)
+
+    async def _trim_tasks(self, index: str, excess: int) -> None:
+        """Drop the principal's oldest terminal (or expired) records until ``excess`` are gone."""
+        raw_ids = await self._do(lambda: self.redis.zrange(index, 0, -1))
+        for raw_id in raw_ids:
+            if excess <= 0:
+                return
+            task_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            key = f"{self.prefix}task:{task_id}"
+            raw = await self._do(functools.partial(self.redis.get, key))
+            if raw is None or TaskRecord.from_json(raw).terminal:
+                await self._do(functools.partial(self.redis.delete, key))
+                await self._do(functools.partial(self.redis.zrem, index, task_id))
+                excess -= 1
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        raw = await self._do(lambda: self.redis.get(f"{self.prefix}task:{task_id}"))
+        record = None if raw is None else TaskRecord.from_json(raw)
+        return record if record is not None and record.expires_at > self._clock() else None
+
+    async def list_tasks(self, principal: str | None = None, limit: int = 100) -> list[TaskRecord]:
+        records: list[TaskRecord] = []
+        if principal is not None:
+            index = f"{self.prefix}tasks:{principal}"
+            ids = await self._do(lambda: self.redis.zrevrange(index, 0, limit - 1))
+            keys = [f"{self.prefix}task:{i.decode() if isinstance(i, bytes) else i}" for i in ids]
+        else:
+            keys = []
+            async for key in self.redis.scan_iter(match=f"{self.prefix}task:*", count=200):
+                keys.append(key.decode() if isinstance(key, bytes) else str(key))
+                if len(keys) >= 10 * limit:
+                    break
+        if keys:
+            for raw in await self._do(lambda: self.redis.mget(keys)):
+                if raw is not None and (record := TaskRecord.from_json(raw)).expires_at > self._clock():
+                    records.append(record)
+        records.sort(key=lambda r: r.created_at, reverse=True)
+        return records[:limit]
+
     # --- AuditStore ------------------------------------------------------------------------------------------------
 
     def record(self, entry: AuditFields) -> None:
@@ -642,9 +703,6 @@ class RedisStateStore:
         """Add ``delta`` to the upstream's shared retry bucket; its new level (``retry.RetryBudgets.share``)."""
         key = f"{self.prefix}retry:{upstream}"
         return float(await self._do(lambda: self._bucket(keys=[key], args=[repr(delta), repr(max_tokens)])))
-
-    async def close_circuit(self, upstream: str, tool: str | None) -> None:
-        await self._do(lambda: self.redis.delete(self._breaker(upstream, tool)))
 
 
 def read_audit(config: StateConfig, limit: int = 50, session: str | None = None) -> list[dict[str, Any]]:

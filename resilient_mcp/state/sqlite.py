@@ -8,6 +8,7 @@ Schema version 1 (``meta.schema_version``)::
     outputs(handle PK, tool, created_at, expires_at, size, manifest, data BLOB)   data = UTF-8 text, blob I/O
     audit(id PK, ts, session, upstream, tool, argument_keys JSON, arguments_hash, outcome, fault_type, attempts,
           latency_ms, decided_by)
+    tasks(task_id PK, principal, status, created_at, expires_at, record JSON)        a tasks.TaskRecord
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import os
 import queue
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -31,7 +33,7 @@ import anyio.to_thread
 import structlog
 
 if TYPE_CHECKING:
-    from . import Claim
+    from .index import Claim
 
 log = structlog.get_logger(__name__)
 
@@ -75,13 +77,10 @@ class _Job:
     loop: asyncio.AbstractEventLoop | None
     """On asyncio the worker hands the result back with ``call_soon_threadsafe`` and moves on at once; elsewhere
     it waits for the event loop (``anyio.from_thread.run_sync``)."""
+    behind: list[Callable[[], object]]
+    """Write-behind jobs submitted before this one: run first, in order."""
     value: Any = None
     error: BaseException | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Queued:
-    fn: Callable[[], object]
 
 
 _STOP, _WAKE = object(), object()
@@ -89,10 +88,20 @@ _STOP, _WAKE = object(), object()
 
 class Worker:
     """The one thread that owns the SQLite connection: jobs run one at a time, in order; after each job (and every
-    ``tick_s`` when idle) it runs ``idle`` (audit batches, pruning)."""
+    ``tick_s`` when idle) it runs ``idle`` (audit batches, pruning).
+
+    Write-behind jobs (``submit``) submitted in one step of the event loop wake the thread once, when that step is
+    over (a call's settling and its delivery's delete: one wake-up, not two); a job that is waited for and queued
+    before that takes them along. Always in the order submitted. Waking the thread is the expensive part of a job
+    on a busy machine (the event loop and the worker then contend for the GIL and the cores)."""
 
     def __init__(self, idle: Callable[[], None], tick_s: float) -> None:
         self._jobs: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._behind: deque[Callable[[], object]] = deque()
+        self._order = threading.Lock()
+        """Held while write-behind jobs are taken: by ``call`` (with the job it queues) or by the worker (only when
+        no job is queued), so a job never overtakes one submitted before it."""
+        self._kick_due = False
         self._idle, self._tick_s = idle, tick_s
         self.errors = 0
         """State backend errors so far (failed jobs, writes and maintenance): the ``/metrics`` counter."""
@@ -100,9 +109,12 @@ class Worker:
         self._thread.start()
 
     async def call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` in the worker. The wait is shielded: a store operation once asked for is always finished."""
-        job = _Job(fn, anyio.lowlevel.current_token(), anyio.Event(), _asyncio_loop())
-        self._jobs.put(job)
+        """Run ``fn`` in the worker (after every job submitted before). The wait is shielded: a store operation once
+        asked for is always finished."""
+        loop = _asyncio_loop()
+        with self._order:
+            job = _Job(fn, anyio.lowlevel.current_token(), anyio.Event(), loop, _take(self._behind))
+            self._jobs.put(job)
         with anyio.CancelScope(shield=True):
             await job.done.wait()
         if job.error is not None:
@@ -111,7 +123,20 @@ class Worker:
 
     def submit(self, fn: Callable[[], object]) -> None:
         """Queue ``fn`` without waiting for it (write-behind); a failure is logged. Jobs keep their order."""
-        self._jobs.put(_Queued(fn))
+        self._behind.append(fn)
+        if self._kick_due:
+            return
+        loop = _asyncio_loop()
+        if loop is None:
+            self._jobs.put(_WAKE)
+        else:  # once this step of the event loop is over: the jobs it submits go together
+            self._kick_due = True
+            loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kick_due = False
+        if self._behind:  # (else a job that was waited for took them along)
+            self._jobs.put(_WAKE)
 
     def wake(self) -> None:
         self._jobs.put(_WAKE)
@@ -126,21 +151,27 @@ class Worker:
                 item = self._jobs.get(timeout=self._tick_s)
             except queue.Empty:
                 item = None
+            if isinstance(item, _Job):
+                self._write_behind(item.behind)
+                self._execute(item)
+            with self._order:  # (a job queued meanwhile takes them along; the last wake-up takes them all)
+                behind = _take(self._behind) if item is _STOP or self._jobs.empty() else []
+            self._write_behind(behind)
             if item is _STOP:
                 return
-            if isinstance(item, _Job):
-                self._execute(item)
-            elif isinstance(item, _Queued):
-                try:
-                    item.fn()
-                except Exception:
-                    self.errors += 1
-                    log.exception("state_write_failed")
             try:
                 self._idle()
             except Exception:
                 self.errors += 1
                 log.exception("state_maintenance_failed")
+
+    def _write_behind(self, jobs: list[Callable[[], object]]) -> None:
+        for fn in jobs:
+            try:
+                fn()
+            except Exception:
+                self.errors += 1
+                log.exception("state_write_failed")
 
     def _execute(self, job: _Job) -> None:
         try:
@@ -155,6 +186,15 @@ class Worker:
                 anyio.from_thread.run_sync(job.done.set, token=job.token)
         except Exception:  # the event loop that asked has gone away
             log.debug("state_result_undelivered")
+
+
+def _take(jobs: deque[Callable[[], object]]) -> list[Callable[[], object]]:
+    """Every job in ``jobs``, oldest first, removed (``popleft`` is atomic: ``submit`` may append meanwhile)."""
+    taken: list[Callable[[], object]] = []
+    with suppress(IndexError):
+        while True:
+            taken.append(jobs.popleft())
+    return taken
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
@@ -194,6 +234,11 @@ _SCHEMA = (
         fault_type TEXT, attempts INTEGER NOT NULL, latency_ms INTEGER NOT NULL, decided_by TEXT)""",
     "CREATE INDEX IF NOT EXISTS audit_session ON audit (session, id)",
     "CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts)",
+    # Added within version 1 (older code ignores the table): durable tasks (``resilient_mcp.tasks``).
+    """CREATE TABLE IF NOT EXISTS tasks (
+        task_id TEXT PRIMARY KEY, principal TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL,
+        expires_at REAL NOT NULL, record TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS tasks_principal ON tasks (principal, created_at)",
 )
 
 
@@ -433,6 +478,37 @@ def read_audit(uri: str, limit: int, session: str | None) -> list[dict[str, Any]
     return [{**dict(r), "argument_keys": json.loads(r["argument_keys"])} for r in rows]
 
 
+# --- tasks ---------------------------------------------------------------------------------------------------------
+
+_TERMINAL = "status IN ('completed', 'failed', 'cancelled')"
+
+
+def task_put(conn: sqlite3.Connection, row: tuple[str, str, str, float, float, str], bound: int, now: float) -> None:
+    """Insert or replace ``(task_id, principal, status, created_at, expires_at, record)``; then drop the principal's
+    expired records and its oldest terminal ones beyond ``bound``."""
+    with tx(conn):
+        conn.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)", row)
+        conn.execute("DELETE FROM tasks WHERE principal = ? AND expires_at <= ?", (row[1], now))
+        excess = int(conn.execute("SELECT COUNT(*) FROM tasks WHERE principal = ?", (row[1],)).fetchone()[0]) - bound
+        if excess > 0:
+            conn.execute(
+                f"DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE principal = ? AND {_TERMINAL} "
+                "ORDER BY created_at LIMIT ?)",
+                (row[1], excess),
+            )
+
+
+def task_get(conn: sqlite3.Connection, task_id: str, now: float) -> str | None:
+    row = conn.execute("SELECT record FROM tasks WHERE task_id = ? AND expires_at > ?", (task_id, now)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def task_list(conn: sqlite3.Connection, principal: str | None, limit: int, now: float) -> list[str]:
+    where, args = ("AND principal = ?", (now, principal, limit)) if principal is not None else ("", (now, limit))
+    query = f"SELECT record FROM tasks WHERE expires_at > ? {where} ORDER BY created_at DESC LIMIT ?"
+    return [str(r[0]) for r in conn.execute(query, args).fetchall()]
+
+
 # --- bounds --------------------------------------------------------------------------------------------------------
 
 
@@ -448,7 +524,8 @@ def prune(conn: sqlite3.Connection, limits: StateLimits, now: float) -> dict[str
         idem += _trim_bytes(conn, "idempotency", "key", size, "created_at", limits.idempotency_max_bytes, where=done)
         audit = conn.execute("DELETE FROM audit WHERE ts < ?", (now - limits.audit_ttl_s,)).rowcount
         audit += _trim_rows(conn, "audit", "id", "id", limits.audit_max_rows)
-    return {"idempotency": idem, "outputs": prune_outputs(conn, limits, now), "audit": audit}
+        tasks = conn.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,)).rowcount
+    return {"idempotency": idem, "outputs": prune_outputs(conn, limits, now), "audit": audit, "tasks": tasks}
 
 
 def prune_outputs(conn: sqlite3.Connection, limits: StateLimits, now: float) -> int:

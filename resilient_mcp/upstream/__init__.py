@@ -45,8 +45,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, TypeAdapter
 
 from .. import __version__
+from ..adapters.sdk import after_envelope_stamp
 from ..call.hostcontext import CURRENT_HOST, timing
 from ..call.meta import ATTEMPT_META, OVERSIZED_META
+from ..call.upstream_error import note_upstream_error
 from ..faults import (
     AttemptTimeout,
     ConnectFailure,
@@ -603,14 +605,13 @@ class Upstream:
         meta: dict[str, Any] | None = None,
         *,
         timeout_s: float | None = None,
-        deadline: float = math.inf,
         on_progress: ProgressFn | None = None,
         progress_extends: bool = True,
     ) -> types.CallToolResult:
         """One attempt of a tool call. Returns the upstream's result (``isError`` ones too); raises ``Fault``.
 
-        ``timeout_s`` bounds the attempt; progress from the upstream restarts it (when ``progress_extends``),
-        never past ``deadline`` (an ``anyio.current_time()`` value). On timeout the SDK sends the upstream a
+        ``timeout_s`` bounds the attempt; progress from the upstream restarts it (when ``progress_extends``); the
+        call's total time is the retry stage's scope around it. On timeout the SDK sends the upstream a
         cancellation, because the request is abandoned by cancellation of its scope."""
         target = await self.for_host()
         if target is not self:
@@ -619,7 +620,6 @@ class Upstream:
                 arguments,
                 meta,
                 timeout_s=timeout_s,
-                deadline=deadline,
                 on_progress=on_progress,
                 progress_extends=progress_extends,
             )
@@ -632,26 +632,30 @@ class Upstream:
         params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
         request = types.CallToolRequest(params=params)
         now = anyio.current_time()
-        limit = min(now + timeout_s, deadline) if timeout_s else deadline
+        limit = now + timeout_s if timeout_s else math.inf
 
         # Registered with the host request's timers: stopped while the upstream waits for the host to answer.
         with anyio.CancelScope(deadline=limit) as scope, timing(scope):
 
             async def progress(progress: float, total: float | None, message: str | None) -> None:
                 if progress_extends and timeout_s:
-                    scope.deadline = max(scope.deadline, min(anyio.current_time() + timeout_s, deadline))
+                    scope.deadline = max(scope.deadline, anyio.current_time() + timeout_s)
                 if on_progress is not None:
                     await on_progress(progress, total, message)
 
             try:
                 if self.modern:
                     result: types.CallToolResult = await self._with_input(session, request, progress)
+                    note_upstream_error(None)
                     return result
-                return await session.send_request(request, types.CallToolResult, progress_callback=progress)
+                answer = await session.send_request(request, types.CallToolResult, progress_callback=progress)
+                note_upstream_error(None)
+                return answer
             except Fault:
                 raise
             except Exception as exc:
                 if isinstance(exc, MCPError):
+                    note_upstream_error(exc.error)
                     if (oversized := _oversized(exc)) is not None:
                         raise oversized from None
                     self._restart_if_session_gone(exc)
@@ -910,12 +914,10 @@ def _stamp_host_envelope(session: ClientSession) -> None:
     """Tell a 2026-07-28 upstream, per request, what the *host* of that request declared: its capabilities (so the
     upstream asks only what that host can answer, as it would directly) and its log level.
 
-    The SDK stamps the session's own envelope on every request; this wraps that stamp. Outside a host request
+    The SDK stamps the session's own envelope on every request; this amends it. Outside a host request
     (connecting) the proxy's own declaration stands."""
-    inner = session._stamp
 
-    def stamp(data: dict[str, Any], opts: Any) -> None:
-        inner(data, opts)
+    def amend(data: dict[str, Any]) -> None:
         host = CURRENT_HOST.get()
         params = data.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
@@ -933,7 +935,7 @@ def _stamp_host_envelope(session: ClientSession) -> None:
         else:
             meta[LOG_LEVEL_META_KEY] = host.log_level
 
-    session._stamp = stamp
+    after_envelope_stamp(session, amend)
 
 
 _OWN_ENVELOPE_METHODS = frozenset({"server/discover", "initialize", "subscriptions/listen"})

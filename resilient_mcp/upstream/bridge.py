@@ -35,6 +35,8 @@ import structlog
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from ..call.upstream_error import UPSTREAM_ERROR, ErrorSink
+
 log = structlog.get_logger(__name__)
 
 SETTLE_S = 0.2
@@ -71,6 +73,22 @@ class Bridge:
         self._count = 0
         self.collected = anyio.Event()
         self.finished = anyio.Event()
+        self.scope: anyio.CancelScope | None = None
+        """The upstream work's scope while it runs (``tasks/cancel`` cancels it)."""
+        self.upstream_error = ErrorSink()
+        """The JSON-RPC error the upstream answered the work's last attempt with, if any (a task's ``failed``)."""
+
+    @property
+    def changed(self) -> anyio.Event:
+        """Set at the next change (a question asked, the work finished); a fresh event after each."""
+        return self._changed
+
+    def unanswered(self) -> dict[str, types.ServerRequest]:
+        """The questions the host has not answered yet, by key (a task's ``inputRequests``); they count as sent."""
+        pending = {k: q for k, q in self.questions.items() if not q.answered.is_set()}
+        for question in pending.values():
+            question.sent = True
+        return {k: q.request for k, q in pending.items()}
 
     def _touch(self) -> None:
         self._changed.set()
@@ -159,6 +177,10 @@ class Bridge:
             await self._changed.wait()
 
 
+class WorkCancelled(Exception):
+    """The bridged work was cancelled on purpose (``tasks/cancel``), not by a failure."""
+
+
 class Bridges:
     """The open bridges of one proxy, by their ``requestState``; run the upstream work in the proxy's task group."""
 
@@ -188,11 +210,14 @@ class Bridges:
         input_responses: dict[str, Any] | None,
         work: Callable[[], Awaitable[Any]],
         origin: str = "",
+        patience: tuple[float, Callable[[Bridge], Awaitable[Any]]] | None = None,
     ) -> Any:
         """``work()``'s result for the host's request ``ctx``, or an InputRequiredResult when the upstream asks.
 
         ``origin`` names the host and the request (tool, prompt, resource): the same host making the same request
-        again without the ``requestState`` starts over, so a round of that request still parked is abandoned."""
+        again without the ``requestState`` starts over, so a round of that request still parked is abandoned.
+        ``patience`` (seconds, then what to answer): when neither a result nor a question comes within that time,
+        the answer is ``then(bridge)`` (a durable task takes the bridge over, ``resilient_mcp.tasks``)."""
         if request_state is not None and request_state.startswith(STATE_PREFIX):
             bridge = self._by_state.get(request_state)
             if bridge is None:
@@ -219,7 +244,13 @@ class Bridges:
             self._tg.start_soon(self._work, ctx, bridge, work)
         asked_with = bridge.state
         try:
-            event = await bridge.next_event()
+            if patience is not None:
+                with anyio.move_on_after(patience[0]) as waited:
+                    event = await bridge.next_event()
+                if waited.cancelled_caught:
+                    return await patience[1](bridge)
+            else:
+                event = await bridge.next_event()
             asked = sorted(event.input_requests or {}) if isinstance(event, types.InputRequiredResult) else None
             log.debug("bridge_round", resumed=request_state is not None, done=bridge.done, asked=asked)
             return event
@@ -232,12 +263,16 @@ class Bridges:
 
     async def _work(self, ctx: Any, bridge: Bridge, work: Callable[[], Awaitable[Any]]) -> None:
         self._by_ctx[id(ctx)] = bridge
+        UPSTREAM_ERROR.set(bridge.upstream_error)  # this task's own context
         try:
-            outcome = await work()
+            with anyio.CancelScope() as bridge.scope:
+                outcome = await work()
+            if bridge.scope.cancelled_caught:
+                bridge.finish(error=WorkCancelled())
+            else:
+                bridge.finish(outcome)
         except Exception as exc:
             bridge.finish(error=exc)
-        else:
-            bridge.finish(outcome)
         finally:
             self._by_ctx.pop(id(ctx), None)
         with anyio.move_on_after(self.answer_timeout_s):  # the host may never come back for the result

@@ -48,7 +48,10 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from ..adapters.process import close_transport
 from ..call.meta import OVERSIZED_META
+from ..spawn.prestart import Watchdog, adopt, unadopted
+from ..spawn.prestart import arm_watchdog as _arm_watchdog
 from .startup import StderrTail
 
 log = structlog.get_logger(__name__)
@@ -76,9 +79,6 @@ Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObj
 _ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,256}")'
 _HEAD_ID = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
 _TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
-
-# The watchdog: reads one line; anything but "disarm" (EOF when the proxy died) kills the upstream's group.
-_WATCHDOG = 'read -r word; [ "$word" = disarm ] || kill -s KILL -- "-$1" 2>/dev/null; exit 0'
 
 
 @dataclass(slots=True)
@@ -228,16 +228,26 @@ async def stdio_upstream(
     ``stdio_client`` does. Raises ``OSError`` when it cannot be started.
 
     With ``tail``, the server's stderr is relayed to the proxy's (or ``errlog``) through a pipe and its end kept in
-    ``tail``, with the lines of stdout that are not JSON-RPC: what the server said when it fails to start."""
-    stderr: Any = subprocess.PIPE if tail is not None else (sys.stderr if errlog is None else errlog)
-    process = await anyio.open_process([command, *args], env=env, cwd=cwd, stderr=stderr, start_new_session=True)
-    watchdog: tuple[anyio.abc.Process, int] | None = None
-    try:
-        watchdog = await _arm_watchdog(process.pid)
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await _stop(process, None)
-        raise
+    ``tail``, with the lines of stdout that are not JSON-RPC: what the server said when it fails to start.
+
+    A process ``prestart`` started for exactly this command line, environment and directory is adopted instead of
+    starting another (only with ``tail``, whose piped stderr it was started with)."""
+    argv = [command, *args]
+    started = adopt(argv, env, cwd) if tail is not None else None
+    if started is not None:
+        process, watchdog = started
+        log.debug("upstream_prestart_adopted", pid=process.pid)
+    else:
+        await stop_unadopted()  # started for a command line nobody asks for
+        stderr: Any = subprocess.PIPE if tail is not None else (sys.stderr if errlog is None else errlog)
+        process = await anyio.open_process(argv, env=env, cwd=cwd, stderr=stderr, start_new_session=True)
+        watchdog = None
+        try:
+            watchdog = await _arm_watchdog(process.pid)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await _stop(process, None)
+            raise
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
     in_flight = _InFlight()
@@ -316,6 +326,14 @@ async def stdio_upstream(
             tg.cancel_scope.cancel()
 
 
+async def stop_unadopted() -> None:
+    """Stop every prestarted process nobody adopted (``prestart``), as any upstream is stopped."""
+    for process, watchdog in unadopted():
+        log.info("upstream_prestart_unused", pid=process.pid)
+        with anyio.CancelScope(shield=True):
+            await _stop(process, watchdog)
+
+
 async def _receive_or_end(stream: anyio.abc.ByteReceiveStream) -> bytes:
     try:
         return await stream.receive(_CHUNK)
@@ -331,7 +349,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 async def _stop(
     process: anyio.abc.Process,
-    watchdog: tuple[anyio.abc.Process, int] | None,
+    watchdog: Watchdog,
     stderr_done: anyio.Event | None = None,
 ) -> None:
     """Close stdin, give the server ``GRACE_S`` to exit, then terminate its whole group (always), disarm the
@@ -355,11 +373,7 @@ async def _stop(
         if stream is not None:
             with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await stream.aclose()
-    transport = getattr(getattr(process, "_process", None), "_transport", None)
-    close = getattr(transport, "close", None)
-    if callable(close):  # else the asyncio transport warns at GC while a survivor holds a pipe
-        with suppress(PermissionError):
-            close()
+    close_transport(process)
 
 
 async def _exited(process: anyio.abc.Process, timeout_s: float, poll_s: float = 0.01) -> bool:
@@ -370,26 +384,6 @@ async def _exited(process: anyio.abc.Process, timeout_s: float, poll_s: float = 
             return True
         await anyio.sleep(poll_s)
     return process.returncode is not None
-
-
-async def _arm_watchdog(pgid: int) -> tuple[anyio.abc.Process, int] | None:
-    """Start the watchdog that kills process group ``pgid`` if this process dies without stopping it."""
-    read_end, write_end = os.pipe()  # both close-on-exec: no upstream inherits the write end
-    try:
-        proc = await anyio.open_process(
-            ["/bin/sh", "-c", _WATCHDOG, "resilient-mcp-watchdog", str(pgid)],
-            stdin=read_end,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        os.close(write_end)
-        log.warning("upstream_watchdog_unavailable", error=str(exc))
-        return None
-    finally:
-        os.close(read_end)
-    return proc, write_end
 
 
 async def _disarm(proc: anyio.abc.Process, write_end: int) -> None:

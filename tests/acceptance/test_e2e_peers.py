@@ -15,6 +15,7 @@ not, so it runs wherever the package does.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -119,6 +120,13 @@ async def direct_and_proxied(
         for proxy_pid in pids_with_env("XDG_STATE_HOME", str(state), "resilient_mcp.cli"):
             upstreams.extend(child_pids(proxy_pid))
         yield direct, proxied
+
+
+def _connections(logs: Path) -> list[str]:
+    """The protocol version of each upstream connection the proxy made ready, from its JSON log."""
+    lines = (logs / "proxy.stderr").read_text().splitlines()
+    ready = [json.loads(line) for line in lines if line.startswith("{") and '"upstream_ready"' in line]
+    return [str(r["protocol"]) for r in ready]
 
 
 def _everything_argv() -> list[str]:
@@ -247,8 +255,8 @@ async def test_time_server_current_time_has_the_same_shape_through_the_proxy(tmp
 @pytest.mark.peers
 @needs_time
 async def test_a_2026_host_meets_the_time_server_in_the_2026_era_through_the_proxy(tmp_path: Path) -> None:
-    """``wrap --protocol auto``: a 2026-07-28 host is served over a 2026-07-28 connection to a server that
-    speaks it (mcp-server-time, Python SDK), a handshake-era host over the handshake connection."""
+    """``wrap --protocol auto`` (the default) with one stdio host: a 2026-07-28 host's one connection to a server
+    that speaks that era (mcp-server-time, Python SDK) is a 2026-07-28 one, negotiated as the host would."""
     args = {"source_timezone": "UTC", "time": "12:30", "target_timezone": "Asia/Tokyo"}
     with anyio.fail_after(START_S):
         async with direct_and_proxied(_time_argv(), tmp_path, mode="auto", protocol="auto") as (direct, proxied):
@@ -257,8 +265,7 @@ async def test_a_2026_host_meets_the_time_server_in_the_2026_era_through_the_pro
             eras = (direct.protocol_version, proxied.protocol_version)
     assert eras == ("2026-07-28", "2026-07-28")
     assert not got["is_error"] and _undated(got) == _undated(want)
-    log = (tmp_path / "proxy.stderr").read_text()
-    assert "2026-07-28, for 2026-07-28 hosts" in log  # the second connection, in the host's era
+    assert _connections(tmp_path) == ["2026-07-28"]  # one connection, in the host's era
 
 
 # --- server-everything -----------------------------------------------------------------------------------------------
@@ -410,8 +417,9 @@ async def test_a_call_cancelled_by_the_client_is_cancelled_upstream_and_the_prox
 @pytest.mark.peers
 @needs_everything
 async def test_a_2026_host_meets_server_everything_over_its_handshake_connection(tmp_path: Path) -> None:
-    """A TypeScript server answers ``server/discover`` with -32601: the 2026-07-28 connection falls back, is closed,
-    and the 2026-07-28 host is served over the handshake connection, with the same results as directly."""
+    """A TypeScript server answers ``server/discover`` with -32601: the one connection falls back to ``initialize``
+    (as the host's own does directly), and the 2026-07-28 host is served over it, with the same results as
+    directly."""
     with anyio.fail_after(START_S):
         async with direct_and_proxied(_everything_argv(), tmp_path, mode="auto", protocol="auto") as (direct, proxied):
             eras = (direct.protocol_version, proxied.protocol_version)
@@ -424,5 +432,4 @@ async def test_a_2026_host_meets_server_everything_over_its_handshake_connection
                 assert want.pop("meta") is None
                 assert got == want, name
     assert eras == ("2025-11-25", "2026-07-28")  # the TypeScript server falls back; the proxy speaks 2026-07-28
-    log = (tmp_path / "proxy.stderr").read_text()
-    assert "upstream_speaks_handshake_era_only" in log
+    assert _connections(tmp_path) == ["2025-11-25"]  # one connection, no second attempt

@@ -177,10 +177,10 @@ async def test_a_run_is_journaled_resumed_without_rerunning_and_reported(
     per_episode = asked // 2
     assert len(model.requests) - asked == 2 * per_episode  # only the two M3 episodes were run again
     text = section(tmp_path)
-    assert "| M0 direct | 100.0%" in text and "| M3 proxy, L2 | 100.0%" in text
+    assert "| M0 direct | 100.0% [100.0%-100.0%] | 100.0%" in text and "| M3 proxy, L2 | 100.0%" in text
     assert f"| {SCENARIO} | ✓✓ | ✓✓ |" in text
-    assert "M3 - M0 (paired by scenario and sample): +0.0 pts" in text
-    assert "(0 cells: direct success, proxy failure)" in text
+    assert "M3 - M0, strict: +0.0 pts" in text
+    assert "(0 cells: direct strict success, proxy failure)" in text
 
 
 WRITE = {"customer": "carol", "sku": "apple", "qty": 2, "client_ref": "R1"}

@@ -28,6 +28,15 @@ def test_a_bad_parameter_is_reported_with_file_line_and_key(tmp_path: Path) -> N
     assert f"{path}:6: rules[0].params.hang_secs: unknown key" in str(err.value)
 
 
+def test_a_connect_failure_takes_no_parameters_it_would_not_honour(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("rules:\n  - fault: connect_failure\n    params:\n      mode: refuse\n")
+    with pytest.raises(SourceError) as err:
+        load_plan(path)
+    assert f"{path}:4: rules[0].params.mode: unknown key" in str(err.value)
+    assert _plan({"fault": "connect_failure"}).rules[0].fault == "C1_connect_failure"
+
+
 def test_an_unknown_fault_name_lists_what_is_accepted(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
     path.write_text('{"rules": [{"fault": "explode"}]}')

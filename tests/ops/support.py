@@ -11,6 +11,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from opentelemetry.sdk.trace import TracerProvider
 
+from resilient_mcp.app import pipeline_factory
 from resilient_mcp.ops.runtime import Ops
 from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.proxy.pipeline import Services
@@ -41,7 +42,7 @@ async def ops_proxy(
 ) -> AsyncIterator[tuple[Harness, Ops]]:
     data = {"upstreams": {up.name: {"command": "in-memory"}}, "state_dir": ":memory:", **(config or {})}
     ops = Ops(ProxyConfig.model_validate(data), served=served, tracer_provider=tracer_provider)
-    pipeline = ops.pipeline(Services(sleep=Sleeps()))
+    pipeline = pipeline_factory(ops, Services(sleep=Sleeps()))
     async with proxied({up.name: up.server()}, {"tools": tools}, config=config, pipeline=pipeline) as h:
         yield h, ops
 

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
+from resilient_mcp.app import pipeline_factory
 from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.call.events import NULL, CallEnd, CallEvents
 from resilient_mcp.ops import runtime
@@ -109,7 +110,7 @@ async def test_metrics_of_many_tool_names_stay_within_the_cap() -> None:
         up.tool(f"t{i}", lambda args: ok_text("ok"))
     tools = {f"t{i}": {"effect": "read_only"} for i in range(5)}
     ops = Ops(config(metrics={"max_tools": 2}), served=True)
-    async with proxied({"shop": up.server()}, {"tools": tools}, pipeline=ops.pipeline()) as h:
+    async with proxied({"shop": up.server()}, {"tools": tools}, pipeline=pipeline_factory(ops)) as h:
         for i in range(5):
             await call(h, f"t{i}", {})
         assert ops.metrics is not None
@@ -226,7 +227,7 @@ async def test_metrics_public_lets_only_metrics_through_without_the_listeners_to
     for public in (True, False):
         cfg = config(metrics={"public": public}, listen={"auth_tokens": [token]})
         ops = Ops(cfg, served=True)
-        async with proxied({"shop": up.server()}, {}, pipeline=ops.pipeline()) as h:
+        async with proxied({"shop": up.server()}, {}, pipeline=pipeline_factory(ops)) as h:
             app = build_app(h.proxy, build_server(h.proxy), "127.0.0.1", cfg.listen, ops)
             host = {"Host": "127.0.0.1:8080"}
             auth = {**host, "Authorization": f"Bearer {token}"}
@@ -258,7 +259,7 @@ async def test_a_call_the_host_gave_up_on_is_a_failure_in_metrics_status_and_aud
 
     ops.status.call_finished = seen  # type: ignore[method-assign]
     async with proxied(
-        {"shop": up.server()}, {"tools": {"slow": {"effect": "read_only"}}}, pipeline=ops.pipeline()
+        {"shop": up.server()}, {"tools": {"slow": {"effect": "read_only"}}}, pipeline=pipeline_factory(ops)
     ) as h:
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:  # the host cancels its request (as a host timeout does)
@@ -294,7 +295,7 @@ async def test_breaker_state_is_labelled_with_the_host_visible_tool_name_like_ev
     policy = {"defaults": {"retry": {"enabled": False}, "breaker": {"failure_threshold": 1}}}
     faults = {"rules": [{"match": {"tool": "flaky"}, "fault": "C4", "params": {"status": 502}}]}
     upstreams = {"shop": shop.server(), "other": other.server()}
-    async with proxied(upstreams, policy, config={"faults": faults}, pipeline=ops.pipeline()) as h:
+    async with proxied(upstreams, policy, config={"faults": faults}, pipeline=pipeline_factory(ops)) as h:
         assert (await call(h, "shop__flaky", {})).is_error
         assert ops.metrics is not None
         text = ops.metrics.render().decode()

@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from resilient_mcp.call.chain import ToolCall
-from resilient_mcp.logs import bound, redact
+from resilient_mcp.ops.logs import bound
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.state import SECRET_FILE, StateStore
 from resilient_mcp.text.canonical import canonical_json
+from resilient_mcp.text.redact import redact
 from tests.helpers import STARTUP_S, proxy_argv, running, wait_until, write_yaml
 
 pytestmark = pytest.mark.anyio

@@ -129,6 +129,62 @@ async def test_a_read_waits_for_no_state_write_and_a_write_for_one_durable_claim
             assert after[1] - sent.queued <= 2, "settling and delivery are at most one queued job each"
 
 
+async def test_the_write_behind_jobs_of_one_step_wake_the_worker_once() -> None:
+    """A call's settling and its delivery's delete, queued in one step of the event loop, wake the worker thread
+    once (and it runs its maintenance once), not once per job: a wake-up is what costs on a busy machine (the event
+    loop and the worker contend for the GIL and the cores)."""
+    ran: list[str] = []
+    wakeups: list[int] = []
+    written = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    worker = state_sqlite.Worker(lambda: wakeups.append(len(ran)), tick_s=3600)
+    try:
+        with anyio.fail_after(10):
+            worker.submit(lambda: ran.append("settle 1"))
+            worker.submit(lambda: (ran.append("delivered 1"), loop.call_soon_threadsafe(written.set)))
+            await written.wait()
+            seen = await worker.call(lambda: (list(ran), list(wakeups)))
+    finally:
+        await worker.stop()
+    assert seen == (["settle 1", "delivered 1"], [2])
+
+
+async def test_write_behind_jobs_keep_their_order_with_a_job_that_is_waited_for() -> None:
+    ran: list[str] = []
+    wakeups: list[int] = []
+    worker = state_sqlite.Worker(lambda: wakeups.append(len(ran)), tick_s=3600)
+    try:
+        with anyio.fail_after(10):
+            worker.submit(lambda: ran.append("settle 1"))
+            worker.submit(lambda: ran.append("delivered 1"))
+            await worker.call(lambda: ran.append("claim 2"))
+            seen = await worker.call(lambda: (list(ran), list(wakeups)))
+    finally:
+        await worker.stop()
+    assert seen == (["settle 1", "delivered 1", "claim 2"], [3])
+
+
+async def test_a_write_behind_job_is_written_at_the_next_tick_without_another_job() -> None:
+    written = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    worker = state_sqlite.Worker(lambda: None, tick_s=0.01)
+    try:
+        worker.submit(lambda: loop.call_soon_threadsafe(written.set))
+        with anyio.fail_after(10):
+            await written.wait()
+    finally:
+        await worker.stop()
+
+
+async def test_a_write_behind_job_submitted_before_stop_is_written() -> None:
+    ran: list[str] = []
+    worker = state_sqlite.Worker(lambda: None, tick_s=3600)
+    worker.submit(lambda: ran.append("settle"))
+    with anyio.fail_after(10):
+        await worker.stop()
+    assert ran == ["settle"]
+
+
 class LazyAudit(StateStore):
     """The SQLite store with an audit batch larger than the test's calls and no timed flush."""
 

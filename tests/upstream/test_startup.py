@@ -27,13 +27,17 @@ from tests.harness import observation, text
 from tests.helpers import (
     FIXTURES,
     REPO,
+    SERVER_EVERYTHING,
     await_until,
     child_env,
     node_binary,
+    pid_running,
     probe_argv,
     proxy_argv,
     read_events,
+    read_pid_file,
     run_cli,
+    server_everything_missing,
     write_yaml,
 )
 
@@ -186,6 +190,117 @@ async def test_a_single_2026_host_through_default_wrap_learns_of_the_servers_new
             while "grown_1" not in [t.name for t in (await client.list_tools()).tools]:
                 await changes.__anext__()  # the proxy's word that its catalog changed
     assert "upstream_listening" in (tmp_path / "proxy.stderr").read_text()
+
+
+@pytest.mark.peers
+@pytest.mark.skipif(server_everything_missing() is not None, reason=str(server_everything_missing()))
+async def test_a_single_2026_host_meets_a_handshake_only_server_through_default_wrap_over_one_process(
+    tmp_path: Path,
+) -> None:
+    """The TypeScript server-everything answers ``server/discover`` with -32601: the one connection falls back to
+    ``initialize`` (as the host itself would directly), the 2026-07-28 host's requests are bridged, and the server
+    is still started once."""
+    node = node_binary()
+    assert node is not None
+    starts = tmp_path / "starts"
+    argv = ["/bin/sh", "-c", 'echo started >> "$0"; exec "$1" "$2" stdio', str(starts), node, str(SERVER_EVERYTHING)]
+    with anyio.fail_after(LIMIT_S):
+        async with wrapped(argv, tmp_path, mode="auto") as client:
+            era = client.protocol_version
+            echoed = text(await client.call_tool("echo", {"message": "hi"}))
+    assert era == "2026-07-28" and echoed == "Echo: hi"
+    assert starts.read_text().split() == ["started"], "the server was started more than once"
+    log = (tmp_path / "proxy.stderr").read_text().splitlines()
+    ready = [json.loads(line) for line in log if line.startswith("{") and '"upstream_ready"' in line]
+    assert [r["protocol"] for r in ready] == ["2025-11-25"]
+
+
+@asynccontextmanager
+async def _once_upstream_started(params: StdioServerParameters, events: Path, errlog: Any) -> AsyncIterator[Any]:
+    """``stdio_client(params)``, yielded only once the upstream behind the proxy has started: the host sends nothing
+    before that."""
+    async with stdio_client(params, errlog=errlog) as streams:
+        await await_until(lambda: any(e.startswith("started ") for e in read_events(events)), LIMIT_S, "a start")
+        yield streams
+
+
+async def test_wrap_starts_its_server_before_the_host_speaks_and_initializes_it_for_that_host(tmp_path: Path) -> None:
+    """``wrap`` over stdio starts the server's process first thing (while the proxy imports itself), and only its
+    MCP session waits for the host's opening request: a host that sends ``initialize`` after the server is up, and
+    declares sampling and roots, still gets one start (before: the server was started only after the proxy waited
+    for the opening in vain, declaring nothing, then restarted for this host)."""
+    events = tmp_path / "upstream.events"
+    args = proxy_argv("wrap", "--state-dir", str(tmp_path / "state"), "--", *probe_argv(events=events))
+    params = StdioServerParameters(command=args[0], args=args[1:], env=child_env(), cwd=REPO)
+    with anyio.fail_after(LIMIT_S), (tmp_path / "proxy.stderr").open("w") as errlog:
+        transport = _once_upstream_started(params, events, errlog)
+        async with Client(
+            transport, mode="legacy", cache=None, sampling_callback=_sampling, list_roots_callback=_roots
+        ) as client:
+            answer = await client.call_tool("echo", {"text": "one"})
+            starts = [e for e in read_events(events) if e.startswith("started ")]
+    assert not answer.is_error
+    assert len(starts) == 1, f"the upstream was started {len(starts)} times: {starts}"
+
+
+def test_the_prestarted_server_gets_the_environment_the_upstream_asks_for() -> None:
+    """``wrap`` computes its server's environment before importing the proxy; it must be exactly what the upstream
+    then starts with, or the early process is not adopted (and the server starts twice)."""
+    from mcp.client.stdio import get_default_environment
+
+    from resilient_mcp.policy.config import StdioUpstream, stdio_environment
+    from resilient_mcp.spawn.prestart import environment
+
+    extra = {"API_TOKEN": "x", "PATH": "/opt/bin"}
+    up = StdioUpstream(command="server", env=extra)
+    environ = {"HOME": "/home/u", "PATH": "/usr/bin", "USER": "u", "SECRET": "s", "TERM": "() { :; }"}
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "SECRET"):
+            mp.delenv(key, raising=False)
+        for key, value in environ.items():
+            mp.setenv(key, value)
+        assert environment("minimal", extra) == get_default_environment() | stdio_environment(up)
+
+
+async def test_a_prestarted_server_nobody_asks_for_is_stopped(tmp_path: Path) -> None:
+    """A process started early for a command line the upstream does not run (another environment) is stopped when
+    the upstream starts its own: none is left behind."""
+    from resilient_mcp.spawn.prestart import environment, prestart
+    from resilient_mcp.upstream.stdio import stdio_upstream
+
+    early_pid, own_pid = tmp_path / "early.pid", tmp_path / "own.pid"
+    env = environment("minimal", {})
+    with anyio.fail_after(LIMIT_S):
+        assert await prestart(probe_argv(pid_file=early_pid), env)
+        pid = await await_until(lambda: read_pid_file(early_pid), LIMIT_S, "the early start")
+        argv = probe_argv(pid_file=own_pid)
+        async with stdio_upstream(argv[0], argv[1:], env | {"OTHER": "1"}, None, tail=StderrTail()):
+            assert not pid_running(pid)
+            assert await await_until(lambda: read_pid_file(own_pid), LIMIT_S, "the upstream's own start") != pid
+
+
+def test_a_policy_error_found_after_wrap_started_its_server_exits_2_and_leaves_no_server(tmp_path: Path) -> None:
+    """``wrap`` starts its server before it reads its policy files; a policy it refuses stops that server again."""
+    import subprocess
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tools:\n  echo:\n    effect: sometimes\n", encoding="utf-8")
+    pid_file = tmp_path / "upstream.pid"
+    argv = proxy_argv(
+        "wrap", "--state-dir", str(tmp_path / "state"), "--policy", str(bad), "--", *probe_argv(pid_file=pid_file)
+    )
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), cwd=REPO
+    ) as proc:
+        try:
+            _, err = proc.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 2, err
+    assert b"configuration error" in err and b"bad.yaml" in err
+    pid = read_pid_file(pid_file)
+    assert pid is None or not pid_running(pid), "the server started for the refused configuration is still running"
 
 
 # --- a capability declared but not implemented ------------------------------------------------------------------------

@@ -15,12 +15,13 @@ Every line, ours and the libraries', passes two processors before it is rendered
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Literal
 
 import structlog
+
+from ..text.redact import redact
 
 Level = Literal["debug", "info", "warning", "error"]
 Format = Literal["auto", "console", "json"]
@@ -32,24 +33,6 @@ MAX_ITEMS = 50
 """Most items of a list, tuple, set or mapping in a log line; the rest are counted, not shown."""
 MAX_TRACEBACK_CHARS = 20_000
 _MAX_DEPTH = 6
-
-_URL = re.compile(r"""\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s"'<>]+""")
-_USERINFO = re.compile(r"^([^:/?#]+://)[^/?#@]*@")
-_QUERY_VALUE = re.compile(r"([?&;][^=&#;]*)=[^&#;]*")
-
-
-def _redact_url(match: re.Match[str]) -> str:
-    url = _USERINFO.sub(r"\1***@", match.group(0), count=1)
-    head, sep, rest = url.partition("?")
-    if not sep:
-        return url
-    query, hash_, fragment = rest.partition("#")
-    return head + _QUERY_VALUE.sub(r"\1=***", "?" + query) + hash_ + fragment
-
-
-def redact(text: str) -> str:
-    """``text`` with every URL's user-info and query parameter values replaced by ``***``."""
-    return _URL.sub(_redact_url, text) if "://" in text else text
 
 
 def bound(value: Any, depth: int = 0, chars: int = MAX_VALUE_CHARS) -> Any:

@@ -1,0 +1,71 @@
+"""The private members of the MCP SDK and anyio the proxy reaches (``resilient_mcp/adapters/``), pinned: an upgrade
+of either fails here, naming what to re-check, before it can fail in production."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from importlib.metadata import version
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.server.session import ServerSession
+
+from resilient_mcp.adapters.process import close_transport
+from resilient_mcp.adapters.sdk import SDK_SERIES, after_envelope_stamp, host_connection
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_adapters_were_written_for_the_installed_mcp_and_anyio() -> None:
+    assert version("mcp").startswith(SDK_SERIES), "re-check resilient_mcp/adapters/sdk.py against this mcp release"
+    assert version("anyio").startswith("4."), "re-check resilient_mcp/adapters/process.py against this anyio release"
+
+
+def test_the_envelope_stamp_is_amended_after_the_sdks_own() -> None:
+    send, receive = anyio.create_memory_object_stream[Any](1)
+    session = ClientSession(receive, send)
+    seen: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    opts: dict[str, Any] = {}
+    after_envelope_stamp(session, lambda data: seen.append((dict(data), dict(opts))))
+    session._stamp({"method": "initialize", "params": {}}, opts)  # type: ignore[arg-type]
+    # the SDK's pre-connect stamp ran first (an initialize is never cancelled), then the amendment saw the data
+    assert opts == {"cancel_on_abandon": False}
+    assert seen == [({"method": "initialize", "params": {}}, {"cancel_on_abandon": False})]
+    send.close()
+    receive.close()
+
+
+def test_a_server_sessions_host_connection_is_the_connection_it_was_built_for() -> None:
+    connection = SimpleNamespace(protocol_version="2025-11-25")
+    session = ServerSession(object(), connection)  # type: ignore[arg-type]
+    assert host_connection(session) is connection
+    other = object()
+    assert host_connection(other) is other  # no connection known: the session itself stands for it
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX process group")
+async def test_the_subprocess_transport_is_closed_while_a_survivor_holds_its_pipe() -> None:
+    # the server exits, its child keeps stdout open: asyncio keeps the transport open (and warns at GC) until closed
+    survivor = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])"
+    process = await anyio.open_process([sys.executable, "-c", survivor], start_new_session=True)
+    try:
+        with anyio.fail_after(30):
+            # no event to wait on: wait() also waits for the pipes' EOF, which the survivor holds
+            while process.returncode is None:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        transport = process._process._transport  # type: ignore[attr-defined]
+        assert not transport.is_closing()
+        close_transport(process)
+        assert transport.is_closing()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                await stream.aclose()
