@@ -271,20 +271,24 @@ class TaskManager:
     ) -> types.CallToolResult:
         """``work()``'s result if it comes within ``after_s``; else a STILL_RUNNING observation with a handle, while
         the call goes on (its record in the store, read with ``read_task_result``). The same call again (same
-        principal, tool and arguments) while it runs, or before its result was read, waits for that one: a call is
-        never run twice because its host could not wait for it."""
+        principal, tool and arguments) once it was handed off, while it runs or before its result was read, waits for
+        that one: a call is never run twice because its host could not wait for it. Before the handoff an identical
+        call is the host's own (the chain's duplicate protection decides about it), and a host that cancels its call
+        before it had a handle stops it."""
         key = f"{principal}|{tool}|{_arguments_digest(arguments)}"
-        detached = self._detached.get(key)
-        if detached is None or self._tg is None:
+        detached = self._detached.get(key)  # only handed-off calls are kept by key: the same call again joins one
+        if detached is None:
             if self._tg is None:
                 return await work()
             detached = _Detached(key, principal, tool, anyio.Event(), anyio.CancelScope())
-            self._detached[key] = detached
-            while len(self._detached) > MAX_DETACHED:
-                self._forget(next(iter(self._detached.values())))
             self._tg.start_soon(self._run_detached, detached, work, name=f"task:{tool}")
-        with anyio.move_on_after(after_s):
-            await detached.done.wait()
+        try:
+            with anyio.move_on_after(after_s):
+                await detached.done.wait()
+        except anyio.get_cancelled_exc_class():
+            if detached.record is None:  # the host gave up before it had a handle: the call was its own, stop it
+                detached.scope.cancel()
+            raise
         if detached.done.is_set() and detached.result is not None:
             self._forget(detached)
             return detached.result
@@ -307,6 +311,9 @@ class TaskManager:
             if detached.done.is_set():  # it ended while its record was written: that one must be the last word
                 await self.store.put_task(detached.record, self.settings.max_per_principal)
             self._handles[detached.record.task_id] = detached
+            self._detached[key] = detached
+            while len(self._detached) > MAX_DETACHED:
+                self._forget(next(iter(self._detached.values())))
             self.counts.created += 1
             self.handed_off = True
             if on_handoff is not None:
@@ -339,8 +346,6 @@ class TaskManager:
                     self._recent.append(final)
         finally:
             detached.done.set()
-            if detached.record is None:
-                self._detached.pop(detached.key, None)
 
     async def _renew_detached(self, detached: _Detached) -> None:
         """Renew the record of a handed-off call while it runs (other replicas read a stale lease as abandoned)."""
@@ -351,7 +356,8 @@ class TaskManager:
                 await self.store.put_task(detached.record, self.settings.max_per_principal)
 
     def _forget(self, detached: _Detached) -> None:
-        self._detached.pop(detached.key, None)
+        if self._detached.get(detached.key) is detached:
+            del self._detached[detached.key]
         if detached.record is not None:
             self._handles.pop(detached.record.task_id, None)
 

@@ -160,3 +160,60 @@ async def test_a_question_asked_while_the_record_is_written_reaches_tasks_get() 
         with anyio.fail_after(5):
             while (await manager.get(task_id, "alice"))["status"] != "completed":
                 await store.written.wait()
+
+
+async def test_a_legacy_hosts_identical_call_joins_a_running_one_only_after_it_was_handed_off() -> None:
+    """Before the handoff an identical call is the host's own (two executions; the chain's duplicate protection
+    decides about writes); once the host holds a handle, the same call again waits for that one (no third)."""
+    manager = TaskManager()
+    runs: list[anyio.Event] = []
+
+    async def work() -> types.CallToolResult:
+        release = anyio.Event()
+        runs.append(release)
+        number = len(runs)
+        await release.wait()
+        return types.CallToolResult(content=[types.TextContent(text=f"run {number}")])
+
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(label: str, after_s: float) -> None:
+        results[label] = await manager.handoff("alice", "export", {"n": 1}, after_s, work)
+
+    async with anyio.create_task_group() as tg:
+        manager.bind(tg, MemoryTaskStore())
+        with anyio.fail_after(10):
+            tg.start_soon(call, "first", 3600)
+            tg.start_soon(call, "second", 0)  # not joined: nothing was handed off yet; its own run, handed off at once
+            while len(runs) < 2 or "second" not in results:
+                await anyio.wait_all_tasks_blocked()
+            assert "STILL_RUNNING" in str(results["second"].content[0])
+            tg.start_soon(call, "third", 3600)  # joins the handed-off second run
+            await anyio.wait_all_tasks_blocked()
+            assert len(runs) == 2
+            runs[1].set()
+            runs[0].set()
+    assert str(results["third"].content[0].text) == "run 2"  # type: ignore[union-attr]
+    assert str(results["first"].content[0].text) == "run 1"  # type: ignore[union-attr]
+
+
+async def test_a_legacy_host_that_cancels_before_a_handle_stops_the_call() -> None:
+    manager = TaskManager()
+    started, stopped = anyio.Event(), anyio.Event()
+
+    async def work() -> types.CallToolResult:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.set()
+        raise AssertionError("unreachable")
+
+    async with anyio.create_task_group() as tg:
+        manager.bind(tg, MemoryTaskStore())
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as host:
+                host.start_soon(manager.handoff, "alice", "export", None, 3600, work)
+                await started.wait()
+                host.cancel_scope.cancel()  # the host's notifications/cancelled
+            await stopped.wait()
