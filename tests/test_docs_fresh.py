@@ -28,7 +28,10 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(
 modules as they were)."""
 HISTORY = {ROOT / "docs" / "architecture-history.md"}
 SOURCES = sorted(
-    p for folder in ("resilient_mcp", "scripts", "benchmarks", "tests") for p in (ROOT / folder).rglob("*.py")
+    p
+    for folder in ("resilient_mcp", "scripts", "benchmarks", "tests")
+    for p in (ROOT / folder).rglob("*.py")
+    if not any(part.startswith(".") for part in p.relative_to(ROOT).parts)  # benchmarks/.venv-fastmcp and the like
 )
 
 MODULE = re.compile(r"\bresilient_mcp(?:\.[A-Za-z_]\w*)+")
