@@ -140,10 +140,9 @@ class TaskManager:
 
         return (0.0 if rule.mode == "always" else rule.after_s), create
 
-    async def adopt(self, bridge: Bridge, principal: str, tool: str, fingerprint: str = "") -> dict[str, Any]:
-        """Make the running work of ``bridge`` a task: stored first, then watched; the ``CreateTaskResult``."""
-        now = self._clock()
-        record = TaskRecord(
+    def _new_record(self, principal: str, tool: str, now: float, fingerprint: str = "") -> TaskRecord:
+        """A new working task of ``principal``'s, under an unguessable id, leased to this process."""
+        return TaskRecord(
             task_id=secrets.token_urlsafe(24),
             principal=principal,
             tool=tool,
@@ -157,6 +156,11 @@ class TaskManager:
             fingerprint=fingerprint,
             lease_until=now + self.settings.lease_s,
         )
+
+    async def adopt(self, bridge: Bridge, principal: str, tool: str, fingerprint: str = "") -> dict[str, Any]:
+        """Make the running work of ``bridge`` a task: stored first, then watched; the ``CreateTaskResult``."""
+        now = self._clock()
+        record = self._new_record(principal, tool, now, fingerprint)
         live = _Live(record, bridge)
         record = self._status(live, now) or record
         live.record = record
@@ -293,20 +297,7 @@ class TaskManager:
             self._forget(detached)
             return detached.result
         if detached.record is None:
-            now = self._clock()
-            detached.record = TaskRecord(
-                task_id=secrets.token_urlsafe(24),
-                principal=principal,
-                tool=tool,
-                status="working",
-                created_at=now,
-                updated_at=now,
-                expires_at=now + self.settings.ttl_s,
-                ttl_ms=int(self.settings.ttl_s * 1000),
-                poll_interval_ms=self.settings.poll_interval_ms,
-                instance=self.instance,
-                lease_until=now + self.settings.lease_s,
-            )
+            detached.record = self._new_record(principal, tool, self._clock())
             await self.store.put_task(detached.record, self.settings.max_per_principal)
             if detached.done.is_set():  # it ended while its record was written: that one must be the last word
                 await self.store.put_task(detached.record, self.settings.max_per_principal)
