@@ -59,6 +59,7 @@ from ..state.stored_outputs import (
     StoredOutputs,
 )
 from ..tasks.manager import READ_TASK_RESULT_TOOL, TaskManager
+from ..verdict.repeat import verdict_of
 from . import drift
 from .routing import CompiledTool
 
@@ -259,7 +260,9 @@ class Pipeline:
         except Fault as exc:
             fault = exc
         if fault is not None:
-            raise _blame_host(call, fault)
+            fault = _blame_host(call, fault)
+            verdict_of(call, fault)  # rule R, decided once per attempt: every later reader takes it from the record
+            raise fault
         return result
 
     async def _probe(self, upstream: str) -> None:
@@ -382,8 +385,8 @@ def _blame_host(call: ToolCall, fault: Fault) -> Fault:
         upstream_message=fault.upstream_message or fault.message,
         retry_safety=fault.retry_safety,
         side_effect_status=fault.side_effect_status,
+        upstream_result=fault.upstream_result,
     )
-    blamed.upstream_result = fault.upstream_result
     return blamed
 
 

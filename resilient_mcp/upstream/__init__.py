@@ -664,8 +664,8 @@ class Upstream:
                     http = None  # 2026-07-28 sends -32021 with HTTP 400: the JSON-RPC error says what it is
                 fault = classify_http_status(*http) if http else classify_exception(exc, sent=True)
                 if self._ended.is_set() and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
-                    fault.message = Fault.text("died_during_call", upstream=self.name, original=fault.message)
-                    fault.details.setdefault("upstream_state", "died")
+                    died = Fault.text("died_during_call", upstream=self.name, original=fault.message)
+                    fault = fault.replace(message=died).with_details(keep=True, upstream_state="died")
                 raise fault from exc
         elapsed = anyio.current_time() - now
         raise AttemptTimeout.of(
