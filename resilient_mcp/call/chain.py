@@ -70,8 +70,8 @@ class Decision:
 class Verdict:
     """Rule R's decision on a classified fault of this call, held on its record (``CallRecord.verdict``)."""
 
-    rule: object
-    """The ``ToolRule`` it was decided under."""
+    rule: ToolRule
+    """The rule it was decided under (the same decision holds only under the same rule object)."""
     inputs: tuple[object, ...]
     """The fault's ``verdict_inputs``: a fault derived from it without changing them has the same decision."""
     decision: Decision
