@@ -68,6 +68,7 @@ from . import (
     GatewayError,
     MalformedArguments,
     MalformedResponse,
+    MissingRequiredArgument,
     PermanentExecutionError,
     PermissionDenied,
     ProtocolMismatch,
@@ -80,6 +81,7 @@ from . import (
     StateConflict,
     Unauthenticated,
     UnknownTool,
+    vocab,
 )
 from .error_results import (
     ERROR_META_KEY,
@@ -276,6 +278,9 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
     if code == types.INVALID_PARAMS:
         if _names_unknown_tool(lowered):
             return UnknownTool.of("reported", **rejected)
+        reading = vocab.read(msg)
+        if reading is not None and reading.rule.fault is MissingRequiredArgument:  # the validator names an absent one
+            return MissingRequiredArgument.of("reported", **rejected)
         return SchemaViolation.of("upstream_rejected", details={"schema_drift_candidate": True}, **rejected)
     if code == types.METHOD_NOT_FOUND:
         return ProtocolMismatch.of("no_tool_calls", details={"variant": "c"}, **rejected)
