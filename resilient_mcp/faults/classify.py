@@ -1,7 +1,8 @@
 """The fault classifier: every upstream outcome (an exception, an ``isError`` result, an HTTP status) -> one ``Fault``.
 
 Pure and total: it never raises, never does I/O, and maps anything it does not recognise to a conservative fault
-(maybe executed). ``upstream.py`` calls it at the transport seam; nothing above that seam sees SDK exceptions.
+(maybe executed). ``upstream/errors.py`` calls it at the upstream's exception seam; nothing above it sees SDK
+exceptions.
 
 Exceptions (``classify_exception``; ``sent`` says whether the request may have left the proxy):
 
