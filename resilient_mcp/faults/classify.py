@@ -1,7 +1,8 @@
 """The fault classifier: every upstream outcome (an exception, an ``isError`` result, an HTTP status) -> one ``Fault``.
 
 Pure and total: it never raises, never does I/O, and maps anything it does not recognise to a conservative fault
-(maybe executed). ``upstream.py`` calls it at the transport seam; nothing above that seam sees SDK exceptions.
+(maybe executed). ``upstream/errors.py`` calls it at the upstream's exception seam; nothing above it sees SDK
+exceptions.
 
 Exceptions (``classify_exception``; ``sent`` says whether the request may have left the proxy):
 
@@ -68,6 +69,7 @@ from . import (
     GatewayError,
     MalformedArguments,
     MalformedResponse,
+    MissingRequiredArgument,
     PermanentExecutionError,
     PermissionDenied,
     ProtocolMismatch,
@@ -80,6 +82,7 @@ from . import (
     StateConflict,
     Unauthenticated,
     UnknownTool,
+    vocab,
 )
 from .error_results import (
     ERROR_META_KEY,
@@ -274,6 +277,9 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
     if code == types.INVALID_PARAMS:
         if _names_unknown_tool(lowered):
             return UnknownTool.of("reported", **rejected)
+        reading = vocab.read(msg)
+        if reading is not None and reading.rule.fault is MissingRequiredArgument:  # the validator names an absent one
+            return MissingRequiredArgument.of("reported", **rejected)
         return SchemaViolation.of("upstream_rejected", details={"schema_drift_candidate": True}, **rejected)
     if code == types.METHOD_NOT_FOUND:
         return ProtocolMismatch.of("no_tool_calls", details={"variant": "c"}, **rejected)
