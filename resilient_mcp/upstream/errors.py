@@ -240,8 +240,8 @@ def to_fault(
             http = None  # 2026-07-28 sends -32021 with HTTP 400: the JSON-RPC error says what it is
     fault = classify_http_status(*http) if http else classify_exception(exc, sent=sent)
     if died and fault.retry_safety is RetrySafety.MAYBE_EXECUTED:
-        fault.message = Fault.text("died_during_call", upstream=upstream, original=fault.message)
-        fault.details.setdefault("upstream_state", "died")
+        died_text = Fault.text("died_during_call", upstream=upstream, original=fault.message)
+        return fault.replace(message=died_text).with_details(keep=True, upstream_state="died")
     return fault
 
 
