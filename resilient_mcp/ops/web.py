@@ -49,15 +49,7 @@ def ops_routes(
     hosts = tuple(allowed_hosts)
 
     def guarded(handler: Any) -> Any:
-        async def endpoint(request: Request) -> Response:
-            if not host_allowed(request, hosts):
-                return PlainTextResponse("Misdirected request: unexpected Host header\n", status_code=421)
-            response: Response = await handler(request)
-            response.headers["Cache-Control"] = "no-store"
-            response.headers["X-Content-Type-Options"] = "nosniff"
-            return response
-
-        return endpoint
+        return _guarded(handler, hosts)
 
     routes: list[BaseRoute] = []
     metrics, status, proxy = ops.metrics, ops.status, ops.proxy
@@ -88,16 +80,32 @@ def ops_routes(
         async def snapshot(request: Request) -> Response:
             return JSONResponse(view(request))
 
-        async def static(request: Request) -> Response:
-            name = request.path_params["name"]
-            if name not in STATIC:
-                return PlainTextResponse("not found\n", status_code=404)
-            body = files(__package__).joinpath("static", name).read_bytes()
-            return Response(body, media_type=STATIC[name])
-
         routes += [
             Route("/status", guarded(page), methods=["GET"]),
             Route("/status.json", guarded(snapshot), methods=["GET"]),
-            Route("/status/static/{name}", guarded(static), methods=["GET"]),
+            Route("/status/static/{name}", guarded(_static), methods=["GET"]),
         ]
     return routes
+
+
+def _guarded(handler: Any, hosts: tuple[str, ...]) -> Any:
+    """``handler`` answering only requests for an allowed Host, never cached, never content-sniffed."""
+
+    async def endpoint(request: Request) -> Response:
+        if not host_allowed(request, hosts):
+            return PlainTextResponse("Misdirected request: unexpected Host header\n", status_code=421)
+        response: Response = await handler(request)
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    return endpoint
+
+
+async def _static(request: Request) -> Response:
+    """The status page's own scripts and styles (``ops/static``), by name; nothing else."""
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return PlainTextResponse("not found\n", status_code=404)
+    body = files(__package__).joinpath("static", name).read_bytes()
+    return Response(body, media_type=STATIC[name])

@@ -145,13 +145,8 @@ def build_catalog(
         refused: list[str] = []
         for tool in up.catalog.tools:
             public = public_name(tool.name, prefix)
-            owner = prefix_owner(public, prefixes)
-            if owner is not None and owner != up_name:
-                why = (
-                    f"tool {public!r} of upstream {up_name!r} is named in upstream {owner!r}'s prefix "
-                    f"({prefixes[owner]!r}): refused, {owner!r} keeps the name"
-                )
-                log.warning("tool_name_refused", tool=public, upstream=up_name, owner=owner, reason=why)
+            why = _in_anothers_prefix(public, up_name, prefixes)
+            if why is not None:
                 refused.append(why)
                 continue
             entry = Entry(public, up_name, tool.name, tool=tool)
@@ -184,6 +179,19 @@ def build_catalog(
             log.error("name_conflict", detail=c)
         cat.refused.extend(conflicts)
     return cat
+
+
+def _in_anothers_prefix(public: str, upstream: str, prefixes: Mapping[str, str]) -> str | None:
+    """Why ``upstream`` may not offer the tool ``public`` (it is in another upstream's prefix), or ``None``."""
+    owner = prefix_owner(public, prefixes)
+    if owner is None or owner == upstream:
+        return None
+    why = (
+        f"tool {public!r} of upstream {upstream!r} is named in upstream {owner!r}'s prefix "
+        f"({prefixes[owner]!r}): refused, {owner!r} keeps the name"
+    )
+    log.warning("tool_name_refused", tool=public, upstream=upstream, owner=owner, reason=why)
+    return why
 
 
 def _add(table: dict[str, Entry], entry: Entry, kind: str) -> str | None:
