@@ -5,9 +5,10 @@ eras against the conformance fixture directly and through ``resilient-mcp wrap``
 Installed by ``scripts/install-peers.sh``; the tests skip with the reason when it is not. The Inspector keeps state
 under ``$HOME/.mcp-inspector``: each Inspector run gets a ``HOME`` of its own.
 
-The Inspector asks one thing per run, so a case is six runs: they run a few at a time (each a process of its own;
-over stdio each starts its own proxy, with its own state directory), and an HTTP proxy is started once per module
-for both eras.
+The Inspector asks one thing per run, so a case is six runs: against the fixture directly and an HTTP proxy they run
+a few at a time (each a process of its own), through ``wrap`` over stdio one at a time (each starts a proxy, with
+its own state directory: several at once on a loaded machine outlast the Inspector's connect timeout); an HTTP
+proxy is started once per module for both eras.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ Target = Callable[[Path], list[str]]
 """What the Inspector is pointed at, given a scratch directory of the run's own: a command (stdio) or a URL."""
 
 AT_ONCE = 3
-"""Inspector runs at the same time (each a Node process, over stdio also a server or a proxy and its server)."""
+"""Inspector runs at the same time (each a Node process, directly also the fixture), but one at a time through a
+proxy over stdio."""
 
 
 def _inspect(target: Target, era: str, scratch: Path, args: list[str]) -> Any:
@@ -104,7 +106,7 @@ def _inspect(target: Target, era: str, scratch: Path, args: list[str]) -> Any:
 
 def _answers(target: Target, era: str, tmp: Path) -> dict[str, Any]:
     """Every call of ``CALLS``, each in its own Inspector run and scratch directory, ``AT_ONCE`` at a time."""
-    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+    with ThreadPoolExecutor(max_workers=1 if target is _wrap_stdio else AT_ONCE) as pool:
         runs = {name: pool.submit(_inspect, target, era, tmp / f"{era}-{name}", args) for name, args in CALLS}
         return {name: _comparable(run.result()) for name, run in runs.items()}
 
