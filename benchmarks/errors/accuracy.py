@@ -411,6 +411,8 @@ def holdout(path: Path = HOLDOUT, shaped_path: Path = HOLDOUT_SHAPED, *, frozen:
             "",
             headline(shaped, shaped_runs),
         ]
+    if frozen and old is None:
+        out += ["", f"(No frozen column: commit {HOLDOUT_FROZEN_AT} is not in this clone's history.)"]
     out += ["", "Where the rules are wrong or harmful on the hold-out (now, LOSO):", "", misses(records, now_loso)]
     if old is not None:
         out += ["", f"... and with the frozen rules ({HOLDOUT_FROZEN_AT}):", "", misses(records, old)]

@@ -9,7 +9,7 @@ situation that did not fail at all is removed from its source). A source with ``
 server that fails while the proxy starts it (tool ``(start-up)``). The wider corpus's servers are in
 ``servers.py``, the local services behind them (PostgreSQL, redis-server, a fake HTTP API) in ``services.py``.
 
-Every server is started as the proxy starts an upstream (``resilient_mcp.upstream.Upstream``: stdio subprocess or
+Every server is started as the proxy starts an upstream (``resilient_mcp.upstream.calls.Upstream``: stdio subprocess or
 streamable HTTP) and called with arguments that provoke one known situation (``situations.py``). What is recorded
 is the raw outcome *as the proxy saw it*, before its rules read it: the ``isError`` result as received, or the
 JSON-RPC error / HTTP status / transport exception the upstream seam caught (captured at the seam's two classifier
@@ -43,10 +43,10 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-import resilient_mcp.upstream as seam
+import resilient_mcp.upstream.errors as seam
 from resilient_mcp.faults import Fault
 from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
-from resilient_mcp.upstream import Upstream
+from resilient_mcp.upstream import Connection, Upstream
 
 from .holdout import HOLDOUT_SOURCES
 from .servers import SOURCES as MORE_SOURCES
@@ -98,16 +98,16 @@ seam.classify_http_status = _recording_status  # type: ignore[assignment]
 
 
 class _Hooks:
-    async def catalog_changed(self, upstream: Upstream) -> None:
+    async def catalog_changed(self, upstream: Connection) -> None:
         return None
 
-    async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None:
+    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
         return None
 
-    async def resource_updated(self, upstream: Upstream, uri: str) -> None:
+    async def resource_updated(self, upstream: Connection, uri: str) -> None:
         return None
 
-    async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
+    async def server_request(self, upstream: Connection, request: types.ServerRequest) -> BaseModel | types.ErrorData:
         return types.ErrorData(code=types.INVALID_REQUEST, message="the error corpus collector does not sample")
 
 
