@@ -378,16 +378,25 @@ def _shaped_now(records: Sequence[dict[str, Any]], *, loso: bool) -> list[Verdic
 
 
 def holdout(
-    path: Path = HOLDOUT, shaped_path: Path = HOLDOUT_SHAPED, *, frozen: bool = True, rev: str = HOLDOUT_FROZEN_AT
+    path: Path = HOLDOUT,
+    shaped_path: Path = HOLDOUT_SHAPED,
+    *,
+    frozen: bool = True,
+    rev: str = HOLDOUT_FROZEN_AT,
+    before: str = "",
 ) -> str:
     """The fresh hold-out: servers collected after the rules, labels committed before the rules were run on them.
     Columns: the rules as they were at the freezing commit (the honest generalisation figure), the rules now (the
     records are in-sample for rules written after reading them), and now with the rules credited to the held-out
-    server off (LOSO)."""
+    server off (LOSO). ``before``: also the rules of that earlier commit (the second hold-out: the rules as they
+    were before the first hold-out's additions, so that the two columns show what those additions bring)."""
     if not path.exists():
         return "(no hold-out records)"
     records = load(path)
     runs: dict[str, Sequence[Verdict]] = {}
+    earlier = frozen_verdicts(path, rev=before) if frozen and before else None
+    if earlier is not None:
+        runs[f"rules of {before}"] = earlier
     old = frozen_verdicts(path, rev=rev) if frozen else None
     if old is not None:
         runs[f"frozen ({rev})"] = old
@@ -427,7 +436,8 @@ def holdout(
 
 
 def holdout2() -> str:
-    return holdout(HOLDOUT2, HOLDOUT2_SHAPED, rev=HOLDOUT2_FROZEN_AT)
+    """The second hold-out, with the rules of the first hold-out's freezing commit beside its own."""
+    return holdout(HOLDOUT2, HOLDOUT2_SHAPED, rev=HOLDOUT2_FROZEN_AT, before=HOLDOUT_FROZEN_AT)
 
 
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
