@@ -18,6 +18,10 @@ command -v redis-server >/dev/null || { apt-get update && apt-get install -y red
 # Playwright's server (no browser download).
 command -v mariadbd >/dev/null || { apt-get update && apt-get install -y mariadb-server; }
 command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+# The second fresh hold-out (benchmarks/errors/holdout2.py): Debian's memcached behind the memcached server, openssl
+# for the fake Jira API's self-signed certificate.
+command -v memcached >/dev/null || { apt-get update && apt-get install -y memcached; }
+command -v openssl >/dev/null || { apt-get update && apt-get install -y openssl; }
 
 NPM_SERVERS=(
   mcp-fetch-server@1.1.2
@@ -34,6 +38,7 @@ NPM_SERVERS=(
   @benborla29/mcp-server-mysql@2.0.9
   @elastic/mcp-server-elasticsearch@0.3.1
   @playwright/mcp@0.0.83
+  @sylphx/pdf-reader-mcp@2.4.0
 )
 if [ ! -f "$CORPUS/npm/.installed" ] || [ "$(cat "$CORPUS/npm/.installed")" != "${NPM_SERVERS[*]}" ]; then
   # No browser downloads (a dependency of desktop-commander pulls puppeteer; Playwright's server drives Debian's
@@ -64,6 +69,11 @@ PY_SERVERS=(
   "mcp-sqlite=mcp-sqlite==0.3.2 mcp<2"
   "mysql-py=mysql-mcp-server==0.4.4"
   "rabbitmq-py=mcp-server-rabbitmq==2.2.0 fastmcp==2.10.6 mcp<2 pydantic==2.11.7"
+  "docker-py=mcp-server-docker==0.3.0"
+  "memcached-py=awslabs-memcached-mcp-server==1.1.1"
+  "chroma-py=chroma-mcp==0.2.6 pydantic==2.11.7"
+  "s3-py=aws-s3-mcp==0.1.3 mcp<2"
+  "jira-py=jira-mcp-server-hopcos==0.2.0"
 )
 # The interpreter itself, not a pyenv shim (a shim for a version that is not pyenv's global one fails).
 find_python() {
@@ -74,8 +84,8 @@ find_python() {
   echo "$1 not found" >&2; return 1
 }
 # mcp-text-editor 1.2.x needs Python 3.13, mcp-sqlite 3.12+ (pyenv's here). postgres-mcp 0.3.0 is not installed:
-# it pins pglast==7.2.0, which has no build for these Pythons.
-declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13)
+# it pins pglast==7.2.0, which has no build for these Pythons. mcp-server-docker 0.3.0 needs Python 3.12+.
+declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13 [docker-py]=python3.13)
 for entry in "${PY_SERVERS[@]}"; do
   name=${entry%%=*}
   reqs=${entry#*=}

@@ -310,6 +310,11 @@ HOLDOUT_SHAPED = CORPUS.with_name("holdout_success_shaped.jsonl")
 HOLDOUT_FROZEN_AT = "4e82b8c"
 """The commit that froze the fresh hold-out's records and labels (``holdout.py``), before any rule was run on them:
 its rules are the ones the "frozen" column measures."""
+HOLDOUT2 = CORPUS.with_name("holdout2.jsonl")
+HOLDOUT2_SHAPED = CORPUS.with_name("holdout2_success_shaped.jsonl")
+HOLDOUT2_FROZEN_AT = "354a7a5"
+"""The commit that froze the second hold-out (``holdout2.py``): collected after the rules added from the first
+hold-out, so "frozen" and "now" both measure rules that never saw these servers (until a rule is written from them)."""
 
 _FROZEN_SCRIPT = """
 import dataclasses, json, sys
@@ -372,18 +377,29 @@ def _shaped_now(records: Sequence[dict[str, Any]], *, loso: bool) -> list[Verdic
     return out
 
 
-def holdout(path: Path = HOLDOUT, shaped_path: Path = HOLDOUT_SHAPED, *, frozen: bool = True) -> str:
+def holdout(
+    path: Path = HOLDOUT,
+    shaped_path: Path = HOLDOUT_SHAPED,
+    *,
+    frozen: bool = True,
+    rev: str = HOLDOUT_FROZEN_AT,
+    before: str = "",
+) -> str:
     """The fresh hold-out: servers collected after the rules, labels committed before the rules were run on them.
     Columns: the rules as they were at the freezing commit (the honest generalisation figure), the rules now (the
     records are in-sample for rules written after reading them), and now with the rules credited to the held-out
-    server off (LOSO)."""
+    server off (LOSO). ``before``: also the rules of that earlier commit (the second hold-out: the rules as they
+    were before the first hold-out's additions, so that the two columns show what those additions bring)."""
     if not path.exists():
         return "(no hold-out records)"
     records = load(path)
     runs: dict[str, Sequence[Verdict]] = {}
-    old = frozen_verdicts(path) if frozen else None
+    earlier = frozen_verdicts(path, rev=before) if frozen and before else None
+    if earlier is not None:
+        runs[f"rules of {before}"] = earlier
+    old = frozen_verdicts(path, rev=rev) if frozen else None
     if old is not None:
-        runs[f"frozen ({HOLDOUT_FROZEN_AT})"] = old
+        runs[f"frozen ({rev})"] = old
     now_loso = [rules_verdict(r, loso=True) for r in records]
     runs |= {"now": [rules_verdict(r) for r in records], "now, LOSO": now_loso}
     by_server = Counter(server_of(r) for r in records)
@@ -400,9 +416,9 @@ def holdout(path: Path = HOLDOUT, shaped_path: Path = HOLDOUT_SHAPED, *, frozen:
     if shaped_path.exists():
         shaped = load(shaped_path)
         shaped_runs: dict[str, Sequence[Verdict]] = {}
-        old_shaped = frozen_verdicts(shaped_path, shaped=True) if frozen else None
+        old_shaped = frozen_verdicts(shaped_path, shaped=True, rev=rev) if frozen else None
         if old_shaped is not None:
-            shaped_runs[f"frozen ({HOLDOUT_FROZEN_AT})"] = old_shaped
+            shaped_runs[f"frozen ({rev})"] = old_shaped
         shaped_runs["now, LOSO"] = _shaped_now(shaped, loso=True)
         servers = ", ".join(f"{s} {n}" for s, n in sorted(Counter(server_of(r) for r in shaped).items()))
         out += [
@@ -412,11 +428,16 @@ def holdout(path: Path = HOLDOUT, shaped_path: Path = HOLDOUT_SHAPED, *, frozen:
             headline(shaped, shaped_runs),
         ]
     if frozen and old is None:
-        out += ["", f"(No frozen column: commit {HOLDOUT_FROZEN_AT} is not in this clone's history.)"]
+        out += ["", f"(No frozen column: commit {rev} is not in this clone's history.)"]
     out += ["", "Where the rules are wrong or harmful on the hold-out (now, LOSO):", "", misses(records, now_loso)]
     if old is not None:
-        out += ["", f"... and with the frozen rules ({HOLDOUT_FROZEN_AT}):", "", misses(records, old)]
+        out += ["", f"... and with the frozen rules ({rev}):", "", misses(records, old)]
     return "\n".join(out)
+
+
+def holdout2() -> str:
+    """The second hold-out, with the rules of the first hold-out's freezing commit beside its own."""
+    return holdout(HOLDOUT2, HOLDOUT2_SHAPED, rev=HOLDOUT2_FROZEN_AT, before=HOLDOUT_FROZEN_AT)
 
 
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
@@ -466,6 +487,7 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
     ]
     if holdout_too and path == CORPUS:
         out += ["", "## The fresh hold-out (`holdout.jsonl`)", "", holdout()]
+        out += ["", "## The second fresh hold-out (`holdout2.jsonl`)", "", holdout2()]
     if confusions:
         for axis in ("fault_type", "repair_action", "transient"):
             out += [
@@ -486,6 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--confusion", action="store_true", help="also print LOSO confusions per field, by server")
+    parser.add_argument("--holdout2", action="store_true", help="print only the second fresh hold-out's section")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
@@ -504,6 +527,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loso=loso,
             )
 
+    if args.holdout2:
+        sys.stdout.write(holdout2() + "\n")
+        return 0
     sys.stdout.write(run(args.corpus, diagnosed, confusions=args.confusion) + "\n")
     return 0
 
