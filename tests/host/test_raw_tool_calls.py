@@ -1,0 +1,145 @@
+"""The raw tools/call lane of the stdio host (``resilient_mcp.host.rawcall``), through a real ``wrap`` process.
+
+A plain tools/call of an initialized handshake-era host takes the lane (it logs ``tool_call_raw`` at debug level);
+every other shape keeps the SDK's path; and the host reads the same answers either way: the same requests sent to a
+proxy with the lane turned off (``RESILIENT_MCP_RAW_TOOL_CALLS=off``) get the same answers. Progress and
+cancellation of a call on the lane reach the host and the upstream as on the SDK's path.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from resilient_mcp.host.rawcall import RAW_SWITCH
+from tests.helpers import (
+    JsonRpcPipe,
+    await_until,
+    child_env,
+    probe_argv,
+    proxy_argv,
+    read_events,
+    running,
+    stderr_tail,
+)
+
+pytestmark = pytest.mark.anyio
+
+CALL_S = 30.0
+
+
+@contextmanager
+def _proxy(tmp_path: Path, name: str, *, raw: bool) -> Iterator[tuple[JsonRpcPipe, Path, Path]]:
+    """``wrap`` in front of the probe server, handshake done, the host's ``notifications/initialized`` handled."""
+    err, events = tmp_path / f"{name}.stderr", tmp_path / f"{name}.events"
+    env = child_env(state_home=tmp_path / f"{name}-state", **({} if raw else {RAW_SWITCH: "off"}))
+    argv = proxy_argv("--log-level", "debug", "wrap", "--", *probe_argv(events=events))
+    with running(argv, err, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as process:
+        pipe = JsonRpcPipe(process, err)
+        pipe.initialize()
+        # the SDK handles the notification in a task spawned before this request's: answered, the lane knows
+        assert "result" in pipe.request("ping"), stderr_tail(err)
+        yield pipe, err, events
+
+
+def _raw_ids(err: Path) -> list[Any]:
+    """The request ids the lane ran (its ``tool_call_raw`` debug lines)."""
+    ids = []
+    for line in err.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == "tool_call_raw":
+            ids.append(entry.get("request_id"))
+    return ids
+
+
+def _ask(pipe: JsonRpcPipe, message: dict[str, Any]) -> dict[str, Any]:
+    """Send ``message``; its answer (other traffic skipped)."""
+    pipe.send(message)
+    while True:
+        reply = pipe.receive(CALL_S)
+        if reply.get("id") == message["id"] and "method" not in reply:
+            return reply
+
+
+SHAPES: list[dict[str, Any]] = [
+    # the lane's: a plain call, with a string id, with a progress token, with null arguments, with the host's _meta
+    {"id": 11, "params": {"name": "echo", "arguments": {"text": "plain"}}},
+    {"id": "s-12", "params": {"name": "echo", "arguments": {"text": "string id"}}},
+    {"id": 13, "params": {"name": "echo", "arguments": {"text": "token"}, "_meta": {"progressToken": "p13"}}},
+    {"id": 14, "params": {"name": "nope", "arguments": None}},
+    {"id": 15, "params": {"name": "echo", "arguments": {"text": 5}, "_meta": {"trace": "t"}}},
+    # the SDK's: extra keys, the 2026-07-28 envelope, malformed shapes, a token the SDK cannot read
+    {"id": 21, "params": {"name": "echo", "arguments": {"text": "x"}, "task": {"ttl": 1000}}},
+    {"id": 22, "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"io.modelcontextprotocol/x": 1}}},
+    {"id": 23, "params": {"name": "echo", "arguments": [1]}},
+    {"id": 24, "params": {"name": 3}},
+    {"id": 25, "params": {"name": "echo", "_meta": {"progressToken": [1]}}},
+    {"id": 26, "params": {"name": "echo", "arguments": {"text": "x"}}, "extra": True},
+    {"id": 27},
+]
+LANE_IDS = [11, "s-12", 13, 14, 15]
+
+
+def _answers(tmp_path: Path, *, raw: bool) -> tuple[list[dict[str, Any]], list[Any]]:
+    with _proxy(tmp_path, "raw" if raw else "sdk", raw=raw) as (pipe, err, _):
+        answers = [_ask(pipe, {"jsonrpc": "2.0", "method": "tools/call", **shape}) for shape in SHAPES]
+        return answers, _raw_ids(err)
+
+
+def test_plain_calls_take_the_raw_lane_other_shapes_fall_back_and_the_host_reads_the_same_answers(
+    tmp_path: Path,
+) -> None:
+    raw_answers, raw_ids = _answers(tmp_path, raw=True)
+    sdk_answers, sdk_ids = _answers(tmp_path, raw=False)
+    assert raw_ids == LANE_IDS, "every plain call and nothing else took the lane"
+    assert sdk_ids == [], "with the lane off every call took the SDK's path"
+    assert raw_answers == sdk_answers
+    by_id = {a["id"]: a for a in raw_answers}
+    assert by_id[11]["result"]["content"] == [{"type": "text", "text": "plain"}]
+    assert "error" in by_id[14], by_id[14]  # an unknown tool: the proxy's error, on either path
+    assert by_id[15]["result"]["isError"] is True  # arguments the schema refuses: validated on the lane too
+    assert "error" in by_id[23] and "error" in by_id[24]  # refused by the SDK exactly as before
+
+
+async def test_a_call_on_the_raw_lane_relays_progress_and_is_cancelled_by_the_host(tmp_path: Path) -> None:
+    with _proxy(tmp_path, "cancel", raw=True) as (pipe, err, events):
+        pipe.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 31,
+                "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"seconds": 1, "steps": 2}, "_meta": {"progressToken": "t"}},
+            }
+        )
+        progress, answer = [], None
+        while answer is None:
+            reply = pipe.receive(CALL_S)
+            if reply.get("method") == "notifications/progress":
+                progress.append(reply["params"])
+            elif reply.get("id") == 31:
+                answer = reply
+        assert [p["progressToken"] for p in progress] == ["t", "t"]
+        assert [p["progress"] for p in progress] == [1, 2]
+        assert answer["result"]["content"] == [{"type": "text", "text": "slow done"}]
+
+        params = {"name": "slow", "arguments": {"seconds": 60, "steps": 1}}
+        pipe.send({"jsonrpc": "2.0", "id": 32, "method": "tools/call", "params": params})
+        started = lambda: sum(e.startswith("slow_started") for e in read_events(events)) == 2  # noqa: E731
+        await await_until(started, CALL_S, "the second slow call upstream")
+        pipe.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 32}})
+        await await_until(lambda: any(e.startswith("cancelled") for e in read_events(events)), CALL_S, "the cancel")
+        pipe.send({"jsonrpc": "2.0", "id": 33, "method": "ping"})
+        seen = [pipe.receive(CALL_S)]
+        while seen[-1].get("id") != 33:
+            seen.append(pipe.receive(CALL_S))
+        assert all(m.get("id") != 32 for m in seen), "a call the host cancelled is never answered"
+        assert _raw_ids(err) == [31, 32]
