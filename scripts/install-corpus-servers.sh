@@ -14,6 +14,10 @@ if ! command -v pg_ctl >/dev/null && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev
   apt-get update && apt-get install -y postgresql
 fi
 command -v redis-server >/dev/null || { apt-get update && apt-get install -y redis-server; }
+# The fresh hold-out (benchmarks/errors/holdout.py): MariaDB behind two MySQL servers, Debian's chromium behind
+# Playwright's server (no browser download).
+command -v mariadbd >/dev/null || { apt-get update && apt-get install -y mariadb-server; }
+command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
 
 NPM_SERVERS=(
   mcp-fetch-server@1.1.2
@@ -26,10 +30,15 @@ NPM_SERVERS=(
   @adamhancock/bullmq-mcp@1.0.7
   mcp-searxng@2.4.0
   @wonderwhy-er/desktop-commander@0.2.52
+  @modelcontextprotocol/server-gitlab@2025.4.25
+  @benborla29/mcp-server-mysql@2.0.9
+  @elastic/mcp-server-elasticsearch@0.3.1
+  @playwright/mcp@0.0.83
 )
 if [ ! -f "$CORPUS/npm/.installed" ] || [ "$(cat "$CORPUS/npm/.installed")" != "${NPM_SERVERS[*]}" ]; then
-  # No browser downloads (a dependency of desktop-commander pulls puppeteer; nothing here needs its Chrome).
-  PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix "$CORPUS/npm" "${NPM_FLAGS[@]}" "${NPM_SERVERS[@]}"
+  # No browser downloads (a dependency of desktop-commander pulls puppeteer; Playwright's server drives Debian's
+  # chromium).
+  PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix "$CORPUS/npm" "${NPM_FLAGS[@]}" "${NPM_SERVERS[@]}"
   echo "${NPM_SERVERS[*]}" > "$CORPUS/npm/.installed"
 fi
 
@@ -53,6 +62,8 @@ PY_SERVERS=(
   "openapi-py=mcp-openapi-proxy==0.4.0"
   "git-mcp=git-mcp==0.3.2 mcp<2"
   "mcp-sqlite=mcp-sqlite==0.3.2 mcp<2"
+  "mysql-py=mysql-mcp-server==0.4.4"
+  "rabbitmq-py=mcp-server-rabbitmq==2.2.0 fastmcp==2.10.6 mcp<2 pydantic==2.11.7"
 )
 # The interpreter itself, not a pyenv shim (a shim for a version that is not pyenv's global one fails).
 find_python() {

@@ -21,7 +21,7 @@ from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.proxy.pipeline import Pipeline
 from resilient_mcp.proxy.proxy import Proxy
-from resilient_mcp.proxy.routing import Router
+from resilient_mcp.proxy.routing import CallLayer, Router
 
 if TYPE_CHECKING:
     from tests.conftest import FakeClock
@@ -42,11 +42,14 @@ async def proxied(
     client_kwargs: dict[str, Any] | None = None,
     pipeline: Callable[[Router, Policy], Pipeline] = Pipeline,
     protocol: str = "legacy",
+    calls: CallLayer | None = None,
 ) -> AsyncIterator[Harness]:
     """A proxy in front of in-process upstream servers, and a legacy-mode client connected to it.
 
     ``protocol``: each upstream's ``protocol`` (``legacy`` here, one connection; the configuration's default is
-    ``auto``, whose second connection for 2026-07-28 hosts tests ask for explicitly)."""
+    ``auto``, whose second connection for 2026-07-28 hosts tests ask for explicitly). ``calls``: how the proxy calls
+    its upstreams (e.g. a ``FaultInjector`` on a fake clock); by default chaos mode's, when ``config`` has
+    ``faults``."""
     data: dict[str, Any] = {
         "upstreams": {name: {"command": "in-memory", "protocol": protocol} for name in upstreams},
         "state_dir": ":memory:",
@@ -55,7 +58,7 @@ async def proxied(
     cfg = ProxyConfig.model_validate(data)
     pol = policy if isinstance(policy, Policy) else Policy(PolicyFile.model_validate(policy or {}))
     transports = {name: (lambda s=server: InMemoryTransport(s)) for name, server in upstreams.items()}
-    proxy = Proxy(cfg, pol, pipeline, transports=transports, calls=chaos_calls(cfg))
+    proxy = Proxy(cfg, pol, pipeline, transports=transports, calls=calls or chaos_calls(cfg))
     async with proxy.running(startup_timeout_s=5):
         server = build_server(proxy)
         async with Client(server, mode="legacy", cache=None, **(client_kwargs or {})) as client:

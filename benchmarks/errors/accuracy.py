@@ -25,8 +25,14 @@ checks it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import os
 import re
+import subprocess
 import sys
+import tarfile
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -299,10 +305,124 @@ def shaped_as_errors(path: Path = SUCCESS_SHAPED) -> str:
     return f"{n} records: " + ", ".join(cells) + f", harmful {harmful}, unrecognised {unsure}"
 
 
+HOLDOUT = CORPUS.with_name("holdout.jsonl")
+HOLDOUT_SHAPED = CORPUS.with_name("holdout_success_shaped.jsonl")
+HOLDOUT_FROZEN_AT = "4e82b8c"
+"""The commit that froze the fresh hold-out's records and labels (``holdout.py``), before any rule was run on them:
+its rules are the ones the "frozen" column measures."""
+
+_FROZEN_SCRIPT = """
+import dataclasses, json, sys
+import mcp_types as types
+from pathlib import Path
+from benchmarks.errors.replay import load, rules_verdict, verdict_of, tool_of
+from resilient_mcp.faults.classify import classify_result
+out = []
+for rec in load(Path(sys.argv[1])):
+    if sys.argv[2] == "shaped":
+        flagged = types.CallToolResult.model_validate({**rec["raw"]["result"], "isError": True})
+        out.append(dataclasses.asdict(verdict_of(classify_result(flagged, tool=tool_of(rec)), rec)))
+    else:
+        out.append(dataclasses.asdict(rules_verdict(rec)))
+print(json.dumps(out))
+"""
+
+
+def frozen_verdicts(path: Path, *, shaped: bool = False, rev: str = HOLDOUT_FROZEN_AT) -> list[Verdict] | None:
+    """The verdicts of the rules as they were at ``rev`` on the records of ``path`` (read from the current tree):
+    the package and the benchmark code of that commit, from git, run in a subprocess. ``None`` without the history
+    (a shallow clone, no git)."""
+    root = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory(prefix="rmcp-frozen-") as tmp:
+        archive = Path(tmp) / "rules.tar"
+        try:
+            with archive.open("wb") as out:
+                subprocess.run(
+                    ["git", "-C", str(root), "archive", rev, "resilient_mcp", "benchmarks"],
+                    check=True,
+                    stdout=out,
+                    stderr=subprocess.DEVNULL,
+                    timeout=60,
+                )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        env = {**os.environ, "PYTHONPATH": tmp}
+        argv = [sys.executable, "-c", _FROZEN_SCRIPT, str(path.resolve()), "shaped" if shaped else "errors"]
+        done = subprocess.run(argv, cwd=tmp, env=env, check=True, capture_output=True, text=True, timeout=300)
+    fields = {f.name for f in dataclasses.fields(Verdict)}
+    return [Verdict(**{k: v for k, v in d.items() if k in fields}) for d in json.loads(done.stdout)]
+
+
+def _shaped_now(records: Sequence[dict[str, Any]], *, loso: bool) -> list[Verdict]:
+    import mcp_types as types
+
+    from resilient_mcp.faults.classify import classify_result
+
+    from .replay import tool_of, verdict_of
+
+    out = []
+    for rec in records:
+        flagged = types.CallToolResult.model_validate({**rec["raw"]["result"], "isError": True})
+        with vocab.held_out(frozenset({server_of(rec)}) if loso else frozenset()):
+            fault = classify_result(flagged, tool=tool_of(rec))
+        assert fault is not None
+        out.append(verdict_of(fault, rec))
+    return out
+
+
+def holdout(path: Path = HOLDOUT, shaped_path: Path = HOLDOUT_SHAPED, *, frozen: bool = True) -> str:
+    """The fresh hold-out: servers collected after the rules, labels committed before the rules were run on them.
+    Columns: the rules as they were at the freezing commit (the honest generalisation figure), the rules now (the
+    records are in-sample for rules written after reading them), and now with the rules credited to the held-out
+    server off (LOSO)."""
+    if not path.exists():
+        return "(no hold-out records)"
+    records = load(path)
+    runs: dict[str, Sequence[Verdict]] = {}
+    old = frozen_verdicts(path) if frozen else None
+    if old is not None:
+        runs[f"frozen ({HOLDOUT_FROZEN_AT})"] = old
+    now_loso = [rules_verdict(r, loso=True) for r in records]
+    runs |= {"now": [rules_verdict(r) for r in records], "now, LOSO": now_loso}
+    by_server = Counter(server_of(r) for r in records)
+    out = [
+        f"{len(records)} records from {len(by_server)} servers: "
+        + ", ".join(f"{s} {n}" for s, n in sorted(by_server.items())),
+        "",
+        headline(records, runs),
+        "",
+        "Each hold-out server, now, LOSO:",
+        "",
+        per_server(records, runs["now"], now_loso),
+    ]
+    if shaped_path.exists():
+        shaped = load(shaped_path)
+        shaped_runs: dict[str, Sequence[Verdict]] = {}
+        old_shaped = frozen_verdicts(shaped_path, shaped=True) if frozen else None
+        if old_shaped is not None:
+            shaped_runs[f"frozen ({HOLDOUT_FROZEN_AT})"] = old_shaped
+        shaped_runs["now, LOSO"] = _shaped_now(shaped, loso=True)
+        servers = ", ".join(f"{s} {n}" for s, n in sorted(Counter(server_of(r) for r in shaped).items()))
+        out += [
+            "",
+            f"Their success-shaped failures ({len(shaped)}: {servers}), read as if flagged (`isError`):",
+            "",
+            headline(shaped, shaped_runs),
+        ]
+    if frozen and old is None:
+        out += ["", f"(No frozen column: commit {HOLDOUT_FROZEN_AT} is not in this clone's history.)"]
+    out += ["", "Where the rules are wrong or harmful on the hold-out (now, LOSO):", "", misses(records, now_loso)]
+    if old is not None:
+        out += ["", f"... and with the frozen rules ({HOLDOUT_FROZEN_AT}):", "", misses(records, old)]
+    return "\n".join(out)
+
+
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
 
 
-def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = False) -> str:
+def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = False, holdout_too: bool = True) -> str:
     records = load(path)
     insample = [rules_verdict(r) for r in records]
     loso = [rules_verdict(r, loso=True) for r in records]
@@ -344,6 +464,8 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
         "",
         misses(records, loso),
     ]
+    if holdout_too and path == CORPUS:
+        out += ["", "## The fresh hold-out (`holdout.jsonl`)", "", holdout()]
     if confusions:
         for axis in ("fault_type", "repair_action", "transient"):
             out += [

@@ -9,7 +9,7 @@ situation that did not fail at all is removed from its source). A source with ``
 server that fails while the proxy starts it (tool ``(start-up)``). The wider corpus's servers are in
 ``servers.py``, the local services behind them (PostgreSQL, redis-server, a fake HTTP API) in ``services.py``.
 
-Every server is started as the proxy starts an upstream (``resilient_mcp.upstream.Upstream``: stdio subprocess or
+Every server is started as the proxy starts an upstream (``resilient_mcp.upstream.calls.Upstream``: stdio subprocess or
 streamable HTTP) and called with arguments that provoke one known situation (``situations.py``). What is recorded
 is the raw outcome *as the proxy saw it*, before its rules read it: the ``isError`` result as received, or the
 JSON-RPC error / HTTP status / transport exception the upstream seam caught (captured at the seam's two classifier
@@ -43,11 +43,12 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-import resilient_mcp.upstream as seam
+import resilient_mcp.upstream.errors as seam
 from resilient_mcp.faults import Fault
 from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
-from resilient_mcp.upstream import Upstream
+from resilient_mcp.upstream import Connection, Upstream
 
+from .holdout import HOLDOUT_SOURCES
 from .servers import SOURCES as MORE_SOURCES
 from .situations import SOURCES, Case, Source, Workspace
 
@@ -97,16 +98,16 @@ seam.classify_http_status = _recording_status  # type: ignore[assignment]
 
 
 class _Hooks:
-    async def catalog_changed(self, upstream: Upstream) -> None:
+    async def catalog_changed(self, upstream: Connection) -> None:
         return None
 
-    async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None:
+    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
         return None
 
-    async def resource_updated(self, upstream: Upstream, uri: str) -> None:
+    async def resource_updated(self, upstream: Connection, uri: str) -> None:
         return None
 
-    async def server_request(self, upstream: Upstream, request: types.ServerRequest) -> BaseModel | types.ErrorData:
+    async def server_request(self, upstream: Connection, request: types.ServerRequest) -> BaseModel | types.ErrorData:
         return types.ErrorData(code=types.INVALID_REQUEST, message="the error corpus collector does not sample")
 
 
@@ -310,16 +311,23 @@ def _write(path: Path, kept: list[str], records: list[Record]) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-async def main_async(out_path: Path, only: set[str] | None) -> int:
+def shaped_path_of(out_path: Path) -> Path:
+    """Where the success-shaped records of ``out_path`` go: ``success_shaped.jsonl`` beside the corpus,
+    ``holdout_success_shaped.jsonl`` beside the fresh hold-out."""
+    prefix = "" if out_path.stem == "corpus" else out_path.stem + "_"
+    return out_path.with_name(f"{prefix}success_shaped.jsonl")
+
+
+async def main_async(out_path: Path, only: set[str] | None, sources: list[Source] | None = None) -> int:
     records: list[Record] = []
     problems: list[str] = []
-    sources = ALL_SOURCES
+    sources = ALL_SOURCES if sources is None else sources
     unknown = (only or set()) - {s.name for s in sources}
     if unknown:
         known = ", ".join(s.name for s in sources)
         print(f"unknown source(s): {', '.join(sorted(unknown))}; known: {known}", file=sys.stderr)
         return 2
-    shaped_path = out_path.with_name("success_shaped.jsonl")
+    shaped_path = shaped_path_of(out_path)
     failed: set[str] = set()
     with workspace() as ws:
         for source in sources:
@@ -348,9 +356,9 @@ async def main_async(out_path: Path, only: set[str] | None) -> int:
 
 def server_table(out_path: Path) -> str:
     """The servers of the committed corpus as a Markdown table (LABELS.md): records and success-shaped per server."""
-    languages = {(s.server or s.name): s.language for s in ALL_SOURCES}
+    languages = {(s.server or s.name): s.language for s in [*ALL_SOURCES, *HOLDOUT_SOURCES]}
     rows: dict[str, dict[str, Any]] = {}
-    for path, key in ((out_path, "errors"), (out_path.with_name("success_shaped.jsonl"), "shaped")):
+    for path, key in ((out_path, "errors"), (shaped_path_of(out_path), "shaped")):
         if not path.exists():
             continue
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -384,13 +392,18 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=HERE / "corpus.jsonl")
     parser.add_argument("--only", help="comma-separated source names (fs, memory, everything, git, ...)")
     parser.add_argument("--table", action="store_true", help="print the corpus's servers as a Markdown table")
+    parser.add_argument(
+        "--holdout", action="store_true", help="collect the fresh hold-out's servers (holdout.py) into holdout.jsonl"
+    )
     args = parser.parse_args()
+    if args.holdout and args.out == HERE / "corpus.jsonl":
+        args.out = HERE / "holdout.jsonl"
     if args.table:
         sys.stdout.write(server_table(args.out) + "\n")
         return 0
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     only = set(args.only.split(",")) if args.only else None
-    return anyio.run(main_async, args.out, only)
+    return anyio.run(main_async, args.out, only, HOLDOUT_SOURCES if args.holdout else None)
 
 
 if __name__ == "__main__":

@@ -390,3 +390,78 @@ def fake_api(slow_s: float = 5.0) -> Iterator[FakeApi]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+# --- MariaDB (MySQL protocol) ---------------------------------------------------------------------------------------
+
+MYSQL_SETUP = """
+create database shop;
+create database vault;
+use shop;
+create table users(id int auto_increment primary key, email varchar(64) unique not null, name varchar(16),
+  age int check (age >= 0));
+create table orders(id int auto_increment primary key, user_id int not null, total decimal(8,2),
+  foreign key (user_id) references users(id));
+create table vault.secrets(id int primary key, value text);
+insert into users(email, name, age) values ('a@example.com', 'Ann', 31), ('b@example.com', 'Bo', 40);
+insert into orders(user_id, total) values (1, 9.50), (2, 12.00);
+create user 'app'@'127.0.0.1' identified by 'app-secret';
+grant select, insert, update, delete, create, drop, execute on shop.* to 'app'@'127.0.0.1';
+create user 'slow'@'127.0.0.1' identified by 'slow-secret';
+grant select on shop.* to 'slow'@'127.0.0.1';
+alter user 'slow'@'127.0.0.1' with max_queries_per_hour 3;
+create user 'timed'@'127.0.0.1' identified by 'timed-secret' with max_statement_time 0.2;
+grant select on shop.* to 'timed'@'127.0.0.1';
+"""
+
+
+@dataclass
+class MariaDb:
+    port: int
+    proc: subprocess.Popen[bytes]
+    data: Path
+
+    def admin(self, sql: str) -> None:
+        argv = ["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(self.port), "-u", "root", "-e", sql]
+        done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"mariadb: {done.stderr.strip()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(60)
+
+
+@contextmanager
+def mariadb(root: Path) -> Iterator[MariaDb]:
+    """A scratch MariaDB (Debian's ``mariadb-server``) on a free port of 127.0.0.1: database ``shop``, users ``app``
+    (reads and writes ``shop``, no grant on ``vault.secrets``), ``slow`` (3 queries an hour: MySQL's per-account
+    quota), ``timed`` (MariaDB's per-account ``max_statement_time`` of 0.2 s)."""
+    root.mkdir(parents=True, exist_ok=True)
+    work = root / f"mariadb-{free_port()}"
+    work.mkdir()
+    user = ["--user=mysql"] if os.geteuid() == 0 else []
+    if os.geteuid() == 0:
+        shutil.chown(work, "mysql", "mysql")
+    data = work / "data"
+    subprocess.run(
+        ["mariadb-install-db", "--no-defaults", f"--datadir={data}", *user, "--skip-test-db",
+         "--auth-root-authentication-method=normal"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+    )  # fmt: skip
+    port = free_port()
+    log = (work / "mariadb.log").open("wb")
+    argv = [
+        "mariadbd", "--no-defaults", f"--datadir={data}", f"--port={port}", "--bind-address=127.0.0.1",
+        f"--socket={work / 'sock'}", "--skip-log-bin", "--innodb-buffer-pool-size=16M", *user,
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=log, stderr=log)
+    db = MariaDb(port, proc, data)
+    try:
+        _wait_port(port, proc, "mariadbd")
+        db.admin(MYSQL_SETUP)
+        yield db
+    finally:
+        db.stop()
+        log.close()

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 
+from ..faults import RetrySafety
+
 if TYPE_CHECKING:
     from ..policy import ToolRule
 
@@ -39,6 +41,40 @@ class Attempt:
     elapsed_ms: int
     fault_type: str | None = None
     delay_before_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Rule R's answer for one fault on one tool (``verdict/repeat.py`` decides it)."""
+
+    repeat: bool
+    """An identical call may be sent again (by the proxy's retry, or by the agent): ``helps and safe``."""
+    safe: bool
+    """Sending it again cannot duplicate a side effect."""
+    helps: bool
+    """An identical call can succeed where this one failed."""
+    nothing_done: bool
+    """The failed call provably changed nothing (a write may fall back, its idempotency record may be released)."""
+    safety: RetrySafety
+    """The retry-safety class the proxy acts on: the fault's own, or ``maybe_executed`` when an untrusted upstream
+    claimed a write did not run."""
+    reason: str
+    """Why, as a stable token: ``not_sent``, ``rejected``, ``read_only``, ``write_idempotent``, ``key_forwarded``,
+    ``may_have_executed``, ``executed``, ``not_transient``, ``unrecognised``, ``caller_must_change``,
+    ``untrusted_claim``, ``reread_once``."""
+    max_repeats: int
+    """Identical repeats that can still help (the observation's ``max_retry``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Rule R's decision on a classified fault of this call, held on its record (``CallRecord.verdict``)."""
+
+    rule: object
+    """The ``ToolRule`` it was decided under."""
+    inputs: tuple[object, ...]
+    """The fault's ``verdict_inputs``: a fault derived from it without changing them has the same decision."""
+    decision: Decision
 
 
 @dataclass(slots=True)
@@ -68,6 +104,9 @@ class CallRecord:
     sent: int = 0
     """Upstream attempts the terminal made, counted only while operations are on (``attempts`` lists them only when
     the retry stage runs)."""
+    verdict: Verdict | None = None
+    """Rule R's decision on the latest fault of this call, taken once where the fault was classified (the terminal,
+    for an attempt) and read by every later stage, the observation and the audit (``verdict.repeat.verdict_of``)."""
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)

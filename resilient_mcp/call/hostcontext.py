@@ -21,6 +21,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import mcp_types as types
+
+HOST_CAPABILITIES = ("sampling", "elicitation", "roots")
+"""The client capabilities the proxy can only serve by asking a host: declared upstream when the host has them."""
+
+
+def host_capability_names(caps: types.ClientCapabilities | None) -> frozenset[str]:
+    """Which of ``HOST_CAPABILITIES`` a host declared (``None``: nothing known, so nothing declared)."""
+    if caps is None:
+        return frozenset()
+    return frozenset(name for name in HOST_CAPABILITIES if getattr(caps, name, None) is not None)
 
 
 class Timers:

@@ -5,15 +5,15 @@ decorates how the pipeline's terminal reaches an upstream, as a mock transport s
 seam. ``calls_for(config)`` builds it when the config has a ``faults:`` section (or ``wrap --faults PLAN``); the proxy
 is given it where it is built (``app.py``). Nothing else of the product knows about chaos mode.
 
-Every fault is shown to the chain the way the real one would arrive from ``upstream.py``: through ``classify`` from
-the same exception or HTTP status the SDK would raise, or as the ``isError`` result a server would send (which the
-terminal classifies as usual).
+Every fault is shown to the chain the way the real one would arrive from ``upstream/errors.py``: through ``classify``
+from the same exception or HTTP status the SDK would raise, or as the ``isError`` result a server would send (which
+the terminal classifies as usual).
 So the user's own agent sees what the proxy does with a real timeout, crash, rate limit or 5xx of their own server.
 
 ======================  =========================================================================================
 fault                   in proxy chaos mode
 ======================  =========================================================================================
-C1, C5                  not sent: the connect failure ``upstream.py`` raises for a refused connection
+C1, C5                  not sent: the connect failure ``upstream/errors.py`` raises for a refused connection
 C2                      the upstream process is killed and restarted (``request_restart``), after the call was
                         forwarded (``commit: before``) or before; the chain sees the connection lost mid-call
 C3                      waits ``hang_ms`` (default: the attempt timeout) then times out like a real attempt;

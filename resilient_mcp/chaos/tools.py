@@ -63,6 +63,10 @@ STOCK_OUTPUT = object_schema(
 
 def default_tools() -> list[types.Tool]:
     """A fresh copy of the tool list (the server mutates its own for A2/A3/F4)."""
+    return [*_read_tools(), *_write_tools()]
+
+
+def _read_tools() -> list[types.Tool]:
     return [
         types.Tool(
             name="get_order",
@@ -102,6 +106,11 @@ def default_tools() -> list[types.Tool]:
             input_schema=object_schema({"rows": {"type": "integer", "minimum": 1, "maximum": 10_000_000}}, []),
             annotations=READ,
         ),
+    ]
+
+
+def _write_tools() -> list[types.Tool]:
+    return [
         types.Tool(
             name="create_order",
             description="Create an order. Not idempotent: each call creates one.",

@@ -241,17 +241,16 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
         side_effect_status=rules.side_effect_status,
         repair_action=verdict.repair_action,
         retry_after_ms=rules.retry_after_ms,
+        claimed_by_upstream=rules.claimed_by_upstream,  # an untrusted upstream's claim stays untrusted
+        upstream_result=rules.upstream_result,
     )
-    new.claimed_by_upstream = rules.claimed_by_upstream  # an untrusted upstream's claim stays untrusted
-    new.max_retry = cls.default_max_retry
-    bound = rule_r_max(new, call)
+    bound = rule_r_max(new, call)  # with the class's own max_retry
     if rules.is_transient:  # the rules already bounded the retries of this failure: never above theirs
         bound = min(bound, rules_max)
-    new.max_retry = min(proposed, bound)
-    new.upstream_result = rules.upstream_result
+    new = new.replace(max_retry=min(proposed, bound))
     if (why := contradiction(verdict.suggestion, new)) is not None:  # the rules' advice instead of the model's
-        new.suggestion = rules.suggestion
-        new.details["diagnosis"] = {**new.details["diagnosis"], "suggestion_by": "rules", "suggestion_dropped": why}
+        dropped = {**new.details["diagnosis"], "suggestion_by": "rules", "suggestion_dropped": why}
+        new = new.replace(suggestion=rules.suggestion, details={**new.details, "diagnosis": dropped})
     return new
 
 
@@ -334,5 +333,4 @@ class Diagnoser:
         self.state.stats[f"fallback_{reason}"] += 1
         _audit(call, f"diagnosis:fallback:{reason}")
         log.info("diagnosis", outcome="fallback", reason=reason, detail=why, rules=fault.fault_type)
-        fault.details["diagnosis"] = {**meta, "status": "fallback", "reason": reason}
-        return fault
+        return fault.with_details(diagnosis={**meta, "status": "fallback", "reason": reason})

@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
+from dataclasses import FrozenInstanceError
 from enum import StrEnum
 from functools import cache
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Final, NoReturn, Self
 
 
 class FaultCategory(StrEnum):
@@ -119,8 +120,59 @@ def _check_fields(wanted: frozenset[str], fields: Mapping[str, object], where: s
         raise TemplateFieldError(f"{where} takes the fields {sorted(wanted)}: missing {missing}, unused {unused}")
 
 
+class FaultDetails(dict[str, Any]):
+    """A fault's ``details``: a dict to read and serialise, refusing every write (``Fault.replace`` derives a fault
+    with other details). Copies (``dict(details)``, ``copy``, pickling) are plain dicts."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("a fault's details are read-only: derive a new fault with Fault.replace(details=...)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    update = setdefault = pop = popitem = clear = _refuse
+
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, Any]]]:
+        return dict, (dict(self),)
+
+
+FIELDS = frozenset(
+    {
+        "message",
+        "details",
+        "upstream_message",
+        "suggestion",
+        "is_transient",
+        "retry_safety",
+        "side_effect_status",
+        "repair_action",
+        "max_retry",
+        "retry_after_ms",
+        "upstream_code",
+        "upstream_result",
+        "claimed_by_upstream",
+        "tool_level",
+    }
+)
+"""What a fault instance says (``Fault.replace`` may change any of them, nothing else)."""
+
+
+def _rebuild(cls: type[Fault], args: tuple[Any, ...], state: dict[str, Any]) -> Fault:
+    """A fault of ``cls`` with ``args`` and the facts ``state`` (frozen as it is), without running ``__init__``."""
+    fault = cls.__new__(cls, *args)
+    details = state.get("details")
+    if details is not None and not isinstance(details, FaultDetails):  # a deep copy's plain dict
+        state = {**state, "details": FaultDetails(details)}
+    fault.__dict__.update(state)
+    return fault
+
+
 class Fault(Exception):
-    """Base of every fault. Subclasses set the class attributes; instances add what was observed."""
+    """Base of every fault. Subclasses set the class attributes; instances add what was observed.
+
+    **A fault is immutable once built**: its facts cannot be assigned and its ``details`` cannot be written
+    (``FrozenInstanceError``, ``TypeError``). A stage that changes a verdict derives a new fault with ``replace`` (or
+    ``with_details``) and raises that, so every reader of a fault sees what was classified, and rule R's decision
+    on it (``verdict/repeat.py``, held on the call record) stays true of it. Python's own exception attributes
+    (``__traceback__``, ``__cause__``, ``__context__``, ``__notes__``) stay writable: raising needs them."""
 
     code: ClassVar[str] = "FAULT"
     fault_type: ClassVar[str] = "unclassified"
@@ -166,27 +218,82 @@ class Fault(Exception):
         max_retry: int | None = None,
         retry_after_ms: int | None = None,
         upstream_code: int | str | None = None,
+        upstream_result: Any = None,
+        claimed_by_upstream: bool = False,
+        tool_level: bool = False,
     ) -> None:
         super().__init__(message)
-        self.message = message
-        self.details: dict[str, Any] = dict(details or {})
-        self.upstream_message = upstream_message
-        self.suggestion = suggestion
-        self.is_transient = self.default_transient if transient is None else transient
-        self.retry_safety = retry_safety or self.default_retry_safety
-        self.side_effect_status = side_effect_status or self.default_side_effect
-        self.repair_action = repair_action or self.default_repair
-        self.max_retry = self.default_max_retry if max_retry is None else max_retry
-        self.retry_after_ms = retry_after_ms
-        self.upstream_code = upstream_code
-        self.upstream_result: Any = None
+        self.message: Final = message
+        self.details: Final[Mapping[str, Any]] = FaultDetails(details or {})
+        self.upstream_message: Final = upstream_message
+        self.suggestion: Final = suggestion
+        self.is_transient: Final = self.default_transient if transient is None else transient
+        self.retry_safety: Final = retry_safety or self.default_retry_safety
+        self.side_effect_status: Final = side_effect_status or self.default_side_effect
+        self.repair_action: Final = repair_action or self.default_repair
+        self.max_retry: Final = self.default_max_retry if max_retry is None else max_retry
+        self.retry_after_ms: Final = retry_after_ms
+        self.upstream_code: Final = upstream_code
+        self.upstream_result: Final[Any] = upstream_result
         """The upstream's own ``CallToolResult`` when read from an ``isError`` result (shown raw at L0)."""
-        self.claimed_by_upstream = False
+        self.claimed_by_upstream: Final = claimed_by_upstream
         """The retry safety rests on the upstream's word (a typed hint, a chained proxy's observation), not on what
         the proxy saw: believed for writes only on upstreams with ``trust_annotations`` (``repeat.decide``)."""
-        self.tool_level = False
+        self.tool_level: Final = tool_level
         """The fault says something about this tool's health only (the tool threw), not about its upstream's: it
         counts toward the tool's circuit, never the upstream's."""
+        self._frozen = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("__") or not self.__dict__.get("_frozen"):
+            super().__setattr__(name, value)
+            return
+        raise FrozenInstanceError(
+            f"cannot assign {type(self).__name__}.{name}: a fault is immutable once built; derive a new one with "
+            f"replace({name}=...)"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        if name.startswith("__"):
+            super().__delattr__(name)
+            return
+        raise FrozenInstanceError(f"cannot delete {type(self).__name__}.{name}: a fault is immutable once built")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+    def replace(self, **changes: Any) -> Self:
+        """This fault with ``changes`` (any of ``FIELDS``), as a new fault of the same class: the way a stage
+        changes a verdict. ``details`` replaces the details whole (see ``with_details``)."""
+        unknown = changes.keys() - FIELDS
+        if unknown:
+            raise TypeError(f"Fault.replace takes {sorted(FIELDS)}, not {sorted(unknown)}")
+        state = {**self.__dict__, **changes}
+        if "details" in changes:
+            state["details"] = FaultDetails(changes["details"] or {})  # a copy the caller cannot write through
+        args = (changes["message"],) if "message" in changes else self.args
+        return _rebuild(type(self), args, state)  # type: ignore[return-value]
+
+    def with_details(self, *, keep: bool = False, **facts: Any) -> Self:
+        """This fault with ``facts`` added to its details (``keep``: a fact it already has is not overwritten)."""
+        added = {k: v for k, v in facts.items() if k not in self.details} if keep else facts
+        if not added:
+            return self
+        return self.replace(details={**self.details, **added})
+
+    @property
+    def verdict_inputs(self) -> tuple[object, ...]:
+        """Everything of this fault rule R reads (``verdict/repeat.decide``): two faults with equal inputs get the
+        same decision on one tool, so a fault derived without changing them keeps its decision."""
+        return (
+            type(self),
+            self.is_transient,
+            self.retry_safety,
+            self.side_effect_status,
+            self.max_retry,
+            self.claimed_by_upstream,
+            self.details.get("basis"),
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, retry_safety={self.retry_safety.value})"
@@ -228,6 +335,9 @@ class Fault(Exception):
         max_retry: int | None = None,
         retry_after_ms: int | None = None,
         upstream_code: int | str | None = None,
+        upstream_result: Any = None,
+        claimed_by_upstream: bool = False,
+        tool_level: bool = False,
         **fields: object,
     ) -> Self:
         """This fault with its message from the template ``message`` and, with ``suggest``, its suggestion from that
@@ -249,6 +359,9 @@ class Fault(Exception):
             max_retry=max_retry,
             retry_after_ms=retry_after_ms,
             upstream_code=upstream_code,
+            upstream_result=upstream_result,
+            claimed_by_upstream=claimed_by_upstream,
+            tool_level=tool_level,
         )
 
 

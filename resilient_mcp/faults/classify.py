@@ -1,7 +1,8 @@
 """The fault classifier: every upstream outcome (an exception, an ``isError`` result, an HTTP status) -> one ``Fault``.
 
 Pure and total: it never raises, never does I/O, and maps anything it does not recognise to a conservative fault
-(maybe executed). ``upstream.py`` calls it at the transport seam; nothing above that seam sees SDK exceptions.
+(maybe executed). ``upstream/errors.py`` calls it at the upstream's exception seam; nothing above it sees SDK
+exceptions.
 
 Exceptions (``classify_exception``; ``sent`` says whether the request may have left the proxy):
 
@@ -68,6 +69,7 @@ from . import (
     GatewayError,
     MalformedArguments,
     MalformedResponse,
+    MissingRequiredArgument,
     PermanentExecutionError,
     PermissionDenied,
     ProtocolMismatch,
@@ -80,6 +82,7 @@ from . import (
     StateConflict,
     Unauthenticated,
     UnknownTool,
+    vocab,
 )
 from .error_results import (
     ERROR_META_KEY,
@@ -193,14 +196,11 @@ def classify_exception(exc: BaseException, *, sent: bool) -> Fault:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return classify_exception(exc.exceptions[0], sent=sent)
     if isinstance(exc, MCPError):
-        fault = _from_mcp_error(exc, sent=sent)
-        fault.details.setdefault("basis", Basis.STANDARD_CODE.value)  # a JSON-RPC / MCP code with a defined meaning
-        return fault
+        # a JSON-RPC / MCP code with a defined meaning
+        return _from_mcp_error(exc, sent=sent).with_details(keep=True, basis=Basis.STANDARD_CODE.value)
     if isinstance(exc, httpx2.HTTPStatusError):
         return classify_http_status(exc.response.status_code, exc.response.headers, message=str(exc))
-    fault = _from_transport(exc, sent=sent)
-    fault.details.setdefault("basis", Basis.OBSERVED.value)
-    return fault
+    return _from_transport(exc, sent=sent).with_details(keep=True, basis=Basis.OBSERVED.value)
 
 
 def _lost(exc: BaseException, *, sent: bool, what: str) -> Fault:
@@ -251,11 +251,12 @@ def _read_message(exc: MCPError, kw: dict[str, Any]) -> Fault:
     if fault.details.get("basis") == Basis.UNRECOGNISED.value:
         details = {**fault.details, "upstream_code": exc.code}
         fault = PermanentExecutionError.of("untyped", details=details, retry_safety=RetrySafety.MAYBE_EXECUTED)
-    elif fault.retry_safety is RetrySafety.NOT_SENT:  # the upstream got the call and refused it
-        fault.retry_safety = RetrySafety.REJECTED
-    fault.upstream_message = kw["upstream_message"]
-    fault.upstream_code = kw["upstream_code"]
-    return fault
+    refused = fault.retry_safety is RetrySafety.NOT_SENT  # the upstream got the call and refused it
+    return fault.replace(
+        upstream_message=kw["upstream_message"],
+        upstream_code=kw["upstream_code"],
+        retry_safety=RetrySafety.REJECTED if refused else fault.retry_safety,
+    )
 
 
 def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
@@ -276,6 +277,9 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
     if code == types.INVALID_PARAMS:
         if _names_unknown_tool(lowered):
             return UnknownTool.of("reported", **rejected)
+        reading = vocab.read(msg)
+        if reading is not None and reading.rule.fault is MissingRequiredArgument:  # the validator names an absent one
+            return MissingRequiredArgument.of("reported", **rejected)
         return SchemaViolation.of("upstream_rejected", details={"schema_drift_candidate": True}, **rejected)
     if code == types.METHOD_NOT_FOUND:
         return ProtocolMismatch.of("no_tool_calls", details={"variant": "c"}, **rejected)
@@ -289,9 +293,7 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
         if lowered == _SDK_HTTP_STANDIN:
             return GatewayError.of("http_error_status", **kw)
         # The upstream is alive and answered: the tool itself failed. Its own circuit counts it, the upstream's not.
-        fault = _read_message(exc, kw)
-        fault.tool_level = True
-        return fault
+        return _read_message(exc, kw).replace(tool_level=True)
     return _from_spec_code(exc, kw, rejected)
 
 

@@ -155,16 +155,23 @@ def classify_result(result: types.CallToolResult, *, tool: types.Tool | None) ->
     if isinstance(fault, SemanticArgumentRejection) and not isinstance(meta.get(FAULT_META_KEY), Mapping):
         fault = _narrowed(fault, text)
     if fault is not None:
-        fault.details.setdefault("basis", Basis.TYPED_HINT.value)
+        fault = fault.with_details(keep=True, basis=Basis.TYPED_HINT.value)
     else:
         fault = classify_text(text, tool)
         if isinstance(meta.get(ERROR_META_KEY), Mapping):
-            fault.details["error_type"] = _scalar(meta[ERROR_META_KEY].get("type"))
-    if fault.retry_safety is RetrySafety.NOT_SENT:  # the upstream got the call and refused it
-        fault.retry_safety = RetrySafety.REJECTED
-    fault.upstream_result = result
-    fault.upstream_message = text
-    return fault
+            fault = fault.with_details(error_type=_scalar(meta[ERROR_META_KEY].get("type")))
+    return answered(fault, result, text)
+
+
+def answered(fault: Fault, result: types.CallToolResult, text: str) -> Fault:
+    """``fault`` as the upstream's answer ``result`` (whose text is ``text``): it got the call, so a fault that says
+    "not sent" says "rejected"."""
+    refused = fault.retry_safety is RetrySafety.NOT_SENT  # the upstream got the call and refused it
+    return fault.replace(
+        upstream_result=result,
+        upstream_message=text,
+        retry_safety=RetrySafety.REJECTED if refused else fault.retry_safety,
+    )
 
 
 _TOKEN = re.compile(r"^[\w.\[\]/:+-]{1,64}$")
@@ -250,8 +257,7 @@ def _from_hint(hint: Mapping[str, Any]) -> Fault | None:
         fault = cls.of("reported", details=details, **kw)
     else:
         fault = cls.of("tool_error_typed", fault_type=cls.fault_type, details=details, **kw)
-    fault.claimed_by_upstream = _claims_not_run(fault)
-    return fault
+    return fault.replace(claimed_by_upstream=_claims_not_run(fault))
 
 
 def _claims_not_run(fault: Fault) -> bool:
@@ -334,7 +340,11 @@ def fault_from_observation(obs: Mapping[str, Any], *, upstream_message: str | No
         "chained",
         fault_type=cls.fault_type,
         # The upstream's details are its own words: kept apart, never read into the proxy's suggestion.
-        details={"chained": True, "upstream_details": dict(details) if isinstance(details, Mapping) else {}},
+        details={
+            "chained": True,
+            "upstream_details": dict(details) if isinstance(details, Mapping) else {},
+            "basis": Basis.TYPED_HINT.value,
+        },
         upstream_message=upstream_message,
         transient=obs["is_transient"] if isinstance(obs.get("is_transient"), bool) else None,
         retry_safety=_enum(RetrySafety, obs.get("retry_safety")),
@@ -344,6 +354,4 @@ def fault_from_observation(obs: Mapping[str, Any], *, upstream_message: str | No
         retry_after_ms=after if isinstance(after, int) and not isinstance(after, bool) else None,
         upstream_code=cls.code,
     )
-    fault.details["basis"] = Basis.TYPED_HINT.value
-    fault.claimed_by_upstream = _claims_not_run(fault)
-    return fault
+    return fault.replace(claimed_by_upstream=_claims_not_run(fault))

@@ -399,6 +399,8 @@ _SDK: tuple[Phrase, ...] = (
     _p("validation", ("validation error for ", "arguments"), B2, one_word=True),
     _p("validation", ("validation errors for ", "arguments"), B2, one_word=True),
     _p("validation", "is not of type", B2),
+    # zod's invalid_type message ("Expected number, received string"; "received undefined" is read before: B1)
+    _p("validation", ("expected ", ", received "), B2, near=40),
     _p("validation", "is not one of", B2),
     _p("validation", "additional properties are not allowed", B2),
     _p("validation", "must not have additional properties", B2),
@@ -452,14 +454,44 @@ _SQL: tuple[Phrase, ...] = (
     _p("sql", "terminating connection due to administrator command", D1, transient=True),  # PostgreSQL 57P01
     _p("sql", "server closed the connection unexpectedly", D1, transient=True),  # libpq: the backend went away
     _p("sql", "canceling statement due to statement timeout", D4, repair=FIX),
+    # MySQL's and MariaDB's server and client error references (the message of each numbered error).
+    _p("sql", "command denied to user", F2, repair=ASK),  # 1142/1143/1370: the account lacks the privilege
+    _p("sql", ("has exceeded the '", "' resource"), F3, repair=ASK, near=40),  # 1226: an account's hourly quota
+    _p("sql", "query execution was interrupted", D4, repair=FIX),  # 1317/1969/3024: max_statement_time
+    _p("sql", "data too long for column", B4),  # 1406
+    _p("sql", "out of range value for column", B4),  # 1264
+    _p("sql", ("incorrect ", " value: "), B4, near=40),  # 1366/1292: "Incorrect integer value: 'x' for column"
+    _p("sql", ("constraint `", "` failed"), B4, near=80),  # MariaDB 4025: a CHECK constraint
+    _p("sql", "cannot delete or update a parent row", B4),  # 1451
+    _p("sql", "can't connect to mysql server", D1, transient=True),  # client 2003
+    _p("sql", "lost connection to mysql server", D1, transient=True),  # client 2013
+    _p("sql", "mysql server has gone away", D1, transient=True),  # client 2006
 )
 
 # Node's runtime messages. Node's fetch (undici) says "fetch failed" for every failure (DNS, refused, reset, TLS):
 # not read, it says nothing about transience.
 _RUNTIME: tuple[Phrase, ...] = (
-    # A tool that cut its own child at its own limit (Python's subprocess.TimeoutExpired: "Command '...' timed out
-    # after 5 seconds"): the same call meets the same limit. Not the transport's timeout, which is transient.
-    _p("runtime", ("command", "timed out after"), D4, repair=FIX, near=160, cut=True),
+    # Chromium's network error codes (net/base/net_error_list.h), as browsers and browser automation report them.
+    _p("runtime", "net::err_connection_refused", D1, transient=True),
+    _p("runtime", "net::err_connection_reset", D1, transient=True),
+    _p("runtime", "net::err_connection_closed", D1, transient=True),
+    _p("runtime", "net::err_connection_timed_out", D1, transient=True),
+    _p("runtime", "net::err_timed_out", D1, transient=True),
+    _p("runtime", "net::err_internet_disconnected", D1, transient=True),
+    _p("runtime", "net::err_address_unreachable", D1, transient=True),
+    _p("runtime", "net::err_network_changed", D1, transient=True),
+    _p("runtime", "net::err_empty_response", D1, transient=True),
+    _p("runtime", "net::err_name_not_resolved", D4),
+    _p("runtime", "net::err_file_not_found", D4),
+    _p("runtime", "net::err_too_many_redirects", D4),
+    _p("runtime", "net::err_invalid_url", B4),
+    _p("runtime", "net::err_unknown_url_scheme", B4),
+    _p("runtime", "net::err_blocked_by_client", F2, repair=ASK),  # the browser's own block list
+    _p("runtime", "net::err_blocked_by_administrator", F2, repair=ASK),
+    _p("runtime", "net::err_access_denied", F2, repair=ASK),
+    _p("runtime", "net::err_cert_", D4, repair=ASK),
+    # The PEG parser generators' syntax error (peggy / PEG.js, used by SQL and query parsers): the value is wrong.
+    _p("runtime", ("expected ", " but ", " found"), B4, near=200),
     # Name resolution (glibc's gai_strerror, libcurl's CURLE_COULDNT_RESOLVE_HOST) and the network errno texts.
     _p("runtime", "temporary failure in name resolution", D1, transient=True),  # EAI_AGAIN
     _p("runtime", "could not resolve host", D4),
@@ -473,6 +505,32 @@ _RUNTIME: tuple[Phrase, ...] = (
     _p("node", "no such file or directory", D4),
     _p("node", "socket hang up", D1, transient=True),
 )
+
+# HTTP reason phrases (RFC 9110 §15) standing alone: a server that passes on only the phrase of the status the service
+# behind it answered ("GitLab API error: Bad Gateway"). "Not Found", "Forbidden", "Unauthorized", "Conflict" and "Too
+# Many Requests" are read by the generic words.
+_REASONS: tuple[Phrase, ...] = (
+    _p("http-reason", "internal server error", D1, transient=True),
+    _p("http-reason", "bad gateway", D1, transient=True),
+    _p("http-reason", "service unavailable", D1, transient=True),
+    _p("http-reason", "gateway timeout", D1, transient=True),
+    _p("http-reason", "bad request", B4),
+    _p("http-reason", "unprocessable entity", B4),
+    _p("http-reason", "unprocessable content", B4),
+    _p("http-reason", "method not allowed", B4),
+    _p("http-reason", "precondition failed", D5),
+    _p("http-reason", "payment required", F3),
+)
+
+
+def _reason(plain: str) -> Rule | None:
+    """An HTTP reason phrase; "Internal Server Error" only where something names whose status it is ("API error:
+    Internal Server Error"): alone it is also the generic wording of a bare JSON-RPC -32603, which says nothing."""
+    found = _first_phrase(plain, _REASONS)
+    if found is not None and found.key == "internal server error" and plain.strip(" .!\n") == found.key:
+        return None
+    return found
+
 
 # Wordings of particular servers, with the servers they were written from (benchmarks/errors/REPORT.md).
 _SERVERS: tuple[Phrase, ...] = (
@@ -588,6 +646,9 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "must be", B4, sources=GENERIC),
     _p("keyword", "malformed", B4, sources=GENERIC),
     _p("keyword", "out of range", B4, sources=GENERIC),
+    _p("keyword", "cannot be empty", B4, sources=GENERIC),
+    _p("keyword", "must not be empty", B4, sources=GENERIC),
+    _p("keyword", "can only contain", B4, sources=GENERIC),
     _p("keyword", "cannot specify", B4, sources=GENERIC),
     _p("keyword", "unsupported", B4, sources=GENERIC),
     _p("keyword", "missing", B4, sources=GENERIC),
@@ -619,6 +680,15 @@ def _whole_word(lowered: str, word: str) -> bool:
     return False
 
 
+def _opening(prefix: str) -> bool:
+    """Whether only white space or an error label ("Error:", "### Error") stands before a phrase: servers label their
+    error texts, and a phrase that must open the text may follow the label."""
+    rest = prefix.strip().lstrip("#").strip()
+    if rest.startswith("error"):
+        rest = rest[5:].lstrip(":").strip()
+    return not rest
+
+
 def _has(lowered: str, phrase: Phrase) -> bool:
     if phrase.whole:
         return _whole_word(lowered, phrase.parts[0])
@@ -627,7 +697,7 @@ def _has(lowered: str, phrase: Phrase) -> bool:
         found = lowered.find(part, at)
         if found < 0:
             return False
-        if n == 0 and phrase.at_start and lowered[:found].strip():
+        if n == 0 and phrase.at_start and not _opening(lowered[:found]):
             return False
         if n > 0 and phrase.one_word and (found == at or len(lowered[at:found].split()) != 1):
             return False
@@ -657,7 +727,12 @@ def _zod_missing(lowered: str) -> Rule | None:
     for marker in _ZOD_ISSUE_UNDEFINED:
         at = lowered.find(marker)
         while at >= 0:
-            if not lowered.startswith(" at ", at + len(marker)) and _zod_top_level(lowered, at):
+            arrow = lowered[at + len(marker) : at + len(marker) + 80].lstrip()
+            if arrow.startswith("→ at "):  # zod 4's prettifyError: "✖ Invalid input: ... undefined\n  → at name"
+                name = arrow[5:].split(maxsplit=1)[:1]
+                if name and "." not in name[0] and "[" not in name[0]:
+                    return _ZOD_MISSING
+            elif not lowered.startswith(" at ", at + len(marker)) and _zod_top_level(lowered, at):
                 return _ZOD_MISSING
             at = lowered.find(marker, at + 1)
     return None
@@ -720,6 +795,31 @@ def _exit_status(lowered_words: list[str]) -> Rule | None:
             return _EXIT_TIMEOUT
         if 0 < status <= 128:
             return _EXIT_FAILED
+    return None
+
+
+_WORK = ("command", "process", "script", "execution", "statement", "query")
+_WORK_LIMIT = _cut("runtime", "work stopped at a time limit it names")
+_LIMIT_NOUNS = ("timeout", "time limit", "time exceeded")
+
+
+def _work_limit(plain: str) -> Rule | None:
+    """A unit of work (a command, process, script, execution, statement or query) that stopped at a time limit the
+    text names: the limit as a noun ("statement timeout", "time limit exceeded", "max_statement_time exceeded") or
+    the event with its value (Python's ``subprocess.TimeoutExpired``: "Command '...' timed out after 5 seconds").
+    The same call meets the same limit: D4, narrow it, not transient; what ran before the cut is unknown (maybe
+    executed). One reading for every kind of work: a server whose words no other server uses still has it. Codes
+    (SQLSTATE 57014, exit status 124) are read before it. What is not read
+    here: a timeout with no limit named ("Command timed out", ioredis's for a command that got no answer because the
+    connection is down), nor a request's or connection's timeout: those are the transport's, transient."""
+    for subject in _WORK:
+        at = plain.find(subject)
+        while at >= 0:
+            end = at + len(subject)
+            near = plain[end : end + 40]
+            if "timed out after" in plain[end : end + 160] or any(n in near for n in _LIMIT_NOUNS):
+                return _WORK_LIMIT
+            at = plain.find(subject, end)
     return None
 
 
@@ -874,8 +974,10 @@ def read(text: str) -> Reading | None:
         or _named(words, _ERRNO)
         or _named(words, _PYTHON)
         or _http(words)
+        or (_work_limit(plain) if active(_WORK_LIMIT) else None)
         or _first_phrase(plain, _SQL)
         or _first_phrase(plain, _RUNTIME)
+        or _reason(plain)
         or _first_phrase(plain, _SERVERS)
         or _first_phrase(plain, _KEYWORDS)
     )
@@ -885,8 +987,9 @@ def read(text: str) -> Reading | None:
     return Reading(found, retry_after_ms(words) if found.transient else None)
 
 
-ALL_PHRASES: tuple[Phrase, ...] = (*_SDK, *_SQL, *_RUNTIME, *_SERVERS, *_KEYWORDS)
+ALL_PHRASES: tuple[Phrase, ...] = (*_SDK, *_SQL, *_RUNTIME, *_REASONS, *_SERVERS, *_KEYWORDS)
 ALL_CODES: tuple[Rule, ...] = (
+    _WORK_LIMIT,
     _ZOD_MISSING,
     _PYDANTIC_MISSING,
     _PYDANTIC_INVALID,

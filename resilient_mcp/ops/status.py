@@ -137,7 +137,21 @@ class StatusRecorder(CallEvents):
         ``auth_tokens``: tenants never see each other's arguments or errors); ``values=False``: failures without their
         observations (a page no credential protects). Counts, latencies and upstream states are not per tenant."""
         now = self._clock()
-        since = now - WINDOW_S
+        absorbed = {k: (round(v, 3) if k == "backoff_s" else int(v)) for k, v in self.absorbed.items()}
+        return {
+            "generated_at": _iso(now),
+            "up_since": _iso(self.started),
+            "window_s": int(WINDOW_S),
+            "upstreams": self._upstream_rows(proxy),
+            "tools": self._tool_rows(now - WINDOW_S),
+            "absorbed": absorbed,
+            "failures": self._scrub.data(_failures(self._failures, viewer, values)),
+            "treatment": list(proxy.services.treatment),
+            "tasks": proxy.services.tasks.summary(viewer),
+        }
+
+    def _upstream_rows(self, proxy: ProxyView) -> list[dict[str, Any]]:
+        """Each upstream: its state and since when, restarts, tools, its circuit and its tools' open circuits."""
         breakers: dict[str, str] = {}
         open_tools: dict[str, list[str]] = {}
         for upstream, tool, state, _ in proxy.services.board.circuit_states():
@@ -161,6 +175,10 @@ class StatusRecorder(CallEvents):
                     "refused_tools": list(getattr(up, "refused_tools", ())),
                 }
             )
+        return upstreams
+
+    def _tool_rows(self, since: float) -> list[dict[str, Any]]:
+        """Each tool called within the window: calls, failures by category, p50 and p95 latency."""
         tools = []
         for (upstream, tool), samples in sorted(self._samples.items()):
             while samples and samples[0].ts < since:
@@ -184,18 +202,7 @@ class StatusRecorder(CallEvents):
                     "p95_ms": round(_percentile(latencies, 0.95) * 1000, 1),
                 }
             )
-        absorbed = {k: (round(v, 3) if k == "backoff_s" else int(v)) for k, v in self.absorbed.items()}
-        return {
-            "generated_at": _iso(now),
-            "up_since": _iso(self.started),
-            "window_s": int(WINDOW_S),
-            "upstreams": upstreams,
-            "tools": tools,
-            "absorbed": absorbed,
-            "failures": self._scrub.data(_failures(self._failures, viewer, values)),
-            "treatment": list(proxy.services.treatment),
-            "tasks": proxy.services.tasks.summary(viewer),
-        }
+        return tools
 
 
 def _failures(failures: collections.deque[dict[str, Any]], viewer: str | None, values: bool) -> list[dict[str, Any]]:

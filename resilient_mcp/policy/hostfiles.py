@@ -253,27 +253,9 @@ def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc
         elif key in NATIVE_KEYS:
             entry[key] = value
         elif key == "timeout":
-            seconds = _timeout_s(value)
-            if seconds is None:
-                problems.append(
-                    f"{where}: a number of seconds (Cline, Roo Code) or milliseconds above "
-                    f"{TIMEOUT_MS_ABOVE} (Gemini CLI) (got {value!r})"
-                )
-                continue
-            settings.attempt_s[name] = seconds
-            unit = "milliseconds" if value > TIMEOUT_MS_ABOVE else "seconds"
-            settings.notes.append(
-                (
-                    "host_timeout_applied",
-                    {"upstream": name, "timeout": value, "read_as": unit, "deadline_s": round(seconds * UNDER_HOST, 3)},
-                )
-            )
+            problems += _host_timeout(name, value, where, settings)
         elif key in ("disabledTools", "excludeTools", "includeTools"):
-            if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-                problems.append(f"{where}: a list of tool names (got {value!r})")
-                continue
-            lists = settings.allow_tools if key == "includeTools" else settings.deny_tools
-            lists.setdefault(name, []).extend(value)
+            problems += _tool_list(name, key, value, where, settings)
         else:
             ignored.append(str(key))
     if isinstance(entry.get("type"), str) and entry["type"] in TYPES:
@@ -303,6 +285,31 @@ def _server(name: str, raw: Any, settings: HostSettings, doc: Document, loc: Loc
         why = sorted({WHY_IGNORED.get(k, "not used by resilient-mcp") for k in ignored})
         settings.notes.append(("host_keys_ignored", {"upstream": name, "keys": ignored, "why": why}))
     return entry
+
+
+def _host_timeout(name: str, value: Any, where: str, settings: HostSettings) -> list[str]:
+    """A host's per-server ``timeout`` (seconds, or Gemini CLI's milliseconds) as the upstream's attempt timeout;
+    the problem with it, if any."""
+    seconds = _timeout_s(value)
+    if seconds is None:
+        return [
+            f"{where}: a number of seconds (Cline, Roo Code) or milliseconds above "
+            f"{TIMEOUT_MS_ABOVE} (Gemini CLI) (got {value!r})"
+        ]
+    settings.attempt_s[name] = seconds
+    unit = "milliseconds" if value > TIMEOUT_MS_ABOVE else "seconds"
+    applied = {"upstream": name, "timeout": value, "read_as": unit, "deadline_s": round(seconds * UNDER_HOST, 3)}
+    settings.notes.append(("host_timeout_applied", applied))
+    return []
+
+
+def _tool_list(name: str, key: str, value: Any, where: str, settings: HostSettings) -> list[str]:
+    """A host's ``includeTools`` (allowed) or ``disabledTools`` / ``excludeTools`` (denied); the problem, if any."""
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        return [f"{where}: a list of tool names (got {value!r})"]
+    lists = settings.allow_tools if key == "includeTools" else settings.deny_tools
+    lists.setdefault(name, []).extend(value)
+    return []
 
 
 _PROXY_NAMES = frozenset({"resilient-mcp", "resilient_mcp", "resilient_mcp.cli"})

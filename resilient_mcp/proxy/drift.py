@@ -111,8 +111,7 @@ async def _renegotiate(router: Router, call: ToolCall, fault: Fault, send: CallN
     try:
         return await send(call)
     except ProtocolMismatch as again:
-        again.details["renegotiated"] = True
-        raise
+        raise again.with_details(renegotiated=True) from again.__cause__
 
 
 # --- A2: stale tool list ---------------------------------------------------------------------------------------------
@@ -131,8 +130,7 @@ async def _stale(router: Router, policy: Policy, call: ToolCall, fault: Fault, s
         try:
             return await send(call)
         except UnknownTool as again:
-            again.details["tool_list_refreshed"] = True
-            raise
+            raise again.with_details(tool_list_refreshed=True) from again.__cause__
     raise stale_tool_fault(router, policy, call, before, after, fault)
 
 
@@ -168,8 +166,8 @@ def stale_tool_fault(
         max_retry=0,
         upstream_message=cause.upstream_message,
         upstream_code=cause.upstream_code,
+        upstream_result=cause.upstream_result,
     )
-    stale.upstream_result = cause.upstream_result
     return stale
 
 
@@ -194,8 +192,7 @@ async def _drift(router: Router, policy: Policy, call: ToolCall, fault: Fault, c
         return stale_tool_fault(router, policy, call, before, after, fault)
     old_hash, new_hash = schema_hash(cached.input_schema), schema_hash(tool.input_schema)
     if old_hash == new_hash:
-        fault.details["input_schema_unchanged"] = True
-        return fault
+        return fault.with_details(input_schema_unchanged=True)
     details: dict[str, Any] = {
         "schema_diff": schema_diff(cached.input_schema, tool.input_schema),
         **_schema_text(tool.input_schema),
@@ -210,8 +207,8 @@ async def _drift(router: Router, policy: Policy, call: ToolCall, fault: Fault, c
         details=details,
         upstream_message=fault.upstream_message,
         upstream_code=fault.upstream_code,
+        upstream_result=fault.upstream_result,
     )
-    drift.upstream_result = fault.upstream_result
     return drift
 
 

@@ -1,10 +1,10 @@
 """Compiles the chain of one tool from policy, in the fixed order where safety lives.
 
-    observe → announce → guard → validate → [access] → [fallback] → provenance → output → [cache] → [idempotency]
+    observe → guard → validate → [access] → [fallback] → provenance → output → [cache] → [idempotency]
     → [retry] → [breaker] → terminal
 
-(``[...]``: only when the tool's policy asks for it.) ``announce`` (``stages/announce.py``) is the proxy's own: the
-first capped result makes the proxy list its ``read_stored_output`` tool (a rebuild and a ``tools/list_changed``,
+(``[...]``: only when the tool's policy asks for it.) The output stage also announces: the first capped result makes
+the proxy list its ``read_stored_output`` tool (``announce_outputs``: a rebuild and a ``tools/list_changed``,
 scheduled, never run inside the call).
 
 Retry is never outside access; idempotency is outside retry so every attempt shares one key; retry is outside the
@@ -38,7 +38,6 @@ from ..faults import EffectClass, Fault, ProtocolMismatch, UnknownTool
 from ..faults.classify import classify_result
 from ..policy import Policy, ToolRule
 from ..stages.access import Access, denied_fault
-from ..stages.announce import Announce
 from ..stages.breaker import Breaker, BreakerBoard
 from ..stages.cache import Cache, ResponseCache
 from ..stages.fallback import Fallback
@@ -59,6 +58,7 @@ from ..state.stored_outputs import (
     StoredOutputs,
 )
 from ..tasks.manager import READ_TASK_RESULT_TOOL, TaskManager
+from ..verdict.repeat import verdict_of
 from . import drift
 from .routing import CompiledTool
 
@@ -154,7 +154,6 @@ class Pipeline:
             diagnose=self._diagnoser(),
         )
         self._guard = Guard(self.policy.session, self.services.guards)
-        self._announce = Announce(self.announce_outputs)
 
     def _diagnoser(self) -> Diagnoser | None:
         rule = self.policy.diagnosis
@@ -181,7 +180,14 @@ class Pipeline:
         read_only = rule.effect is EffectClass.READ_ONLY
         invariants = rule.result_invariants
         stages.append(
-            OutputCap(rule.output, entry.tool.output_schema, store, invariants=invariants, read_only=read_only)
+            OutputCap(
+                rule.output,
+                entry.tool.output_schema,
+                store,
+                invariants=invariants,
+                read_only=read_only,
+                announce=self.announce_outputs,
+            )
         )
         if self._caches(rule, entry):
             stages.append(Cache(rule.cache, self.services.cache))
@@ -197,7 +203,7 @@ class Pipeline:
         if rule.breaker.enabled:
             stages.append(Breaker(rule, self.services.board))
         inner = compose(stages, self._terminal)
-        chain = compose([self._observe, self._announce, self._guard], inner)
+        chain = compose([self._observe, self._guard], inner)
         effect_from = self.policy.effect_source(entry.upstream, rule, entry.tool.annotations)
         return CompiledTool(rule=rule, chain=chain, entry=entry, inner=inner, effect_from=effect_from)
 
@@ -259,7 +265,9 @@ class Pipeline:
         except Fault as exc:
             fault = exc
         if fault is not None:
-            raise _blame_host(call, fault)
+            fault = _blame_host(call, fault)
+            verdict_of(call, fault)  # rule R, decided once per attempt: every later reader takes it from the record
+            raise fault
         return result
 
     async def _probe(self, upstream: str) -> None:
@@ -382,8 +390,8 @@ def _blame_host(call: ToolCall, fault: Fault) -> Fault:
         upstream_message=fault.upstream_message or fault.message,
         retry_safety=fault.retry_safety,
         side_effect_status=fault.side_effect_status,
+        upstream_result=fault.upstream_result,
     )
-    blamed.upstream_result = fault.upstream_result
     return blamed
 
 

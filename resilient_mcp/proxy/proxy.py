@@ -33,8 +33,8 @@ from ..call.hostcontext import CURRENT_HOST, HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
 from ..stages.provenance import mark_description
-from ..upstream import TransportFactory, Upstream, host_capability_names
-from ..upstream.bridge import Bridges
+from ..tasks.bridge import Bridges
+from ..upstream import Connection, TransportFactory, Upstream, host_capability_names
 from .catalog import CatalogConflict, build_catalog, prefixes_for
 from .pipeline import Pipeline
 from .routing import CallLayer, CompiledTool, Router, Routing, treatment
@@ -193,7 +193,7 @@ class Proxy:
         with anyio.move_on_after(limit):
             for up in self.upstreams.values():
                 while up.state == "starting" or (up.state == "down" and up.start_failures < 2):
-                    await up._changed.wait()
+                    await up.wait_changed()
         for up in self.upstreams.values():
             if up.state != "ready":
                 log.error(
@@ -328,7 +328,7 @@ class Proxy:
 
     # --- UpstreamHooks ----------------------------------------------------------------------------------------------
 
-    async def catalog_changed(self, upstream: Upstream) -> None:
+    async def catalog_changed(self, upstream: Connection) -> None:
         """An upstream listed again (connected, refreshed, told us): rebuild soon, outside the call that caused it."""
         if self._started:
             self.router.tools_changed()
@@ -372,7 +372,7 @@ class Proxy:
         )
         await self.bus.publish(event)
 
-    async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None:
+    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
         active = self._active.get(upstream.name)
         targets: list[tuple[ServerSession, Any]]
         if not active:  # not about a call: every connected host hears the upstream
@@ -405,7 +405,7 @@ class Proxy:
             self._subscribers.pop(uri, None)
             await upstream.subscribe(uri, False)
 
-    async def resource_updated(self, upstream: Upstream, uri: str) -> None:
+    async def resource_updated(self, upstream: Connection, uri: str) -> None:
         for key in self._subscribers.get(uri, ()):  # only the hosts that subscribed to this URI
             session = self.sessions.get(key)
             if session is None:
@@ -416,7 +416,7 @@ class Proxy:
                 log.debug("notify_failed", error=str(exc))
 
     async def server_request(
-        self, upstream: Upstream, request: types.ServerRequest, key: str | None = None
+        self, upstream: Connection, request: types.ServerRequest, key: str | None = None
     ) -> BaseModel | types.ErrorData:
         """What an upstream asks during a host's request, answered by that host (or refused at once).
 
@@ -433,7 +433,7 @@ class Proxy:
             return await self._ask_host(upstream, request, key, ctx)
 
     async def _ask_host(
-        self, upstream: Upstream, request: types.ServerRequest, key: str | None, ctx: Ctx | None
+        self, upstream: Connection, request: types.ServerRequest, key: str | None, ctx: Ctx | None
     ) -> BaseModel | types.ErrorData:
         if ctx is None:
             active = self._active.get(upstream.name) or []

@@ -45,7 +45,7 @@ class CompiledTool:
     chain: CallNext
     entry: Entry
     inner: CallNext
-    """The chain below observe, announce and guard: what another tool's fallback stage calls (counted once, by the
+    """The chain below observe and guard: what another tool's fallback stage calls (counted once, by the
     observe of the tool the host called)."""
     effect_from: str = "policy"
     """Where ``rule.effect`` came from, in words (``Policy.effect_source``): the start-up log, ``check``, status."""

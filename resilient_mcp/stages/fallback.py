@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import mcp_types as types
 import structlog
 
-from ..call.chain import CallNext, CallRecord, Entry, ToolCall
+from ..call.chain import CallNext, CallRecord, Decision, Entry, ToolCall
 from ..call.meta import FALLBACK_META
 from ..faults import (
     ArgumentFault,
@@ -40,7 +40,7 @@ from ..faults import (
     SelectionFault,
 )
 from ..policy import ToolRule
-from ..verdict.repeat import decide
+from ..verdict.repeat import decide, verdict_of
 
 log = structlog.get_logger(__name__)
 
@@ -66,14 +66,15 @@ class FallbackTarget(Protocol):
 Resolve = Callable[[str], FallbackTarget | None]
 
 
-def falls_back(fault: Fault, rule: ToolRule) -> bool:
+def falls_back(fault: Fault, rule: ToolRule, verdict: Decision | None = None) -> bool:
     """Whether ``fault`` on a tool with ``rule`` may be answered by a fallback tool (a write: only when rule R says
-    the original provably did not run, an untrusted upstream's word not being enough)."""
+    the original provably did not run, an untrusted upstream's word not being enough). ``verdict``: rule R's decision
+    on it, when it was already taken."""
     if isinstance(fault, _NEVER):
         return False
     if not (isinstance(fault, PersistentOutage) or fault.is_transient):
         return False
-    return not rule.effect.is_write or decide(fault, rule).safety in _WRITE_SAFE
+    return not rule.effect.is_write or (verdict or decide(fault, rule)).safety in _WRITE_SAFE
 
 
 class Fallback:
@@ -91,7 +92,7 @@ class Fallback:
         try:
             return await call_next(call)
         except Fault as fault:
-            if not falls_back(fault, self._rule):
+            if not falls_back(fault, self._rule, verdict_of(call, fault)):
                 raise
             original = fault
         tried: list[dict[str, Any]] = []
@@ -99,8 +100,7 @@ class Fallback:
             result = await self._try(call, name, original, tried)
             if result is not None:
                 return result
-        original.details["fallback_tried"] = tried
-        raise original
+        raise original.with_details(fallback_tried=tried)
 
     async def _try(
         self, call: ToolCall, name: str, fault: Fault, tried: list[dict[str, Any]]

@@ -42,7 +42,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..call.chain import CallNext, ToolCall
+from ..call.chain import CallNext, Decision, ToolCall, Verdict
 from ..call.fingerprint import fingerprint
 from ..faults import (
     BudgetExhausted,
@@ -57,7 +57,7 @@ from ..faults import (
 from ..faults.error_results import answered_by_tool
 from ..policy import SessionRule
 from ..verdict.observations import capped_content
-from ..verdict.repeat import decide
+from ..verdict.repeat import decide, verdict_of
 
 Fingerprint = str
 """``fingerprint.fingerprint(call)``: identical calls (upstream, tool, canonical arguments) have equal ones."""
@@ -69,6 +69,8 @@ _PERSON_DECIDES = frozenset({"declined", "cancelled", "unavailable"})
 class FailureRecord:
     fault: Fault
     """The last fault this identical call ended with."""
+    verdict: Verdict
+    """Rule R's decision on it, as the failed call held it (re-decided only under another policy's rule)."""
     count: int
     """Identical calls that failed, the short-circuited ones included."""
     last_failed_at: float
@@ -163,12 +165,14 @@ class Guard:
             raise self._short_circuit(call, state, key, record)
         try:
             result = await call_next(call)
-        except Fault as fault:
+        except Fault as failed:
             state.calls_failed += 1
-            self._record_failure(call, state, key, fault)
+            fault = self._record_failure(call, state, key, failed)
             if answered_by_tool(fault):  # a read the server answered, "not found" included, shows the state
                 self._record_verification(call, state)
-            raise
+            if fault is failed:
+                raise
+            raise fault from failed.__cause__
         except Exception:
             state.calls_failed += 1
             raise
@@ -219,8 +223,9 @@ class Guard:
     def _blocks(self, record: FailureRecord, call: ToolCall) -> bool:
         if record.retry_after_ms is not None:
             return (self._clock() - record.last_failed_at) * 1000 < record.retry_after_ms
-        fault = record.fault
-        verdict = decide(fault, call.rule)  # rule R: can an identical call help (its safety is idempotency's)
+        fault, held = record.fault, record.verdict
+        # rule R: can an identical call help (its safety is idempotency's)
+        verdict = held.decision if held.rule is call.rule else decide(fault, call.rule)
         if verdict.reason == "reread_once":
             return record.count > verdict.max_repeats
         if fault.details.get("basis") == "unrecognised":
@@ -235,23 +240,27 @@ class Guard:
         call.record.decided_by = "guard"
         record.count += 1
         state.failures.move_to_end(key)
-        clone = _copy_fault(record.fault)
-        clone.details.update(repeat_count=record.count - 1, short_circuited=True)
-        clone.retry_safety, clone.side_effect_status, clone.max_retry = RetrySafety.NOT_SENT, SideEffectStatus.NONE, 0
+        fault = record.fault
+        retry_after_ms = fault.retry_after_ms
         if record.retry_after_ms is not None:
             elapsed_ms = int((self._clock() - record.last_failed_at) * 1000)
-            clone.retry_after_ms = max(record.retry_after_ms - elapsed_ms, 1)
-            wait = f" Wait at least {clone.retry_after_ms} ms before trying it again."
+            retry_after_ms = max(record.retry_after_ms - elapsed_ms, 1)
+            wait = f" Wait at least {retry_after_ms} ms before trying it again."
         else:
             wait = " Repeating it unchanged will fail the same way."
-        clone.suggestion = (
-            f"This identical call already failed ({record.fault.fault_type}) and was not sent again.{wait} "
-            + (record.fault.suggestion or "Change the arguments or take a different approach.")
+        clone = fault.replace(
+            details={**fault.details, "repeat_count": record.count - 1, "short_circuited": True},
+            retry_safety=RetrySafety.NOT_SENT,
+            side_effect_status=SideEffectStatus.NONE,
+            max_retry=0,
+            retry_after_ms=retry_after_ms,
+            suggestion=f"This identical call already failed ({fault.fault_type}) and was not sent again.{wait} "
+            + (fault.suggestion or "Change the arguments or take a different approach."),
         )
-        self._escalate(clone, record.count, call)
-        return clone
+        return self._escalate(clone, record.count, verdict_of(call, clone))
 
-    def _record_failure(self, call: ToolCall, state: SessionState, key: Fingerprint, fault: Fault) -> None:
+    def _record_failure(self, call: ToolCall, state: SessionState, key: Fingerprint, fault: Fault) -> Fault:
+        """Remember this failure of an identical call; the fault as it leaves (its repeat count, escalated)."""
         previous = state.failures.get(key)
         count = previous.count + 1 if previous is not None else 1
         held = previous.held if previous is not None else 0
@@ -259,27 +268,30 @@ class Guard:
             count, held = count - held, 0  # verified since: the held calls never ran, they were not repeats
         if _held_unsent(call, fault):
             held += 1
+        verdict = verdict_of(call, fault)
         if previous is not None:
-            fault.details.setdefault("repeat_count", count - 1)
-            self._escalate(fault, count, call)
+            fault = self._escalate(fault.with_details(keep=True, repeat_count=count - 1), count, verdict)
+        decided = Verdict(call.rule, fault.verdict_inputs, verdict)
         now = self._clock()
-        record = FailureRecord(_kept(fault), count, now, fault.retry_after_ms, call.name, held, self._wall())
+        record = FailureRecord(_kept(fault), decided, count, now, fault.retry_after_ms, call.name, held, self._wall())
         self._guards.remember(state, key, record)
+        return fault
 
     def _verified_after(self, call: ToolCall, previous: FailureRecord) -> bool:
         verify = call.rule.verify_with.tool if call.rule.verify_with is not None else None
         return self._guards.verified_since(call.session_id, call.upstream, verify, previous.failed_wall) is not None
 
-    def _escalate(self, fault: Fault, count: int, call: ToolCall) -> None:
-        verdict = decide(fault, call.rule)
+    def _escalate(self, fault: Fault, count: int, verdict: Decision) -> Fault:
+        """``fault`` (whose rule R decision is ``verdict``), told to stop once the loop threshold is reached."""
         if verdict.reason == "reread_once":  # the re-read rule R allows is not a loop
             count -= verdict.max_repeats
-        if count >= self._rule.loop_threshold:
-            fault.repair_action = RepairAction.ABORT
-            fault.suggestion = (
-                f"This identical call has now failed {count} times: stop repeating it. Take a different approach, "
-                "or tell the user what is blocking you."
-            )
+        if count < self._rule.loop_threshold:
+            return fault
+        return fault.replace(
+            repair_action=RepairAction.ABORT,
+            suggestion=f"This identical call has now failed {count} times: stop repeating it. Take a different "
+            "approach, or tell the user what is blocking you.",
+        )
 
     def snapshot(self, session_id: str) -> dict[str, Any]:
         """Session context for L3 observations: remaining budgets and the most recent failed calls."""
@@ -324,19 +336,8 @@ def _kept(fault: Fault) -> Fault:
     result = fault.upstream_result
     if not isinstance(result, types.CallToolResult):
         return fault
-    kept = _copy_fault(fault)
-    kept.upstream_result = result.model_copy(
-        update={"content": capped_content(list(result.content), KEPT_RESULT_BYTES)}
+    message = fault.upstream_message
+    return fault.replace(
+        upstream_result=result.model_copy(update={"content": capped_content(list(result.content), KEPT_RESULT_BYTES)}),
+        upstream_message=message[:KEPT_RESULT_BYTES] if message is not None else None,
     )
-    if kept.upstream_message is not None:
-        kept.upstream_message = kept.upstream_message[:KEPT_RESULT_BYTES]
-    return kept
-
-
-def _copy_fault(fault: Fault) -> Fault:
-    """A fresh instance of the same class with the same facts, built without calling a subclass's ``__init__``."""
-    clone = type(fault).__new__(type(fault))
-    clone.__dict__.update(fault.__dict__)
-    clone.args = fault.args
-    clone.details = dict(fault.details)
-    return clone

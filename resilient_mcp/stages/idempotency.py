@@ -61,7 +61,6 @@ explicit). A store that fails is logged and the call runs unguarded rather than 
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 import time
@@ -74,7 +73,7 @@ import anyio
 import mcp_types as types
 import structlog
 
-from ..call.chain import CallNext, ToolCall
+from ..call.chain import CallNext, Decision, ToolCall
 from ..call.meta import REPLAY_META
 from ..faults import (
     Fault,
@@ -92,7 +91,7 @@ from ..state import IdempotencyRecord, IdempotencyStore, StateUnavailable
 from ..state.index import Claim
 from ..state.stored_outputs import owner_principal
 from ..text.canonical import canonical_json
-from ..verdict.repeat import decide, decide_outcome_unknown
+from ..verdict.repeat import decide_outcome_unknown, verdict_of
 from .guard import SessionGuards
 
 log = structlog.get_logger(__name__)
@@ -253,7 +252,8 @@ class Idempotency:
         try:
             result = await call_next(self._forward(call, key))
         except Fault as fault:
-            await self._settle(key, reissuable=_reissuable(fault, call.rule, derived=key.marker is not None))
+            reissuable = _reissuable(fault, verdict_of(call, fault), derived=key.marker is not None)
+            await self._settle(key, reissuable=reissuable)
             raise
         except BaseException:  # cancelled, or a bug: the call may have been sent
             await self._settle(key, reissuable=False)
@@ -387,9 +387,7 @@ class Idempotency:
             return _replay(call, key, flight.result, flight.started_at)
         error = flight.error
         if isinstance(error, Fault):
-            shared = copy.copy(error)
-            shared.details = {**error.details, "shared_with_identical_call": True}
-            raise shared
+            raise error.with_details(shared_with_identical_call=True)
         raise self._outcome_unknown(call, key, None, flight.started_at)
 
     # --- keys and refusals --------------------------------------------------------------------------------------
@@ -513,15 +511,15 @@ def upstream_identity(config: object) -> str:
     return hashlib.sha256(canonical_json(parts).encode()).hexdigest()[:16]
 
 
-def _reissuable(fault: Fault, rule: ToolRule, *, derived: bool = False) -> bool:
+def _reissuable(fault: Fault, verdict: Decision, *, derived: bool = False) -> bool:
     """Whether an identical call may run after this failure (its record is released rather than kept unknown).
 
     Explicit keys: only when the failed call provably changed nothing (rule R's ``nothing_done``). Derived keys:
     also when the tool itself answered with a failure (an ``isError`` result, ``executed_failed``): its outcome is
     what the server said, not unknown (a timeout, a lost connection, a chained proxy's unknown outcome are), and a
     repeat is the host's decision (the loop guard answers identical failures that cannot change). An untrusted
-    server's claim that a write did not run is not such an answer: rule R counts it as maybe executed."""
-    verdict = decide(fault, rule)
+    server's claim that a write did not run is not such an answer: rule R counts it as maybe executed (``verdict``:
+    rule R's decision on ``fault``)."""
     if verdict.nothing_done:
         return True
     if not derived or verdict.reason == "untrusted_claim":

@@ -15,7 +15,9 @@ The full result is stored (``OutputStore``: bounded, expiring) under a handle, a
 offset=..., length=...)]`` and ``_meta["io.github.resilient-mcp/truncated"] = {handle, original_bytes, kept_bytes,
 items_dropped, resume_offset, uri}``. The proxy's notes are not counted in the caps. The stored text reads in pages
 through the proxy tool ``read_stored_output`` and whole as the resource ``resilient-mcp://outputs/{handle}``
-(``stored_outputs.StoredOutputs``).
+(``stored_outputs.StoredOutputs``). The first capped (or oversized) result the stage sees, its own or one from
+inside (a cached one, a chained proxy's), calls ``announce`` (the pipeline's ``announce_outputs``): the proxy lists
+``read_stored_output`` from then on (a scheduled rebuild and ``tools/list_changed``, never run inside the call).
 
 Tools with an ``outputSchema`` (the documented default): structuredContent counts first and is kept whole when it
 fits the cap; text items are cut around it. When it does not fit it cannot be kept (cutting it would break the
@@ -39,6 +41,7 @@ once, rule R), unknown for a write (verify it).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -63,8 +66,7 @@ from ..state.stored_outputs import (
     StoredOutputs,
     build_manifest,
 )
-from ..text.cut import SEPARATOR, cut_text, item_text, json_shape, utf8_head
-from ..text.utf8 import utf8_len
+from ..text.cut import SEPARATOR, cut_text, item_text, json_shape, utf8_head, utf8_len
 from .invariants import Invariants
 
 __all__ = [
@@ -99,6 +101,10 @@ class _Capped:
     """A JSON text was cut after a complete value and its open brackets closed by the proxy."""
 
 
+def _nothing() -> None:
+    return None
+
+
 class OutputCap:
     """The output stage; see the module docstring."""
 
@@ -110,15 +116,24 @@ class OutputCap:
         *,
         invariants: ResultInvariants | None = None,
         read_only: bool = False,
+        announce: Callable[[], None] | None = None,
     ) -> None:
         self._rule, self._store = rule, store
+        self._announce = announce or _nothing
+        """Makes the proxy list ``read_stored_output`` (idempotent: the first capped result counts)."""
         self._schema = output_schema
         self._validator = _compile(output_schema) if rule.validate_output_schema else None
         self._invariants = Invariants(invariants) if invariants is not None else None
         self._read_only = read_only
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
-        result = await call_next(call)
+        try:
+            result = await call_next(call)
+        except OversizedResult:
+            self._announce()
+            raise
+        if result.meta and TRUNCATED_META in result.meta:  # capped inside: a cached result, a chained proxy's
+            self._announce()
         if result.is_error:
             return result
         if self._validator is not None:
@@ -175,6 +190,7 @@ class OutputCap:
             "uri": f"{OUTPUT_URI_PREFIX}{handle}" if handle else None,
         }
         shape = json_shape(result.structured_content) if sc_span else None
+        self._announce()
         if shape is not None and self._schema is not None:
             raise self._oversized(capped, facts, shape, sc_bytes)
         notes = [types.TextContent(text=self._note(facts, shape, capped.json_closed))]

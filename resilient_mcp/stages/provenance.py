@@ -133,7 +133,7 @@ class Provenance:
             texts = _texts(fault.upstream_result) if isinstance(fault.upstream_result, types.CallToolResult) else []
             if fault_hits := detect([*texts, fault.upstream_message or ""]):
                 self._taint.taint(call.session_id, fault_hits)
-                fault.details["untrusted_instructions"] = fault_hits
+                raise fault.with_details(untrusted_instructions=fault_hits) from fault.__cause__
             raise
         if result.is_error:
             return result

@@ -14,8 +14,8 @@ from typing import Any
 
 import mcp_types as types
 
-from ..faults import BY_TYPE, Fault, RetrySafety
-from ..faults.error_results import classify_text, result_text
+from ..faults import BY_TYPE, Fault
+from ..faults.error_results import answered, classify_text, result_text
 from ..faults.vocab import Basis
 from ..policy import ResultError
 from .invariants import ABSENT, result_data, value_at
@@ -69,11 +69,6 @@ def success_shaped_failure(
             details = {"basis": Basis.POLICY.value, "result_error": matched}
             fault = cls.of("tool_error_typed", fault_type=cls.fault_type, details=details)  # the class's defaults
         else:
-            fault = classify_text(head, tool)
-            fault.details["result_error"] = matched
-        if fault.retry_safety is RetrySafety.NOT_SENT:  # the upstream got the call and answered
-            fault.retry_safety = RetrySafety.REJECTED
-        fault.upstream_result = result
-        fault.upstream_message = text
-        return fault
+            fault = classify_text(head, tool).with_details(result_error=matched)
+        return answered(fault, result, text)
     return None

@@ -1,9 +1,10 @@
 """The retry stage: classified retries of one tool call inside one overall deadline, and the per-upstream retry budget.
 
-Rule R (``docs/fault-catalog.md`` §3, ``repeat.decide``) decides whether a failed attempt may be repeated; this stage
-adds its own limits::
+Rule R (``docs/fault-catalog.md`` §3, ``repeat.decide``) decides whether a failed attempt may be repeated (decided
+once per attempt, where the terminal classified its fault, and read from the call record); this stage adds its own
+limits::
 
-    decide(fault, rule).repeat ∧ deadline left ∧ retry token available
+    verdict_of(call, fault).repeat ∧ deadline left ∧ retry token available
 
 Attempts in all: ``retry.max_attempts`` (3) for faults that provably did not execute, ``max_attempts_maybe_executed``
 (2) once any attempt may have executed. Waits are full-jitter exponential (base 100 ms, cap 2 s); a ``Retry-After``
@@ -12,6 +13,8 @@ surfaced with ``details.retry_at`` instead. Each attempt gets ``call.attempt_tim
 which the terminal enforces (extended by upstream progress); the stage itself cuts the call at ``timeouts.total_s``.
 A maybe-executed fault of a write that cannot be repeated safely is never retried and leaves as outcome unknown,
 repair ``verify_state``. Every attempt is listed in ``call.record.attempts``. Cancellation is never a failure.
+Faults are immutable: what this stage says of the failure that leaves it (``retry_stopped``, ``retry_at``, an
+untrusted claim or an earlier attempt that may have run) is a fault derived from the last attempt's, in ``_surface``.
 
 The loop is tenacity's ``AsyncRetrying``; its strategies are built once per stage and read the per-call state from
 the ``_Run`` passed as the wrapped function's argument, so the stage keeps no per-call state on ``self``. The first
@@ -26,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
@@ -40,7 +43,7 @@ from ..call.chain import Attempt, CallNext, ToolCall
 from ..call.hostcontext import timing
 from ..faults import AttemptTimeout, Fault, RepairAction, RetrySafety, SideEffectStatus
 from ..policy import ToolRule
-from ..verdict.repeat import Decision, decide
+from ..verdict.repeat import verdict_of
 
 log = structlog.get_logger(__name__)
 
@@ -102,8 +105,8 @@ class _Run:
     delay_ms: int | None = None
     cut_in_attempt: bool = False
     last_fault: Fault | None = None
-    verdict: Decision | None = None
-    """Rule R's verdict on ``last_fault``, taken once when it was classified."""
+    stopped: tuple[Fault, str] | None = None
+    """Why the retries stopped at this fault (``details.retry_stopped`` of the fault that leaves)."""
     first_fault: Fault | None = None
     """The fault of the attempt made before the loop, which the loop's first attempt re-raises."""
 
@@ -154,8 +157,14 @@ def _fault_of(retry_state: RetryCallState) -> BaseException | None:
 def _note_stop(retry_state: RetryCallState, reason: str) -> bool:
     fault = _fault_of(retry_state)
     if isinstance(fault, Fault):
-        fault.details.setdefault("retry_stopped", reason)
+        _stop(_run_of(retry_state), fault, reason)
     return True
+
+
+def _stop(run: _Run, fault: Fault, reason: str) -> None:
+    """Note why the retries stopped at ``fault`` (the first reason given for it stands)."""
+    if run.stopped is None or run.stopped[0] is not fault:
+        run.stopped = (fault, reason)
 
 
 class Retry:
@@ -201,16 +210,14 @@ class Retry:
                 result: types.CallToolResult = await self._retrying.copy()(self._attempt, run)
                 return result
             except Fault as failed:
-                self._surface(failed, run)
-                raise
+                raise self._surface(failed, run) from failed.__cause__
         # the total deadline passed: during an attempt (a timeout of that attempt) or while waiting to retry
         if not run.cut_in_attempt and run.last_fault is not None:
             fault: Fault = run.last_fault
         else:
             fault = self._deadline_fault(total_s, sent=run.cut_in_attempt)
             self._classify(run, fault)
-        self._surface(fault, run)
-        raise fault
+        raise self._surface(fault, run)
 
     # --- one attempt ----------------------------------------------------------------------------------------------
 
@@ -254,20 +261,12 @@ class Retry:
         run.call.record.attempts.append(Attempt(n, outcome, elapsed_ms, fault_type, run.delay_ms))
 
     def _classify(self, run: _Run, fault: Fault) -> None:
-        """Budget accounting and the outcome-unknown verdict for a failed attempt."""
+        """Budget accounting for a failed attempt, and whether it may have executed (rule R's decision on it)."""
         run.last_fault = fault
         if fault.counts_against_upstream and not fault.tool_level:  # one tool that throws leaves its siblings' budget
             self._budgets.on_failure(run.call.upstream)
-        verdict = run.verdict = decide(fault, self._tool_rule)
-        if verdict.safety is RetrySafety.MAYBE_EXECUTED:
+        if verdict_of(run.call, fault).safety is RetrySafety.MAYBE_EXECUTED:
             run.maybe_executed = True
-            if verdict.reason == "untrusted_claim":  # the upstream says it did not run; a write is not retried on it
-                fault.details.setdefault("upstream_claimed", fault.retry_safety.value)
-                fault.retry_safety = RetrySafety.MAYBE_EXECUTED
-            if not verdict.safe:
-                fault.side_effect_status = SideEffectStatus.UNKNOWN
-                fault.repair_action = RepairAction.VERIFY_STATE
-                fault.max_retry = 0
 
     # --- tenacity strategies --------------------------------------------------------------------------------------
 
@@ -275,17 +274,17 @@ class Retry:
         fault = _fault_of(retry_state)
         if not isinstance(fault, Fault) or not self._rule.enabled:
             return False  # cancellation, bugs
-        verdict = _run_of(retry_state).verdict or decide(fault, self._tool_rule)
+        run = _run_of(retry_state)
+        verdict = verdict_of(run.call, fault)
         if verdict.reason == "reread_once":  # a result that broke its promise: the model re-reads it, once
             return False
         if not verdict.repeat:  # caller mistakes, policy refusals, permanent faults, unsafe repeats
             if fault.is_transient and verdict.reason != "caller_must_change":
-                fault.details.setdefault("retry_stopped", verdict.reason)
+                _stop(run, fault, verdict.reason)
             return False
-        run = _run_of(retry_state)
         reason = self._refusal(run, fault)
         if reason is not None:
-            fault.details.setdefault("retry_stopped", reason)
+            _stop(run, fault, reason)
             return False
         return True
 
@@ -346,13 +345,33 @@ class Retry:
         )
 
     @staticmethod
-    def _surface(fault: Fault, run: _Run) -> None:
-        if run.maybe_executed and fault.retry_safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED):
+    def _surface(fault: Fault, run: _Run) -> Fault:
+        """The fault the call leaves with: the last attempt's, with what the retries found out about it."""
+        changes: dict[str, Any] = {}
+        facts: dict[str, Any] = {}
+        verdict = verdict_of(run.call, fault)
+        if verdict.safety is RetrySafety.MAYBE_EXECUTED:
+            if verdict.reason == "untrusted_claim":  # the upstream says it did not run; a write is not retried on it
+                if "upstream_claimed" not in fault.details:
+                    facts["upstream_claimed"] = fault.retry_safety.value
+                changes["retry_safety"] = RetrySafety.MAYBE_EXECUTED
+            if not verdict.safe:  # the outcome is unknown: verify before anything else
+                changes |= {
+                    "side_effect_status": SideEffectStatus.UNKNOWN,
+                    "repair_action": RepairAction.VERIFY_STATE,
+                    "max_retry": 0,
+                }
+        if run.stopped is not None and run.stopped[0] is fault and "retry_stopped" not in fault.details:
+            facts["retry_stopped"] = run.stopped[1]
+        safety = changes.get("retry_safety", fault.retry_safety)
+        if run.maybe_executed and safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED):
             # An earlier attempt may have run: the call as a whole did not provably do nothing, whatever the last
             # attempt says (idempotency, fallback and the model must not take it for "nothing was sent").
-            fault.retry_safety = RetrySafety.MAYBE_EXECUTED
-            fault.side_effect_status = SideEffectStatus.UNKNOWN
-            fault.details["earlier_attempt_maybe_executed"] = True
+            changes |= {"retry_safety": RetrySafety.MAYBE_EXECUTED, "side_effect_status": SideEffectStatus.UNKNOWN}
+            facts["earlier_attempt_maybe_executed"] = True
         if fault.retry_after_ms is not None and "retry_at" not in fault.details:
             at = datetime.fromtimestamp(time.time() + fault.retry_after_ms / 1000, UTC)
-            fault.details["retry_at"] = at.isoformat(timespec="seconds")
+            facts["retry_at"] = at.isoformat(timespec="seconds")
+        if not changes and not facts:
+            return fault
+        return fault.replace(details={**fault.details, **facts}, **changes)

@@ -50,7 +50,7 @@ import mcp_types as types
 import structlog
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..text.utf8 import iter_utf8, utf8_len
+from ..text.cut import iter_utf8, utf8_len
 from . import sqlite as sql
 from .index import Claim, Held, IdempotencyIndex, SoleUser
 from .sqlite import StateError, StateLimits

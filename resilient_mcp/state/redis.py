@@ -62,7 +62,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..text.utf8 import iter_utf8, utf8_len
+from ..text.cut import iter_utf8, utf8_len
 from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
 from .index import Claim
 from .sqlite import AUDIT_FIELDS

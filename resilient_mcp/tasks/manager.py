@@ -3,7 +3,7 @@
 A 2026-07-28 host that declares ``io.modelcontextprotocol/tasks`` may get a ``CreateTaskResult`` for a
 ``tools/call``: when the tool's rule says ``task.mode: always``, or when the call is still running after
 ``task.after_s`` (``auto``). The call itself is unchanged: it runs once, through the same chain, in the proxy's own
-task group (``upstream.bridge``, which already runs a 2026-07-28 host's call detached from its request so that the
+task group (``bridge``, which already runs a 2026-07-28 host's call detached from its request so that the
 upstream can ask questions). From the moment the task is created the proxy owns it:
 
 * its record (``store.TaskRecord``) is written to the state store *before* the ``CreateTaskResult`` goes out, and
@@ -39,7 +39,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..policy import TaskRule, TasksPolicy
 from ..state.tasks import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore, iso
-from ..upstream.bridge import Bridge, WorkCancelled
+from .bridge import Bridge, WorkCancelled
 
 log = structlog.get_logger(__name__)
 

@@ -1,5 +1,7 @@
-"""Cutting text to a byte budget without breaking it, and describing JSON values by their shape.
+"""Text as UTF-8 bytes: measured and encoded without a whole copy, cut to a byte budget without breaking it, and JSON
+values described by their shape.
 
+- ``utf8_len``, ``iter_utf8``: a text's length in UTF-8 bytes without encoding it, and its encoding chunk by chunk;
 - ``utf8_head``: the longest prefix within a UTF-8 byte budget, never splitting a character;
 - ``cut_text``: the same, but a text that is a JSON document is cut after its last complete value (or an opening
   bracket) and its open arrays and objects are closed, so the head is valid JSON and no token is ever split;
@@ -13,11 +15,10 @@ large the text.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import mcp_types as types
-
-from .utf8 import utf8_len
 
 SEPARATOR = "\n\n"
 """Between the texts of two content items in a stored output."""
@@ -27,6 +28,21 @@ _TOKEN = re.compile(r'\s+|"(?:[^"\\]++|\\.)*+"|[{}\[\],:]|-?\d+(?:\.\d+)?(?:[eE]
 _MAX_DEPTH = 64
 _SHAPE_KEYS = 20
 _SHAPE_DEPTH = 3
+_CHUNK_CHARS = 64 * 1024
+
+
+def iter_utf8(parts: Iterable[str], chunk_chars: int = _CHUNK_CHARS) -> Iterator[bytes]:
+    """``parts`` encoded as UTF-8, chunk by chunk (never a whole copy). Lone surrogates become ``?``."""
+    for part in parts:
+        for i in range(0, len(part), chunk_chars):
+            yield part[i : i + chunk_chars].encode("utf-8", "replace")
+
+
+def utf8_len(text: str) -> int:
+    """Length of ``text`` in UTF-8 bytes, as ``iter_utf8`` encodes it, without encoding it whole."""
+    if text.isascii():
+        return len(text)
+    return sum(len(chunk) for chunk in iter_utf8((text,)))
 
 
 def item_text(item: Any) -> str | None:

@@ -6,8 +6,8 @@ reports as "connection lost" (``C2``, maybe executed) and which tears a ``type: 
 sits under the SDK's httpx client and bounds every body as it arrives:
 
 - a JSON (or any non-SSE) body is read up to the limit; past it the upstream's response is closed (the rest is never
-  read) and the request gets the stand-in error ``stdio.oversized_response`` that ``Upstream.call_tool`` turns into
-  ``E4_oversized_result`` (the result was produced; it is too large);
+  read) and the request gets the stand-in error ``stdio.oversized_response`` that the exception seam (``errors``) turns
+  into ``E4_oversized_result`` (the result was produced; it is too large);
 - an SSE stream is passed on one complete event at a time (line endings normalised to ``\\n``); an event over the
   limit is not kept. On a POST (streamable HTTP: the stream answers that request) the stream ends there with the
   stand-in error for the request's id. On a GET stream (the legacy SSE transport's, or streamable HTTP's standalone

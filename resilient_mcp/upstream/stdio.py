@@ -10,10 +10,10 @@ Here:
 
 - the reader keeps the parts of the current line and joins them once, at its newline (linear time); a message of
   more than ``max_message_bytes`` is not kept: the rest of its line is read and dropped as it arrives (memory stays
-  bounded), and the request it answers gets an error response tagged ``OVERSIZED_META`` that ``Upstream.call_tool``
-  turns into an ``E4_oversized_result`` observation instead of letting the call run into its timeout. The answered
-  request is found from the message's ``"id"`` (read from its first or last bytes), or, failing that, is the one
-  request in flight;
+  bounded), and the request it answers gets an error response tagged ``OVERSIZED_META`` that the exception seam
+  (``errors.to_fault``) turns into an ``E4_oversized_result`` observation instead of letting the call run into its
+  timeout. The answered request is found from the message's ``"id"`` (read from its first or last bytes), or,
+  failing that, is the one request in flight;
 - large lines are parsed in a worker thread, so the event loop serves other sessions meanwhile;
 - stopping (restart, EOF, SIGTERM of the proxy, an upstream that exits) follows the spec's order (close stdin, wait
   up to 2 s) and then *always* terminates the process group (SIGTERM, SIGKILL after 2 s), even when the server
@@ -232,98 +232,112 @@ async def stdio_upstream(
 
     A process ``prestart`` started for exactly this command line, environment and directory is adopted instead of
     starting another (only with ``tail``, whose piped stderr it was started with)."""
-    argv = [command, *args]
+    process, watchdog = await _start([command, *args], env, cwd, tail, errlog)
+    pump = _Pump(process, max_message_bytes, tail, errlog)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pump.read)
+        tg.start_soon(pump.write)
+        if tail is not None:
+            tg.start_soon(pump.relay_stderr)
+        try:
+            yield pump.read_stream, pump.write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                pump.read_stream.close()
+                pump.write_stream.close()
+                await _stop(process, watchdog, pump.stderr_done if tail is not None else None)
+            tg.cancel_scope.cancel()
+
+
+async def _start(
+    argv: list[str], env: dict[str, str], cwd: str | None, tail: StderrTail | None, errlog: Any
+) -> tuple[anyio.abc.Process, Watchdog]:
+    """The server's process (adopted from ``prestart``, or started in its own group) and its watchdog."""
     started = adopt(argv, env, cwd) if tail is not None else None
     if started is not None:
-        process, watchdog = started
-        log.debug("upstream_prestart_adopted", pid=process.pid)
-    else:
-        await stop_unadopted()  # started for a command line nobody asks for
-        stderr: Any = subprocess.PIPE if tail is not None else (sys.stderr if errlog is None else errlog)
-        process = await anyio.open_process(argv, env=env, cwd=cwd, stderr=stderr, start_new_session=True)
-        watchdog = None
-        try:
-            watchdog = await _arm_watchdog(process.pid)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await _stop(process, None)
-            raise
-    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-    in_flight = _InFlight()
-    assert process.stdout is not None and process.stdin is not None
-    stdout, stdin = process.stdout, process.stdin
+        log.debug("upstream_prestart_adopted", pid=started[0].pid)
+        return started
+    await stop_unadopted()  # started for a command line nobody asks for
+    stderr: Any = subprocess.PIPE if tail is not None else (sys.stderr if errlog is None else errlog)
+    process = await anyio.open_process(argv, env=env, cwd=cwd, stderr=stderr, start_new_session=True)
+    try:
+        return process, await _arm_watchdog(process.pid)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _stop(process, None)
+        raise
 
-    async def deliver(item: SessionMessage | Exception) -> None:
+
+class _Pump:
+    """The session's side of one server process: its stdout read into messages, messages written to its stdin, its
+    stderr relayed (and its end kept in ``tail``)."""
+
+    def __init__(self, process: anyio.abc.Process, limit: int, tail: StderrTail | None, errlog: Any) -> None:
+        assert process.stdout is not None and process.stdin is not None
+        self._process, self._limit, self._tail, self._errlog = process, limit, tail, errlog
+        self._to_session, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        self.write_stream, self._from_session = anyio.create_memory_object_stream[SessionMessage](0)
+        self._in_flight = _InFlight()
+        self.stderr_done = anyio.Event()
+
+    async def _deliver(self, item: SessionMessage | Exception) -> None:
         if isinstance(item, SessionMessage):
-            in_flight.answered(item.message)
+            self._in_flight.answered(item.message)
         else:
             log.warning("upstream_message_unreadable", error=str(item)[:500])
-        await to_session.send(item)
+        await self._to_session.send(item)
 
-    async def on_line(line: bytes) -> None:
+    async def _on_line(self, line: bytes) -> None:
         if line.strip():
             item = await parse_line(line)
-            if tail is not None and not isinstance(item, SessionMessage):
-                tail.unreadable(line)
-            await deliver(item)
+            if self._tail is not None and not isinstance(item, SessionMessage):
+                self._tail.unreadable(line)
+            await self._deliver(item)
 
-    async def on_oversized(big: _Oversized) -> None:
-        request_id = in_flight.match(big.message_id())
+    async def _on_oversized(self, big: _Oversized) -> None:
+        request_id = self._in_flight.match(big.message_id())
         log.warning(
             "upstream_message_oversized",
             size_bytes=big.size,
-            max_message_bytes=max_message_bytes,
+            max_message_bytes=self._limit,
             answered_request=request_id is not None,
         )
         if request_id is not None:
-            await deliver(oversized_response(request_id, big.size, max_message_bytes))
+            await self._deliver(oversized_response(request_id, big.size, self._limit))
 
-    async def reader() -> None:
+    async def read(self) -> None:
+        stdout = self._process.stdout
+        assert stdout is not None
         try:
-            async with to_session:
-                await read_lines(lambda: stdout.receive(_CHUNK), max_message_bytes, on_line, on_oversized)
+            async with self._to_session:
+                await read_lines(lambda: stdout.receive(_CHUNK), self._limit, self._on_line, self._on_oversized)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
             pass  # the session or the pipe is gone: the read stream's end tells the session
 
-    async def writer() -> None:
+    async def write(self) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
         try:
-            async with from_session:
-                async for message in from_session:
-                    in_flight.sent(message.message)
+            async with self._from_session:
+                async for message in self._from_session:
+                    self._in_flight.sent(message.message)
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await stdin.send(data.encode() + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await to_session.aclose()  # the server stopped reading: the session sees the end, not a hang
+            await self._to_session.aclose()  # the server stopped reading: the session sees the end, not a hang
 
-    stderr_done = anyio.Event()
-
-    async def relay_stderr() -> None:
+    async def relay_stderr(self) -> None:
         """The server's stderr to the proxy's (or ``errlog``), its end kept in ``tail``; written as the proxy's own
         log lines are (so a server is held up by a full stderr exactly as it was when it wrote there itself)."""
-        assert process.stderr is not None and tail is not None
-        fd = errlog.fileno() if errlog is not None else 2
+        assert self._process.stderr is not None and self._tail is not None
+        fd = self._errlog.fileno() if self._errlog is not None else 2
         try:
-            while chunk := await _receive_or_end(process.stderr):
-                tail.add(chunk)
+            while chunk := await _receive_or_end(self._process.stderr):
+                self._tail.add(chunk)
                 with suppress(OSError):
                     _write_all(fd, chunk)
         finally:
-            stderr_done.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(reader)
-        tg.start_soon(writer)
-        if tail is not None:
-            tg.start_soon(relay_stderr)
-        try:
-            yield read_stream, write_stream
-        finally:
-            with anyio.CancelScope(shield=True):
-                read_stream.close()
-                write_stream.close()
-                await _stop(process, watchdog, stderr_done if tail is not None else None)
-            tg.cancel_scope.cancel()
+            self.stderr_done.set()
 
 
 async def stop_unadopted() -> None:

@@ -43,7 +43,7 @@ from ..faults import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, S
 from ..faults.error_results import FAULT_META_KEY
 from ..policy import ObservationLevel
 from ..text.cut import utf8_head
-from .repeat import decide
+from .repeat import verdict_of
 from .suggestions import suggestion_for
 
 __all__ = [
@@ -79,7 +79,7 @@ def _fill(template: Any, args: Mapping[str, Any]) -> Any:
 def plan_repair(fault: Fault, call: ToolCall) -> tuple[RepairAction, int, dict[str, Any] | None]:
     """The repair action and useful identical retries for this fault on this tool, and the filled verify call."""
     action, max_retry = fault.repair_action, fault.max_retry
-    verdict = decide(fault, call.rule)
+    verdict = verdict_of(call, fault)
     unknown = fault.side_effect_status is SideEffectStatus.UNKNOWN or verdict.reason == "untrusted_claim"
     if verdict.safety is RetrySafety.MAYBE_EXECUTED and not verdict.safe and unknown:
         if action not in _STOPS:
@@ -135,7 +135,7 @@ def observation_dict(seen: Observed) -> dict[str, Any]:
         "fault_category": fault.category.value,
         "fault_type": fault.fault_type,
         "is_transient": fault.is_transient,
-        "retry_safety": decide(fault, call.rule).safety.value,
+        "retry_safety": verdict_of(call, fault).safety.value,
         "code": fault.code,
         "upstream_message": _upstream(fault, seen.upstream_message_chars),
     }

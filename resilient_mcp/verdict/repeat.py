@@ -21,13 +21,19 @@ upstream without ``trust_annotations: true`` that claim is not believed: the cal
 The retry stage (proxy retries, plus deadline and budget checks of its own), the fallback stage (a write falls back
 only when nothing ran), the loop guard (an identical failed call is let through only when it can help), the
 idempotency stage (a record is released only when nothing ran) and the observation (``repair_action`` and
-``max_retry``) all read ``decide``; none of them has its own copy of the rule.
+``max_retry``) all read the decision; none of them has its own copy of the rule.
+
+**Decided once per fault.** ``verdict_of(call, fault)`` decides where a fault is classified (the terminal, for each
+upstream attempt) and keeps the decision on the call record (``CallRecord.verdict``); every later reader of the same
+call gets it from there. Faults are immutable (``Fault.replace``), so a decision stays true of its fault; a stage
+that derives a fault without changing what rule R reads of it (``Fault.verdict_inputs``: adding details such as
+``retry_stopped``) keeps the decision, and one that changes a verdict (the retry stage's "an earlier attempt may have
+run") gets a new one, decided once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..call.chain import Decision, ToolCall, Verdict
 from ..faults import (
     ArgumentFault,
     ConnectionLost,
@@ -44,34 +50,11 @@ from ..faults import (
 )
 from ..policy import ToolRule
 
-__all__ = ["Decision", "decide", "decide_outcome_unknown"]
+__all__ = ["Decision", "decide", "decide_outcome_unknown", "verdict_of"]
 
 _NEVER_REPEATED = (ArgumentFault, PermissionFault, GuardFault, UnknownTool)
 _NOTHING_RAN = (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
 _NOTHING_DONE = (SideEffectStatus.NONE, SideEffectStatus.NOT_COMMITTED)
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Rule R's answer for one fault on one tool."""
-
-    repeat: bool
-    """An identical call may be sent again (by the proxy's retry, or by the agent): ``helps and safe``."""
-    safe: bool
-    """Sending it again cannot duplicate a side effect."""
-    helps: bool
-    """An identical call can succeed where this one failed."""
-    nothing_done: bool
-    """The failed call provably changed nothing (a write may fall back, its idempotency record may be released)."""
-    safety: RetrySafety
-    """The retry-safety class the proxy acts on: the fault's own, or ``maybe_executed`` when an untrusted upstream
-    claimed a write did not run."""
-    reason: str
-    """Why, as a stable token: ``not_sent``, ``rejected``, ``read_only``, ``write_idempotent``, ``key_forwarded``,
-    ``may_have_executed``, ``executed``, ``not_transient``, ``unrecognised``, ``caller_must_change``,
-    ``untrusted_claim``, ``reread_once``."""
-    max_repeats: int
-    """Identical repeats that can still help (the observation's ``max_retry``)."""
 
 
 def _untrusted_claim(fault: Fault, rule: ToolRule) -> bool:
@@ -133,3 +116,15 @@ def decide_outcome_unknown(rule: ToolRule) -> Decision:
     executed): the verdict on a sent-then-lost call of this tool. Safe only where repeating cannot duplicate the
     effect: reads, idempotent writes, and writes whose forwarded key the upstream honours."""
     return decide(ConnectionLost("outcome unknown"), rule)
+
+
+def verdict_of(call: ToolCall, fault: Fault) -> Decision:
+    """Rule R for ``fault`` on ``call``'s tool: the decision held on the call record when it is about this fault (or
+    one derived from it with the same ``verdict_inputs``), else decided now and held there."""
+    held = call.record.verdict
+    inputs = fault.verdict_inputs
+    if held is not None and held.rule is call.rule and held.inputs == inputs:
+        return held.decision
+    decision = decide(fault, call.rule)
+    call.record.verdict = Verdict(call.rule, inputs, decision)
+    return decision

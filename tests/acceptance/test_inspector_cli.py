@@ -3,7 +3,11 @@ eras against the conformance fixture directly and through ``resilient-mcp wrap``
 ``resilient-mcp serve --http``: tools/list, tools/call, resources, templates, prompts answer as they do directly.
 
 Installed by ``scripts/install-peers.sh``; the tests skip with the reason when it is not. The Inspector keeps state
-under ``$HOME/.mcp-inspector``: each test points ``HOME`` at its own scratch directory.
+under ``$HOME/.mcp-inspector``: each Inspector run gets a ``HOME`` of its own.
+
+The Inspector asks one thing per run, so a case is six runs: they run a few at a time (each a process of its own;
+over stdio each starts its own proxy, with its own state directory), and an HTTP proxy is started once per module
+for both eras.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,45 +81,67 @@ def _proxy_addition(item: Any) -> bool:
     return any(name.startswith(prefix) for name in names for prefix in PROXY_ADDITIONS)
 
 
-def _inspect(target: list[str], era: str, home: Path, args: list[str]) -> Any:
+Target = Callable[[Path], list[str]]
+"""What the Inspector is pointed at, given a scratch directory of the run's own: a command (stdio) or a URL."""
+
+AT_ONCE = 3
+"""Inspector runs at the same time (each a Node process, over stdio also a server or a proxy and its server)."""
+
+
+def _inspect(target: Target, era: str, scratch: Path, args: list[str]) -> Any:
+    home = scratch / "home"
+    home.mkdir(parents=True)
     argv = [str(node22_path()), str(INSPECTOR), "--cli", *args, "--format", "json", "-q", "--protocol-era", era]
     argv += ["--connect-timeout", str(int(STARTUP_S * 1000))]  # its default, 15 s, is short for a loaded machine
-    argv += ["--", *target] if not target[0].startswith("http") else [target[0]]
+    server = target(scratch)
+    argv += ["--", *server] if not server[0].startswith("http") else [server[0]]
     done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=120, env=child_env(home / "xdg", HOME=str(home)), cwd=REPO
+        argv, capture_output=True, text=True, timeout=120, env=child_env(scratch / "xdg", HOME=str(home)), cwd=REPO
     )
     assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
     return json.loads(done.stdout)["result"]
 
 
-def _answers(target: list[str], era: str, home: Path) -> dict[str, Any]:
-    return {name: _comparable(_inspect(target, era, home, args)) for name, args in CALLS}
+def _answers(target: Target, era: str, tmp: Path) -> dict[str, Any]:
+    """Every call of ``CALLS``, each in its own Inspector run and scratch directory, ``AT_ONCE`` at a time."""
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+        runs = {name: pool.submit(_inspect, target, era, tmp / f"{era}-{name}", args) for name, args in CALLS}
+        return {name: _comparable(run.result()) for name, run in runs.items()}
+
+
+def _direct(scratch: Path) -> list[str]:
+    return FIXTURE_ARGV
+
+
+def _wrap_stdio(scratch: Path) -> list[str]:
+    return [*proxy_argv("wrap", "--state-dir", str(scratch / "state")), "--", *FIXTURE_ARGV]
 
 
 @contextmanager
-def _target(kind: str, tmp: Path) -> Iterator[list[str]]:
-    """The command (stdio) or URL (HTTP) the Inspector is pointed at."""
-    state = tmp / "state"
-    if kind == "direct":
-        yield FIXTURE_ARGV
-    elif kind == "wrap-stdio":
-        yield [*proxy_argv("wrap", "--state-dir", str(state)), "--", *FIXTURE_ARGV]
+def _http_proxy(kind: str, tmp: Path) -> Iterator[Target]:
+    """A proxy over streamable HTTP (``wrap-http`` or ``serve-http``) in front of the fixture, until exit."""
+    state, port = tmp / "state", free_port()
+    if kind == "wrap-http":
+        argv = [*proxy_argv("wrap", "--state-dir", str(state), "--http", f"127.0.0.1:{port}"), "--", *FIXTURE_ARGV]
     else:
-        port = free_port()
-        if kind == "wrap-http":
-            argv = [*proxy_argv("wrap", "--state-dir", str(state), "--http", f"127.0.0.1:{port}"), "--", *FIXTURE_ARGV]
-        else:
-            config = write_yaml(
-                tmp / "proxy.yaml",
-                {
-                    "upstreams": {"fixture": {"command": FIXTURE_ARGV[0], "args": FIXTURE_ARGV[1:]}},
-                    "state_dir": str(state),
-                },
-            )
-            argv = proxy_argv("serve", "--config", str(config), "--http", f"127.0.0.1:{port}")
-        with running(argv, tmp / "proxy.err", env=child_env(tmp / "xdg")):
-            wait_until(lambda: http_get_status(f"http://127.0.0.1:{port}/healthz") == 200, 60, "proxy /healthz")
-            yield [f"http://127.0.0.1:{port}/mcp"]
+        config = write_yaml(
+            tmp / "proxy.yaml",
+            {"upstreams": {"fixture": {"command": FIXTURE_ARGV[0], "args": FIXTURE_ARGV[1:]}}, "state_dir": str(state)},
+        )
+        argv = proxy_argv("serve", "--config", str(config), "--http", f"127.0.0.1:{port}")
+    with running(argv, tmp / "proxy.err", env=child_env(tmp / "xdg")):
+        wait_until(lambda: http_get_status(f"http://127.0.0.1:{port}/healthz") == 200, STARTUP_S, "proxy /healthz")
+        yield lambda scratch: [f"http://127.0.0.1:{port}/mcp"]
+
+
+@pytest.fixture(scope="module", params=["wrap-stdio", "wrap-http", "serve-http"])
+def proxied(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """The proxy the Inspector goes through: over stdio a new one per run; over HTTP one for the module's cases."""
+    if request.param == "wrap-stdio":
+        yield _wrap_stdio
+    else:
+        with _http_proxy(request.param, tmp_path_factory.mktemp(request.param)) as target:
+            yield target
 
 
 _DIRECT: dict[str, dict[str, Any]] = {}
@@ -122,17 +149,13 @@ _DIRECT: dict[str, dict[str, Any]] = {}
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])
-@pytest.mark.parametrize("kind", ["wrap-stdio", "wrap-http", "serve-http"])
-def test_the_inspector_cli_gets_through_the_proxy_what_it_gets_directly(kind: str, era: str, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
+def test_the_inspector_cli_gets_through_the_proxy_what_it_gets_directly(
+    proxied: Target, era: str, tmp_path: Path
+) -> None:
     if era not in _DIRECT:
-        with _target("direct", tmp_path / "direct") as direct:
-            _DIRECT[era] = _answers(direct, era, home)
+        _DIRECT[era] = _answers(_direct, era, tmp_path / "direct")
     expected = _DIRECT[era]
-    (tmp_path / "proxied").mkdir()
-    with _target(kind, tmp_path / "proxied") as proxied:
-        through = _answers(proxied, era, home)
+    through = _answers(proxied, era, tmp_path / "proxied")
     tools = {tool["name"] for tool in expected["tools"]["tools"]}
     assert {"test_simple_text", "test_image_content", "test_input_required_result_sampling"} <= tools
     assert {r["uri"] for r in expected["resources"]["resources"]} >= {"test://static-text"}

@@ -340,7 +340,7 @@ async def test_a_write_answered_504_after_it_ran_is_not_retried_and_asks_to_veri
 
 
 # mcp 2.3's streamable HTTP client turns every non-2xx, non-404 answer to a POST into JSON-RPC -32603 and drops
-# the status and headers; upstream.py tags each tools/call POST and reads them back, so these are classified as
+# the status and headers; upstream/errors.py tags each tools/call POST and reads them back, so these are classified as
 # the HTTP status says (429/503 with Retry-After: waited for, and the write runs once).
 
 

@@ -7,13 +7,26 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.errors.accuracy import AXES, harms, overall, right, run
+from benchmarks.errors.accuracy import (
+    AXES,
+    HOLDOUT,
+    HOLDOUT_SHAPED,
+    frozen_verdicts,
+    harms,
+    holdout,
+    overall,
+    right,
+    run,
+)
+from benchmarks.errors.holdout import HOLDOUT_SOURCES
 from benchmarks.errors.measure import ScriptedModel, measure
 from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, error_text, load, rules_verdict, strict_verdicts
 from resilient_mcp.faults import BY_TYPE, RepairAction, RetrySafety
 
 RECORDS = load(CORPUS)
 SHAPED = load(SUCCESS_SHAPED)
+FRESH = load(HOLDOUT)
+FRESH_SHAPED = load(HOLDOUT_SHAPED)
 
 
 def test_the_corpus_holds_at_least_300_real_errors_from_several_servers_with_catalog_labels() -> None:
@@ -33,7 +46,7 @@ def test_every_record_replays_through_the_rules_and_the_report_names_where_they_
     verdicts = [rules_verdict(r) for r in RECORDS]
     wrong = [r["situation"] for r, v in zip(RECORDS, verdicts, strict=True) if not right(r, v, "fault_type")]
     assert wrong, "a corpus the rules get all right measures nothing"
-    report = run(CORPUS)
+    report = run(CORPUS, holdout_too=False)
     assert "| **all** | " in report and "Where the rules are wrong" in report
     assert all(s in report for s in set(wrong))
 
@@ -118,10 +131,10 @@ def test_leave_one_server_out_switches_rules_off_and_no_verdict_makes_the_proxy_
     found = [(r["id"], harms(r, v)) for r, v in zip(RECORDS, loso, strict=True) if harms(r, v)]
     assert not found, found  # issue 19's target: no harmful verdict on a server the rules never saw
     strict = strict_verdicts(RECORDS)  # every wording only the held-out server used is off too: rare, never retried
-    strict_harms = [harms(r, v) for r, v in zip(RECORDS, strict, strict=True) if harms(r, v)]
-    assert len(strict_harms) <= len(RECORDS) // 200 and not [h for h in strict_harms if "proxy_retry_of_permanent" in h]
+    strict_harms = [(r["id"], harms(r, v)) for r, v in zip(RECORDS, strict, strict=True) if harms(r, v)]
+    assert not strict_harms, strict_harms  # a shell's own command time limit is not the transport's timeout
     assert overall(RECORDS, strict)["fault_type"] <= overall(RECORDS, loso)["fault_type"]
-    report = run(CORPUS)
+    report = run(CORPUS, holdout_too=False)
     assert "| fault_type | " in report and "LOSO" in report and "harmful-verdict rate" in report
 
 
@@ -133,3 +146,32 @@ async def test_diagnosis_is_asked_only_where_the_rules_recognised_nothing_and_he
     assert measured.asked == sum(v.basis == "unrecognised" for v in loso)
     before, after = overall(RECORDS, loso), overall(RECORDS, measured.verdicts)
     assert after["fault_type"] > before["fault_type"]
+
+
+def test_the_fresh_hold_out_is_six_servers_of_new_kinds_that_the_corpus_does_not_have() -> None:
+    corpus_servers = {r["server"] for r in RECORDS + SHAPED}
+    fresh = {r["server"] for r in FRESH + FRESH_SHAPED}
+    assert len(fresh) >= 6 and not fresh & corpus_servers, sorted(fresh & corpus_servers)
+    assert {"database", "api", "browser", "search", "queue"} <= {r["kind"] for r in FRESH + FRESH_SHAPED}
+    assert {"python", "node"} <= {s.language for s in HOLDOUT_SOURCES}
+    assert len({r["id"] for r in FRESH + FRESH_SHAPED}) == len(FRESH) + len(FRESH_SHAPED) >= 90
+    for r in FRESH + FRESH_SHAPED:
+        gold = r["gold"]
+        assert gold["fault_type"] in BY_TYPE and RepairAction(gold["repair_action"]), r["id"]
+        assert r["success_shaped"] is (r in FRESH_SHAPED), r["id"]
+
+
+def test_on_the_fresh_hold_out_no_reading_of_a_servers_words_is_harmful_and_unsure_is_never_repeated() -> None:
+    loso = [rules_verdict(r, loso=True) for r in FRESH]
+    for r, v in zip(FRESH, loso, strict=True):
+        if v.basis == "unrecognised":
+            assert not v.transient and not v.proxy_retries, r["id"]
+    # A start-up record holds the proxy's own fault as collected (no text was read): REPORT.md says which is harmful.
+    read = [(r["id"], harms(r, v)) for r, v in zip(FRESH, loso, strict=True) if r["raw"]["kind"] != "proxy_fault"]
+    assert not [h for h in read if h[1]], [h for h in read if h[1]]
+    report = holdout(frozen=False)
+    assert "now, LOSO" in report and "harmful-verdict rate" in report and "as if flagged" in report
+
+
+def test_the_frozen_row_needs_the_commit_that_froze_the_hold_out() -> None:
+    assert frozen_verdicts(HOLDOUT, rev="0" * 40) is None  # not in the history: no row, never a made-up one

@@ -8,7 +8,6 @@ whole thing against a real third-party server.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.error_results import FAULT_META_KEY
 from resilient_mcp.upstream import UpstreamCatalog
 from tests.harness import proxied
-from tests.helpers import MCP_SERVER_TIME, child_env, proxy_argv, server_time_missing
+from tests.helpers import MCP_SERVER_TIME, child_env, proxy_argv, run_cli, server_time_missing
 
 pytestmark = pytest.mark.anyio
 
@@ -150,9 +149,13 @@ async def test_the_proxy_retries_an_injected_rate_limit_on_a_read_and_reports_a_
             {"match": {"tool": "create_order", "nth_call": 1}, "fault": "timeout", "params": {"commit": "before_hang"}},
         ]
     }
-    policy = {**_READ_ONLY, "tools": {**_READ_ONLY["tools"], "create_order": {"timeouts": {"attempt_s": 0.3}}}}
-    with anyio.fail_after(30):
-        async with proxied({"orders": chaos.server}, policy, config={"faults": faults}) as h:
+    # The injected hang waits out the attempt timeout on a fake clock, after the write was forwarded and committed:
+    # the write reaches the upstream whatever the machine's speed (a real 0.3 s timeout raced it). The real timeout
+    # of 30 s is only a bound.
+    injector = FaultInjector(FaultPlan.model_validate(faults), clock=FakeClock())
+    policy = {**_READ_ONLY, "tools": {**_READ_ONLY["tools"], "create_order": {"timeouts": {"attempt_s": 30}}}}
+    with anyio.fail_after(60):
+        async with proxied({"orders": chaos.server}, policy, calls=injector.bind) as h:
             stock = await h.client.call_tool("get_stock", {"sku": "apple"})
             order = await h.client.call_tool(
                 "create_order", {"customer": "a", "sku": "apple", "qty": 1, "client_ref": "R1"}
@@ -162,6 +165,7 @@ async def test_the_proxy_retries_an_injected_rate_limit_on_a_read_and_reports_a_
     observation = order.meta[FAULT_META_KEY]
     assert order.is_error and observation["fault_type"] == "C3_attempt_timeout"
     assert observation["repair_action"] == "verify_state" and len(observation["attempts"]) == 1
+    assert injector.clock.now() == 30  # the hang lasted the whole attempt timeout (virtual)
     assert chaos.ledger.commits_for("create_order", "R1") == 1  # it ran once, and was not re-issued
 
 
@@ -241,13 +245,6 @@ async def test_wrap_with_a_fault_plan_injects_a_timeout_and_a_rate_limit_in_fron
 def test_wrap_refuses_a_bad_fault_plan_naming_file_and_line(tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text("rules:\n  - fault: rename_tool\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "resilient_mcp.cli", "wrap", "--faults", str(plan), "--", sys.executable, "-c", "pass"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=child_env(),
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_cli("wrap", "--faults", str(plan), "--", sys.executable, "-c", "pass")
     assert done.returncode == 2, done.stderr
     assert "rules[0]: A2_stale_tool_list" in done.stderr and "chaos server" in done.stderr

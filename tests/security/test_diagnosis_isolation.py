@@ -30,6 +30,13 @@ RULE = DiagnosisRule(enabled=True, timeout_s=5, max_per_minute=100, cache_ttl_s=
 TEXT = 'ledger "customers" refused the entry'
 
 
+def _kept_rules(fault: Fault, rules: Fault) -> bool:
+    """The rules' fault stands (derived only to note the diagnosis in its details): same class, words and what rule R
+    reads of it."""
+    said = (type(fault), fault.message, fault.suggestion, fault.repair_action, fault.verdict_inputs)
+    return said == (type(rules), rules.message, rules.suggestion, rules.repair_action, rules.verdict_inputs)
+
+
 class Model:
     """Answers a verdict whose suggestion names the call it was asked about (``suggestion`` formats ``n``)."""
 
@@ -108,7 +115,7 @@ async def test_a_verdict_is_per_upstream_identity() -> None:
 
 def _maybe_executed_write() -> tuple[ToolCall, Fault]:
     rules = _untyped("connection to the database was interrupted while the statement ran")
-    rules.retry_safety, rules.side_effect_status = RetrySafety.MAYBE_EXECUTED, SideEffectStatus.UNKNOWN
+    rules = rules.replace(retry_safety=RetrySafety.MAYBE_EXECUTED, side_effect_status=SideEffectStatus.UNKNOWN)
     return _call(effect=EffectClass.WRITE_UNSAFE), rules
 
 
@@ -154,7 +161,7 @@ async def test_a_fault_type_meaning_never_sent_is_refused_for_a_call_that_was_se
     call, rules = _maybe_executed_write()
     model = Model("The call never reached the tool.", fault_type=fault_type, repair_action="fix_parameter")
     fault = await Diagnoser(RULE, DiagnosisState(), model)(call, rules)
-    assert fault is rules and fault.fault_type != fault_type
+    assert _kept_rules(fault, rules) and fault.fault_type != fault_type
     assert fault.details["diagnosis"]["status"] == "fallback"
     assert fault.details["diagnosis"]["reason"] == "contradicts_state"
 

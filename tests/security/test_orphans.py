@@ -23,7 +23,7 @@ import pytest
 from pydantic import BaseModel
 
 from resilient_mcp.policy.config import StdioUpstream
-from resilient_mcp.upstream import Upstream
+from resilient_mcp.upstream import Connection, Upstream
 from tests.helpers import (
     STARTUP_S,
     JsonRpcPipe,
@@ -54,17 +54,17 @@ def reaped(*pid_files: Path) -> Iterator[None]:
 
 
 class _Hooks:
-    async def catalog_changed(self, upstream: Upstream) -> None:
+    async def catalog_changed(self, upstream: Connection) -> None:
         return None
 
-    async def upstream_log(self, upstream: Upstream, params: types.LoggingMessageNotificationParams) -> None:
+    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
         return None
 
-    async def resource_updated(self, upstream: Upstream, uri: str) -> None:
+    async def resource_updated(self, upstream: Connection, uri: str) -> None:
         return None
 
     async def server_request(
-        self, upstream: Upstream, request: Any, key: str | None = None
+        self, upstream: Connection, request: Any, key: str | None = None
     ) -> BaseModel | types.ErrorData:
         return types.ErrorData(code=types.METHOD_NOT_FOUND, message="not in this test")
 

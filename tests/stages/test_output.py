@@ -253,3 +253,33 @@ async def test_without_a_store_the_result_is_still_capped_and_says_the_rest_was_
     capped = await OutputCap(OutputRule(), None, None)(CALL, answering(text_result("z" * 200_000)))
     assert len(capped.content[0].text) == 100_000  # type: ignore[union-attr]
     assert "could not be stored" in note_of(capped)
+
+
+# --- announcing read_stored_output ------------------------------------------------------------------------------------
+
+
+async def test_the_stage_announces_read_stored_output_for_every_capped_or_oversized_result_and_only_for_those(
+    store: StateStore,
+) -> None:
+    announced: list[str] = []
+
+    def stage(schema: dict[str, Any] | None = None) -> OutputCap:
+        return OutputCap(OutputRule(max_text_bytes=1000), schema, store, announce=lambda: announced.append("x"))
+
+    async def oversized(call: ToolCall) -> types.CallToolResult:
+        raise OversizedResult("over max_message_bytes")  # the upstream's own limit, below this stage
+
+    await stage()(CALL, answering(text_result("small")))
+    assert announced == [], "a result that fits announces nothing"
+    await stage()(CALL, answering(text_result("y" * 5000)))
+    assert len(announced) == 1, "a result this stage capped"
+    capped_inside = text_result("kept", meta={TRUNCATED_META: {"handle": "h"}})  # a cached or a chained proxy's
+    assert await stage()(CALL, answering(capped_inside)) is capped_inside
+    assert len(announced) == 2
+    with pytest.raises(OversizedResult):
+        await stage()(CALL, oversized)
+    assert len(announced) == 3
+    too_big = text_result("z", structured_content={"count": 1, "rows": ["r" * 2000]})
+    with pytest.raises(OversizedResult):  # structured content over the cap of a tool with an outputSchema
+        await stage(SCHEMA)(CALL, answering(too_big))
+    assert len(announced) == 4

@@ -170,8 +170,8 @@ async def test_a_verifying_read_that_answers_not_found_lifts_the_block_and_the_w
     with pytest.raises(StateConflict):
         await stage(write_call("s1"), writes)  # a read that never answered verifies nothing
 
-    not_found = PermanentExecutionError("order not found")
-    not_found.upstream_result = types.CallToolResult(content=[types.TextContent(text="order not found")], is_error=True)
+    answer = types.CallToolResult(content=[types.TextContent(text="order not found")], is_error=True)
+    not_found = PermanentExecutionError("order not found", upstream_result=answer)
     reads.fail = not_found
     with pytest.raises(PermanentExecutionError):
         await guard(read_call("s1", rule=read_rule, name="get_order"), reads)

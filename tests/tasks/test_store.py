@@ -18,8 +18,8 @@ from resilient_mcp.policy import TasksPolicy
 from resilient_mcp.policy.config import StateConfig
 from resilient_mcp.state import StateStore
 from resilient_mcp.state.tasks import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore
+from resilient_mcp.tasks.bridge import Bridge
 from resilient_mcp.tasks.manager import HOST, TaskManager
-from resilient_mcp.upstream.bridge import Bridge
 from tests.redis_server import REDIS_SERVER, RedisServer
 
 pytestmark = pytest.mark.anyio

@@ -415,6 +415,8 @@ async def test_an_upstreams_initialize_error_reaches_the_instructions_short_and_
 def test_check_connect_says_why_an_upstream_cannot_start(
     mode: str, fault_type: str, words: str, tmp_path: Path
 ) -> None:
+    """Each server ends its start itself, by an exit after its words (``garbage``: after its banner on stdout, in
+    the same stream), so the verdict never waits for, nor races, a timeout."""
     config = write_yaml(
         tmp_path / "config.yaml",
         {
@@ -422,7 +424,7 @@ def test_check_connect_says_why_an_upstream_cannot_start(
                 "orders": {
                     "command": sys.executable,
                     "args": [str(FAILING), "--starts", str(tmp_path / "starts"), mode],
-                    "connect_timeout_s": 15 if mode == "garbage" else 60,  # garbage: never answers
+                    "connect_timeout_s": 60,
                 }
             }
         },
@@ -433,6 +435,19 @@ def test_check_connect_says_why_an_upstream_cannot_start(
     assert report["state"] in ("failed", "stopped"), done.stderr[-3000:]
     assert report["error"].startswith(fault_type) and words in report["error"], report
     assert "Traceback" not in done.stderr
+
+
+def test_a_server_that_wrote_garbage_and_never_answered_initialize_is_judged_by_the_garbage() -> None:
+    """The connect timeout after text that is not JSON-RPC on stdout (a command that is no MCP server, e.g. a web
+    server's banner): E1, permanent, in the server's words; without the text, a transient C1. (End to end, the text
+    followed by an exit: test_check_connect_says_why_an_upstream_cannot_start.)"""
+    tail = StderrTail()
+    tail.unreadable(b"Serving HTTP on 0.0.0.0 port 8000 (http://0.0.0.0:8000/) ...\n")
+    garbage = classify_start_failure(TimeoutError(), tail)
+    silent = classify_start_failure(TimeoutError(), StderrTail())
+    assert (garbage.fault_type, garbage.permanent) == ("E1_malformed_response", True)
+    assert "never answered initialize" in garbage.summary() and "Serving HTTP on 0.0.0.0" in garbage.summary()
+    assert (silent.fault_type, silent.permanent) == ("C1_connect_failure", False)
 
 
 # --- the verdict on a failed start, from the server's words ----------------------------------------------------------

@@ -208,8 +208,7 @@ def test_every_fault_type_gets_a_concrete_suggestion_without_upstream_text(cls: 
 
 def test_l0_returns_the_upstream_result_untouched() -> None:
     raw = types.CallToolResult(content=[types.TextContent(text="boom")], is_error=True)
-    fault = f.PermanentExecutionError("failed")
-    fault.upstream_result = raw
+    fault = f.PermanentExecutionError("failed", upstream_result=raw)
     assert observe(fault, make_call(), L.L0) is raw
 
 
@@ -350,8 +349,7 @@ def test_the_schema_rejects_an_l1_observation_with_l2_keys_and_an_l2_one_without
 @pytest.mark.parametrize("level", [L.L1, L.L2, L.L3])
 def test_observations_of_every_fault_type_at_every_level_match_the_schema(level: L) -> None:
     for cls in f.BY_TYPE.values():
-        fault = cls("x", upstream_message="u", retry_after_ms=10, details={"k": object()})
-        fault.details["repeat_count"] = 2
+        fault = cls("x", upstream_message="u", retry_after_ms=10, details={"k": object(), "repeat_count": 2})
         observe(fault, make_call(attempts=[Attempt(1, "ok", 3)]), level, repeat_count=2, session_context={"a": 1})
 
 

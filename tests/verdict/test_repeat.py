@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.call.fingerprint import Consecutive
@@ -32,9 +34,12 @@ from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.stages.retry import Retry, RetryBudgets
 from resilient_mcp.state import StateStore
+from resilient_mcp.verdict import repeat
 from resilient_mcp.verdict.observations import Observed, build_observation, plan_repair
 from resilient_mcp.verdict.repeat import decide
-from tests.harness import ScriptedNext
+from tests.fixtures.fault_links import SleepRecorder, observation, recording_pipeline
+from tests.fixtures.scripted import ScriptedUpstream, error_text
+from tests.harness import ScriptedNext, proxied
 
 pytestmark = pytest.mark.anyio
 
@@ -228,3 +233,52 @@ async def test_the_loop_guard_still_answers_a_repeated_schema_violation_of_a_wri
     with pytest.raises(OutputSchemaViolation):
         await guard(make_call(WRITE), upstream)
     assert len(upstream.calls) == 1
+
+
+# --- decided once per failed attempt, read from the call record -----------------------------------------------------
+
+
+def _counting_evaluations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every evaluation of rule R from now on (each runs ``_untrusted_claim`` exactly once), by fault type."""
+    evaluations: list[str] = []
+    real = repeat._untrusted_claim
+
+    def counted(fault: Fault, rule: ToolRule) -> bool:
+        evaluations.append(fault.fault_type)
+        return real(fault, rule)
+
+    monkeypatch.setattr(repeat, "_untrusted_claim", counted)
+    return evaluations
+
+
+def _internal_error(args: dict[str, Any]) -> types.CallToolResult:
+    raise MCPError(types.INTERNAL_ERROR, "backend unavailable")  # D1: transient, may have executed
+
+
+def _not_found(args: dict[str, Any]) -> types.CallToolResult:
+    return error_text("order 7 not found")  # D4: the tool answered, permanent
+
+
+@pytest.mark.parametrize(
+    ("handler", "effect", "attempts", "fault_type"),
+    [
+        (_internal_error, "write_idempotent", 2, "D1_transient_execution_error"),  # retried once, then surfaced
+        (_internal_error, "read_only", 2, "D1_transient_execution_error"),  # max_attempts_maybe_executed
+        (_not_found, "write_unsafe", 1, "D4_permanent_execution_error"),  # not retried
+    ],
+)
+async def test_rule_r_is_decided_once_per_failed_attempt_and_every_stage_reads_it_from_the_call_record(
+    monkeypatch: pytest.MonkeyPatch, handler: Any, effect: str, attempts: int, fault_type: str
+) -> None:
+    up = ScriptedUpstream(name="shop").tool("charge", handler)
+    policy = {"tools": {"charge": {"effect": effect, "timeouts": {"attempt_s": 5, "total_s": 60}}}}
+    async with proxied({"shop": up.server()}, policy, pipeline=recording_pipeline(SleepRecorder())) as h:
+        evaluations = _counting_evaluations(monkeypatch)
+        with anyio.fail_after(30):
+            result = await h.client.call_tool("charge", {"order": 7})
+    assert observation(result)["fault_type"] == fault_type
+    assert up.count("charge") == attempts
+    # One decision, where the first attempt's fault was classified: the retry stage, idempotency, the loop guard, the
+    # observation and the audit read it from the call record, and the second attempt's fault, alike in everything
+    # rule R reads, keeps it (before: four evaluations, on a fault the retry stage rewrote in place).
+    assert evaluations == [fault_type]

@@ -64,6 +64,10 @@ def seed(ledger: Ledger) -> None:
 
 
 def tools() -> list[types.Tool]:
+    return [*_read_tools(), *_write_tools()]
+
+
+def _read_tools() -> list[types.Tool]:
     return [
         types.Tool(
             name="read_file",
@@ -97,6 +101,11 @@ def tools() -> list[types.Tool]:
             input_schema=object_schema({"text": NONEMPTY}, ["text"]),
             annotations=READ,
         ),
+    ]
+
+
+def _write_tools() -> list[types.Tool]:
+    return [
         types.Tool(
             name="write_file",
             description="Create or replace a file. Writing the same content again changes nothing. Pass `version` "

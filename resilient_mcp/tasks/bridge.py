@@ -17,8 +17,8 @@ with ``inputResponses`` and the echoed ``requestState`` (SEP-2322). The proxy jo
    upstream ends its call with an answer of its own: a round is never cancelled, which would leave a write's
    outcome unknown (and the call's timeouts stand still while the host is asked, see ``hostcontext``).
 
-A 2026-07-28 upstream's questions arrive here too (``Upstream._with_input``), under the upstream's own keys, which
-the host sees unchanged.
+A 2026-07-28 upstream's questions arrive here too (``upstream.calls.Upstream._with_input``), under the upstream's
+own keys, which the host sees unchanged.
 """
 
 from __future__ import annotations
