@@ -60,6 +60,16 @@ def open_request(
     return dctx, scope
 
 
+def cancel_request(dispatcher: JSONRPCDispatcher[Any], request_id: Any) -> None:
+    """What the dispatcher does for a ``notifications/cancelled`` of ``request_id``, done now (it may also do it when
+    the notification reaches it: both steps are idempotent)."""
+    entry = dispatcher._in_flight.get(coerce_request_id(request_id))
+    if entry is not None:
+        entry.dctx.cancel_requested.set()
+        if dispatcher._peer_cancel_mode == "interrupt":
+            entry.scope.cancel()
+
+
 def close_request(dispatcher: JSONRPCDispatcher[Any], dctx: _JSONRPCDispatchContext[Any]) -> None:
     """``dctx`` is done: its back-channel closes and a later cancel for its id finds nothing (a newer request that
     reused the id keeps its entry)."""

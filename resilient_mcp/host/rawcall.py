@@ -35,13 +35,25 @@ import structlog
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
-from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
+from mcp.shared.jsonrpc_dispatcher import (
+    cancelled_request_id_from_params,
+    handler_exception_to_error_data,
+    progress_token_from_params,
+)
 from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from ..adapters.sdk import close_request, host_connection, loop_dispatcher, open_request, sdk_tracing_middleware
+from ..adapters.sdk import (
+    cancel_request,
+    close_request,
+    host_connection,
+    loop_dispatcher,
+    open_request,
+    sdk_tracing_middleware,
+)
 from ..proxy.proxy import Ctx, Proxy
 from .server import RESERVED_META_PREFIX, ToolCallFastPath, run_tool_call
 
@@ -65,6 +77,8 @@ class RawToolCalls:
         self._proxy: Proxy | None = None
         self._session: ServerSession | None = None
         self._dispatcher: Any = None
+        self._running: set[Any] = set()
+        """Ids (as the SDK correlates them) of the lane's calls in flight."""
 
     def attach(self, proxy: Proxy, server: Server[Any], *, tracing: bool) -> None:
         """Serve ``proxy``'s calls once the connection is known, unless the server has middleware the lane would
@@ -97,6 +111,15 @@ class RawToolCalls:
             return False
         return not meta or _meta(params) is not _INVALID
 
+    def cancelled(self, message: Any) -> None:
+        """A ``notifications/cancelled`` of one of the lane's calls takes effect before the transport reads the next
+        line, as the SDK's dispatcher loop applies it before it dispatches the next message (an identical call sent
+        right after the cancel must find the first one cancelled, not still running). It still goes on to the SDK."""
+        params = message.get("params") if type(message) is dict else None
+        rid = cancelled_request_id_from_params(params) if type(params) is dict else None
+        if rid is not None and coerce_request_id(rid) in self._running:
+            cancel_request(self._dispatcher, rid)
+
     async def run(self, message: dict[str, Any], send: SendLine) -> None:
         """Answer ``message`` (``accepts`` said yes) as the SDK's dispatcher answers a request: the result, or the
         error its handler raised, never an answer once the host cancelled it, "Connection closed" when the proxy
@@ -106,6 +129,8 @@ class RawToolCalls:
         log.debug("tool_call_raw", request_id=rid)
         meta = _meta(params)  # readable: ``accepts`` checked
         dctx, scope = open_request(self._dispatcher, rid, progress_token_from_params(params))
+        key = coerce_request_id(rid)
+        self._running.add(key)
         connection: Any = host_connection(self._session)
         session = ServerSession(dctx, connection, request_meta=meta)
         ctx: Ctx = ServerRequestContext(
@@ -124,6 +149,7 @@ class RawToolCalls:
                     result = await self._call(ctx, params)
                 finally:
                     close_request(self._dispatcher, dctx)
+                    self._running.discard(key)
                 if not dctx.cancel_requested.is_set():
                     answered = True
                     await _deliver(send, {"jsonrpc": "2.0", "id": rid, "result": result})

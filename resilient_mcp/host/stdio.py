@@ -117,6 +117,8 @@ class RawLane(Protocol):
 
     def accepts(self, message: Any) -> bool: ...
 
+    def cancelled(self, message: Any) -> None: ...
+
     async def run(self, message: dict[str, Any], send: Callable[[bytes], Awaitable[None]]) -> None: ...
 
 
@@ -235,6 +237,8 @@ class _Lines:
             if message is not None and self._raw.accepts(message):
                 self._raw_calls.start_soon(self._raw.run, message, self._wire.send_line)
                 return
+        elif self._raw is not None and len(line) < _LARGE_LINE and _CANCELLED in line:
+            self._raw.cancelled(_raw_message(line))  # now, before the next line: then on to the SDK as well
         item = await anyio.to_thread.run_sync(_parse, line) if len(line) >= _LARGE_LINE else _parse(line)
         if isinstance(item, Exception):
             log.warning("stdin_message_unreadable", error=_first_line(item), size_bytes=len(line))
@@ -249,6 +253,7 @@ class _Lines:
 
 
 _TOOLS_CALL = b'"tools/call"'
+_CANCELLED = b'"notifications/cancelled"'
 
 
 def _raw_message(line: bytes) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,14 +33,18 @@ from tests.helpers import (
 pytestmark = pytest.mark.anyio
 
 CALL_S = 30.0
+LEDGER_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "ledger_server.py"
 
 
 @contextmanager
-def _proxy(tmp_path: Path, name: str, *, raw: bool) -> Iterator[tuple[JsonRpcPipe, Path, Path]]:
-    """``wrap`` in front of the probe server, handshake done, the host's ``notifications/initialized`` handled."""
+def _proxy(
+    tmp_path: Path, name: str, *, raw: bool, upstream: list[str] | None = None
+) -> Iterator[tuple[JsonRpcPipe, Path, Path]]:
+    """``wrap`` in front of the probe server (or ``upstream``), handshake done, the host's ``notifications/initialized``
+    handled."""
     err, events = tmp_path / f"{name}.stderr", tmp_path / f"{name}.events"
     env = child_env(state_home=tmp_path / f"{name}-state", **({} if raw else {RAW_SWITCH: "off"}))
-    argv = proxy_argv("--log-level", "debug", "wrap", "--", *probe_argv(events=events))
+    argv = proxy_argv("--log-level", "debug", "wrap", "--", *(upstream or probe_argv(events=events)))
     with running(argv, err, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as process:
         pipe = JsonRpcPipe(process, err)
         pipe.initialize()
@@ -143,3 +148,28 @@ async def test_a_call_on_the_raw_lane_relays_progress_and_is_cancelled_by_the_ho
             seen.append(pipe.receive(CALL_S))
         assert all(m.get("id") != 32 for m in seen), "a call the host cancelled is never answered"
         assert _raw_ids(err) == [31, 32]
+
+
+async def test_a_cancel_applies_before_the_next_line_so_an_identical_write_right_after_it_is_held(
+    tmp_path: Path,
+) -> None:
+    # The SDK's dispatcher applies a notifications/cancelled before it dispatches the next message; the lane must
+    # not let the next call overtake the cancel (it did while the cancel travelled the SDK's hops).
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    upstream = [sys.executable, str(LEDGER_SERVER), "--ledger", str(ledger)]
+    with _proxy(tmp_path, "order", raw=True, upstream=upstream) as (pipe, _, _):
+        params = {"name": "append", "arguments": {"entry": "pay invoice 7", "gate": str(gate)}}
+        pipe.send({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params})
+        written = lambda: ledger.read_text().splitlines() if ledger.exists() else []  # noqa: E731
+        await await_until(written, CALL_S, "the write to reach the upstream")  # its answer waits for the gate
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}}
+        again = {"jsonrpc": "2.0", "id": 42, "method": "tools/call", "params": params}
+        assert pipe.process.stdin is not None
+        pipe.process.stdin.write(json.dumps(cancel).encode() + b"\n" + json.dumps(again).encode() + b"\n")
+        pipe.process.stdin.flush()  # one write: the proxy reads both lines at once
+        answer = pipe.receive(CALL_S)
+        while answer.get("id") != 42:
+            answer = pipe.receive(CALL_S)
+        observation = answer["result"]["structuredContent"]
+        assert observation["repair_action"] == "verify_state", observation
+        assert written() == ["pay invoice 7"], "the identical write was held, not sent"
