@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -38,6 +38,9 @@ from ..tasks.host import TaskEndpoints
 from ..tasks.host import principal as task_principal
 from ..tasks.manager import Patience, opted_in, required_error
 from ..upstream import host_capability_names
+
+if TYPE_CHECKING:
+    from .rawcall import RawToolCalls
 
 log = structlog.get_logger(__name__)
 
@@ -323,10 +326,12 @@ def _not_found(kind: str, name: str) -> MCPError:
 
 class HostServer:
     """The low-level server for one proxy: one method per request the host may send. Only the handlers some upstream
-    supports are registered (``handlers``)."""
+    supports are registered (``handlers``). ``raw``: the stdio host's raw tools/call lane, told the connection when
+    the host has initialized it."""
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, raw: RawToolCalls | None = None) -> None:
         self.proxy = proxy
+        self.raw = raw
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListToolsResult:
         self.proxy.seen(ctx)
@@ -453,6 +458,8 @@ class HostServer:
 
     async def on_initialized(self, ctx: Ctx, params: Any) -> None:
         self.proxy.seen(ctx)
+        if self.raw is not None:
+            self.raw.adopt(ctx)
         await self.proxy.follow_host(ctx)
 
     def _any_supports(self, capability: str) -> bool:
@@ -500,9 +507,9 @@ class HostServer:
         return server
 
 
-def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any]:
-    """The low-level server for ``proxy`` (``HostServer(proxy).build()``)."""
-    return HostServer(proxy).build(instructions=instructions)
+def build_server(proxy: Proxy, *, instructions: str | None = None, raw: RawToolCalls | None = None) -> Server[Any]:
+    """The low-level server for ``proxy`` (``HostServer(proxy, raw).build()``)."""
+    return HostServer(proxy, raw).build(instructions=instructions)
 
 
 def _subscribable(caps: types.ServerCapabilities | None) -> bool:
