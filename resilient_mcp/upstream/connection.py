@@ -48,7 +48,7 @@ from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
 from .catalog import Relists, UpstreamCatalog, list_catalog, list_pages
 from .errors import HttpStatuses, WatchedRead, WatchedWrite, reason
 from .http_cap import SDK_SSE_EVENT_LIMIT, CappedTransport, capped_client_factory
-from .startup import STOP_AFTER, StartFailure, StderrTail, classify_start_failure
+from .startup import STOP_AFTER, StartFailure, StderrTail, classify_start_failure, exited_for_good
 from .stdio import stdio_upstream
 
 log = structlog.get_logger(__name__)
@@ -254,6 +254,11 @@ class Connection:
             died = self._ended.is_set()
             self._set_state("down", "the upstream process exited" if died else "restart requested")
             log.warning("upstream_died" if died else "upstream_restarting", upstream=self.name)
+        if died and (failure := exited_for_good(self._tail)) is not None:
+            # It answered initialize, then exited saying why it cannot work (a wrong password found on its first
+            # connection to a database): a failed start, reported as what it is, and backed off to a stop.
+            self._connecting = True
+            raise failure
 
     def _starting(self) -> None:
         self._ended = anyio.Event()

@@ -229,6 +229,8 @@ def classify_start_failure(exc: BaseException, tail: StderrTail | None, *, serve
             what = "it wrote text that is not JSON-RPC on stdout and never answered initialize"
             return StartFailure(MalformedResponse, True, what, garbage + (f" / {stderr}" if stderr else ""))
         return StartFailure(ConnectFailure, False, "it did not answer initialize in time", stderr or None)
+    if isinstance(exc, ExitedAfterStart):
+        return _by_words(stderr, "it exited after answering initialize", permanent_by_default=False)
     if _ended(exc):
         if garbage and not stderr:
             what = "it wrote text that is not JSON-RPC on stdout and exited"
@@ -236,6 +238,19 @@ def classify_start_failure(exc: BaseException, tail: StderrTail | None, *, serve
         return _by_words(stderr, "it exited before answering initialize", permanent_by_default=not served_before)
     words = f"{type(exc).__name__}: {exc}" + (f" / {stderr}" if stderr else "")
     return _by_words(words, "it could not be connected", permanent_by_default=False)
+
+
+class ExitedAfterStart(Exception):
+    """A server answered ``initialize``, then exited with words that say it cannot work (``exited_for_good``)."""
+
+
+def exited_for_good(tail: StderrTail | None) -> ExitedAfterStart | None:
+    """The failure of a server that exited after a good start, when its last words on stderr decide a permanent
+    cause (authentication, permission...); ``None`` for a crash to restart (no words, or words of a passing fault)."""
+    stderr = _last_lines(tail.text(), 600) if tail is not None else ""
+    if not stderr or not _by_words(stderr, "", permanent_by_default=False).permanent:
+        return None
+    return ExitedAfterStart()
 
 
 def _ended(exc: BaseException) -> bool:
