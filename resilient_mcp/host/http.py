@@ -473,27 +473,9 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
 async def serve_http(
     proxy: Proxy, server: Server[Any], host: str, port: int, listen: ListenConfig, ops: Ops | None = None
 ) -> None:
-    if not is_loopback(host) and not listen.auth_tokens:
-        log.warning("http_unauthenticated_remote_bind", host=host, port=port)
-    if listen.stateless:
-        log.warning(
-            "http_stateless",
-            lost="cancellation, out-of-band notifications, and per-session guards (loop guard, budgets, replay of "
-            "writes identified by a hash of their arguments): each request is its own session",
-        )
+    _warn_of_risky_listen(host, port, listen)
     app = build_app(proxy, server, host, listen, ops)
-    limits = ConnectionLimits(
-        listen.max_connections or default_max_connections(), listen.header_timeout_s, listen.body_timeout_s
-    )
-    open_files = open_files_limit()
-    if limits.max_connections > open_files - descriptor_reserve(open_files):
-        log.warning(
-            "http_max_connections_above_open_files",
-            max_connections=limits.max_connections,
-            open_files_limit=open_files,
-            hint="lower listen.max_connections or raise the open-file limit (ulimit -n): past it, new connections "
-            "fail in accept() instead of being shed",
-        )
+    limits = _connection_limits(listen)
     protocol = cast(type[asyncio.Protocol], functools.partial(GuardedH11Protocol, limits=limits))
     config = uvicorn.Config(
         app,
@@ -531,6 +513,35 @@ async def serve_http(
                 limits.close()
     if not userver.started:
         log.error("http_listen_failed", host=host, port=port)
+
+
+def _warn_of_risky_listen(host: str, port: int, listen: ListenConfig) -> None:
+    """Say what a listen setting gives up: no authentication on a non-loopback address, sessions when stateless."""
+    if not is_loopback(host) and not listen.auth_tokens:
+        log.warning("http_unauthenticated_remote_bind", host=host, port=port)
+    if listen.stateless:
+        log.warning(
+            "http_stateless",
+            lost="cancellation, out-of-band notifications, and per-session guards (loop guard, budgets, replay of "
+            "writes identified by a hash of their arguments): each request is its own session",
+        )
+
+
+def _connection_limits(listen: ListenConfig) -> ConnectionLimits:
+    """The listener's connection limits, with a warning when they exceed what the open-file limit allows."""
+    limits = ConnectionLimits(
+        listen.max_connections or default_max_connections(), listen.header_timeout_s, listen.body_timeout_s
+    )
+    open_files = open_files_limit()
+    if limits.max_connections > open_files - descriptor_reserve(open_files):
+        log.warning(
+            "http_max_connections_above_open_files",
+            max_connections=limits.max_connections,
+            open_files_limit=open_files,
+            hint="lower listen.max_connections or raise the open-file limit (ulimit -n): past it, new connections "
+            "fail in accept() instead of being shed",
+        )
+    return limits
 
 
 def ensure_bindable(host: str, port: int) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import mcp_types as types
@@ -39,12 +39,17 @@ from ..tasks.host import principal as task_principal
 from ..tasks.manager import Patience, opted_in, required_error
 from ..upstream import host_capability_names
 
-if TYPE_CHECKING:
-    from .rawcall import RawToolCalls
-
 log = structlog.get_logger(__name__)
 
 _P = TypeVar("_P", bound=types.RequestParams)
+
+
+class ConnectionAdopter(Protocol):
+    """What the server tells a lane beside it (the stdio host's raw tools/call lane, ``rawcall``) of a connection
+    whose handshake completed: a seam, so this module never imports the lane that builds on it."""
+
+    def adopt(self, ctx: Ctx) -> None: ...
+
 
 PROGRESS_TOKEN = "progressToken"
 RESERVED_META_PREFIX = "io.modelcontextprotocol/"
@@ -329,7 +334,7 @@ class HostServer:
     supports are registered (``handlers``). ``raw``: the stdio host's raw tools/call lane, told the connection when
     the host has initialized it."""
 
-    def __init__(self, proxy: Proxy, raw: RawToolCalls | None = None) -> None:
+    def __init__(self, proxy: Proxy, raw: ConnectionAdopter | None = None) -> None:
         self.proxy = proxy
         self.raw = raw
 
@@ -507,7 +512,7 @@ class HostServer:
         return server
 
 
-def build_server(proxy: Proxy, *, instructions: str | None = None, raw: RawToolCalls | None = None) -> Server[Any]:
+def build_server(proxy: Proxy, *, instructions: str | None = None, raw: ConnectionAdopter | None = None) -> Server[Any]:
     """The low-level server for ``proxy`` (``HostServer(proxy, raw).build()``)."""
     return HostServer(proxy, raw).build(instructions=instructions)
 
