@@ -36,13 +36,11 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import (
     cancelled_request_id_from_params,
     handler_exception_to_error_data,
     progress_token_from_params,
 )
-from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -55,7 +53,7 @@ from ..adapters.sdk import (
     sdk_tracing_middleware,
 )
 from ..proxy.proxy import Ctx, Proxy
-from .server import RESERVED_META_PREFIX, ToolCallFastPath, run_tool_call
+from .server import RESERVED_META_PREFIX, ToolCallFastPath, tool_call_answer
 
 log = structlog.get_logger(__name__)
 
@@ -170,14 +168,7 @@ class RawToolCalls:
 
     async def _call(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         assert self._proxy is not None
-        name = params["name"]
-        result = await run_tool_call(self._proxy, ctx, name, params.get("arguments"), ctx.meta)
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        try:
-            return methods.serialize_server_result("tools/call", ctx.protocol_version, dumped)
-        except ValidationError:  # as the SDK's runner does: the detail echoes the result, so it stays in the log
-            log.exception("tool_call_invalid_result", tool=name)
-            raise MCPError(types.INTERNAL_ERROR, "Handler returned an invalid result") from None
+        return await tool_call_answer(self._proxy, ctx, params["name"], params.get("arguments"))
 
 
 _INVALID: Any = object()

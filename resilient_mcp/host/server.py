@@ -219,6 +219,18 @@ async def delivered(call: ToolCall) -> None:
                 log.exception("delivery_hook_failed", tool=call.name)
 
 
+async def tool_call_answer(proxy: Proxy, ctx: Ctx, name: str, arguments: Any) -> dict[str, Any]:
+    """One tools/call through the proxy, as the JSON the host's protocol version reads (the fast path and the raw
+    lane both answer with it)."""
+    result = await run_tool_call(proxy, ctx, name, arguments, ctx.meta)
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    try:
+        return methods.serialize_server_result("tools/call", ctx.protocol_version, dumped)
+    except ValidationError:  # as the SDK's runner does: the detail echoes the result, so it stays in the log
+        log.exception("tool_call_invalid_result", tool=name)
+        raise MCPError(types.INTERNAL_ERROR, "Handler returned an invalid result") from None
+
+
 class ToolCallFastPath:
     """``Server.middleware``: a well-formed handshake-era tools/call runs without the SDK's request models.
 
@@ -236,13 +248,7 @@ class ToolCallFastPath:
         name = _plain_call_name(ctx) if ctx.method == "tools/call" else None
         if name is None or ctx.params is None:
             return await call_next(ctx)
-        result = await run_tool_call(self._proxy, ctx, name, ctx.params.get("arguments"), ctx.meta)
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        try:
-            return methods.serialize_server_result("tools/call", ctx.protocol_version, dumped)
-        except ValidationError:  # as the SDK's runner does: the detail echoes the result, so it stays in the log
-            log.exception("tool_call_invalid_result", tool=name)
-            raise MCPError(types.INTERNAL_ERROR, "Handler returned an invalid result") from None
+        return await tool_call_answer(self._proxy, ctx, name, ctx.params.get("arguments"))
 
 
 _PLAIN_KEYS = frozenset({"name", "arguments", "_meta"})
