@@ -6,7 +6,6 @@ upstream's owner task closes its transport, which terminates a stdio server's wh
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -16,7 +15,6 @@ import anyio
 import structlog
 
 from .host.opening import declared_capabilities, read_opening, speaks_2026
-from .host.rawcall import RAW_SWITCH, RawToolCalls
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
 from .ops.runtime import Ops, OpsUnavailable
@@ -62,14 +60,13 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
         await _serve_on(proxy, config, listen_at, base, ops, None)
         return
     refused: CatalogConflict | StateError | None = None
-    raw = RawToolCalls() if os.environ.get(RAW_SWITCH, "").lower() != "off" else None
-    async with stdio_transport(raw) as (read, write):
+    async with stdio_transport() as (read, write):
         # The host's opening request first: each upstream then starts once, with the host's own capabilities, in
         # the host's own era (``protocol: auto``).
         opening, replay = await read_opening(read, HOST_OPENING_S)
         proxy.serve_one_host(declared_capabilities(opening), modern=speaks_2026(opening))
         try:
-            await _serve_on(proxy, config, None, base, ops, (replay, write, raw))
+            await _serve_on(proxy, config, None, base, ops, (replay, write))
         except (CatalogConflict, StateError) as exc:  # raised outside the transport's task group, unwrapped
             refused = exc
         finally:
@@ -85,11 +82,8 @@ async def _serve_on(
     async with proxy.running() as p, anyio.create_task_group() as tg:
         if config.policy_paths():
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
-        raw = stdio[2] if stdio else None
-        server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)), raw=raw)
+        server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)))
         ops.instrument(server)
-        if raw is not None:
-            raw.attach(p, server, tracing=ops.tracing is not None)
         if config.metrics.listen and not listen_at and (ops.metrics or ops.status):
             from .host.http import serve_loopback
 
@@ -100,7 +94,7 @@ async def _serve_on(
             host, port = split_host_port(listen_at)
             await serve_http(p, server, host, port, config.listen, ops)
         else:
-            read, write, _ = stdio
+            read, write = stdio
             await server.run(read, write, init_options(server))
         tg.cancel_scope.cancel()
 

@@ -23,16 +23,14 @@ import json
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Protocol, cast
+from typing import Any
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
-import pydantic_core
 import structlog
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -75,16 +73,15 @@ def _on_asyncio() -> bool:
 
 
 @asynccontextmanager
-async def stdio_transport(raw: RawLane | None = None) -> AsyncIterator[Streams | Any]:
-    """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``. ``raw``: the lane
-    that takes the tools/call requests it accepts off the SDK's path (``rawcall.py``)."""
+async def stdio_transport() -> AsyncIterator[Streams | Any]:
+    """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``."""
     if sys.platform == "win32" or not (_streamable(0, reading=True) and _streamable(1) and _on_asyncio()):
         async with stdio_server() as streams:
             yield streams
         return
     wire_in, wire_out = _claim(0, os.O_RDONLY), _claim(1, os.O_WRONLY)
     try:
-        async with _serve(wire_in, wire_out, raw) as streams:
+        async with _serve(wire_in, wire_out) as streams:
             yield streams
     finally:
         _restore(1, wire_out)
@@ -112,67 +109,8 @@ def _restore(fd: int, private: int) -> None:
         os.close(private)
 
 
-class RawLane(Protocol):
-    """What the transport asks of the raw tools/call lane (``rawcall.RawToolCalls``)."""
-
-    def accepts(self, message: Any) -> bool: ...
-
-    def cancelled(self, message: Any) -> None: ...
-
-    async def run(self, message: dict[str, Any], send: Callable[[bytes], Awaitable[None]]) -> None: ...
-
-
-class _Wire:
-    """The host's stdout as the SDK's write stream: each message is written, whole, by the task that sends it (no
-    writer task and memory stream in between), so the SDK's messages and the raw lane's answers keep their order."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-        self._closed = self._broken = False
-
-    async def send_line(self, data: bytes) -> None:
-        if self._closed:
-            raise anyio.ClosedResourceError
-        if self._broken:
-            raise anyio.BrokenResourceError
-        try:
-            self._writer.write(data)
-            await self._writer.drain()
-        except ConnectionError:  # the host closed its end: nothing more can be delivered
-            if not self._broken:
-                log.info("stdout_closed")
-            self._broken = True
-            raise anyio.BrokenResourceError from None
-
-    async def send(self, message: SessionMessage) -> None:
-        await self.send_line(message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
-
-    async def answer(self, error: types.JSONRPCError) -> None:
-        """Answer a line the session never sees."""
-        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await self.send_line(error.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
-
-    async def flush(self) -> None:
-        """Close to senders; what was written is in the pipe when this returns (bounded by ``_FLUSH_S``)."""
-        self._closed = True
-        with anyio.move_on_after(_FLUSH_S, shield=True), suppress(ConnectionError):
-            await self._writer.drain()
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    def close(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> _Wire:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._closed = True
-
-
 @asynccontextmanager
-async def _serve(wire_in: int, wire_out: int, raw: RawLane | None) -> AsyncIterator[Streams]:
+async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
     read_transport, _ = await loop.connect_read_pipe(
@@ -182,46 +120,22 @@ async def _serve(wire_in: int, wire_out: int, raw: RawLane | None) -> AsyncItera
         lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(wire_out, "wb", buffering=0, closefd=False)
     )
     write_transport.set_write_buffer_limits(high=0)  # drain() returns once a message is wholly in the pipe
-    wire = _Wire(asyncio.StreamWriter(write_transport, write_protocol, None, loop))
+    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
     incoming_send, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def answer(error: types.JSONRPCError) -> None:
+        """Answer a line the session never sees (whole lines: no interleaving with the session's writes)."""
+        with suppress(ConnectionError):
+            writer.write(error.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+            await writer.drain()
 
     async def receive() -> bytes:
         if chunk := await reader.read(_CHUNK):
             return chunk
         raise anyio.EndOfStream
 
-    try:
-        async with anyio.create_task_group() as tg, anyio.create_task_group() as raw_calls:
-            lines = _Lines(wire, incoming_send, raw, raw_calls)
-            tg.start_soon(lines.read_all, receive)
-            try:
-                yield incoming, cast(MemoryObjectSendStream[SessionMessage], wire)
-            finally:
-                # The caller is done: what it sent is written (bounded), and a stdin still open is not waited for.
-                await wire.flush()
-                raw_calls.cancel_scope.cancel()
-                tg.cancel_scope.cancel()
-    finally:
-        read_transport.close()
-        write_transport.close()
-
-
-class _Lines:
-    """The host's lines: each is refused, run by the raw lane, or handed to the SDK's session."""
-
-    def __init__(self, wire: _Wire, to_session: Any, raw: RawLane | None, raw_calls: TaskGroup) -> None:
-        self._wire, self._to_session, self._raw, self._raw_calls = wire, to_session, raw, raw_calls
-
-    async def read_all(self, receive: Callable[[], Awaitable[bytes]]) -> None:
-        async with self._to_session:
-            try:
-                await split_lines(receive, MAX_LINE_BYTES, self.on_line, self.on_oversized)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            finally:  # the host is gone: its raw calls end as the SDK's do ("Connection closed", unless answered)
-                self._raw_calls.cancel_scope.cancel()
-
-    async def on_line(self, line: bytes) -> None:
+    async def on_line(line: bytes) -> None:
         if not line.strip():
             return
         if items_at_most(line) > MAX_JSON_ITEMS:
@@ -230,39 +144,61 @@ class _Lines:
             except TooComplex as exc:
                 log.warning("stdin_message_too_complex", size_bytes=len(line), reason=str(exc))
                 message = f"Invalid Request: a message of {exc}; send fewer or smaller arguments"
-                await self._wire.answer(_error(_line_id(line), types.INVALID_REQUEST, message))
+                await answer(_error(_line_id(line), types.INVALID_REQUEST, message))
                 return
-        if self._raw is not None and len(line) < _LARGE_LINE and _TOOLS_CALL in line:
-            message = _raw_message(line)
-            if message is not None and self._raw.accepts(message):
-                self._raw_calls.start_soon(self._raw.run, message, self._wire.send_line)
-                return
-        elif self._raw is not None and len(line) < _LARGE_LINE and _CANCELLED in line:
-            self._raw.cancelled(_raw_message(line))  # now, before the next line: then on to the SDK as well
         item = await anyio.to_thread.run_sync(_parse, line) if len(line) >= _LARGE_LINE else _parse(line)
         if isinstance(item, Exception):
             log.warning("stdin_message_unreadable", error=_first_line(item), size_bytes=len(line))
-            await self._wire.answer(_refusal(line, item))
+            await answer(_refusal(line, item))
         else:
-            await self._to_session.send(item)
+            await incoming_send.send(item)
 
-    async def on_oversized(self, big: Any) -> None:
+    async def on_oversized(big: Any) -> None:
         log.warning("stdin_message_too_large", size_bytes=big.size, max_line_bytes=MAX_LINE_BYTES)
         message = f"Invalid Request: a message of {big.size} bytes is larger than the {MAX_LINE_BYTES}-byte limit"
-        await self._wire.answer(_error(big.message_id(), types.INVALID_REQUEST, message))
+        await answer(_error(big.message_id(), types.INVALID_REQUEST, message))
 
+    async def read_lines() -> None:
+        async with incoming_send:
+            try:
+                await split_lines(receive, MAX_LINE_BYTES, on_line, on_oversized)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
 
-_TOOLS_CALL = b'"tools/call"'
-_CANCELLED = b'"notifications/cancelled"'
+    async def write_messages() -> None:
+        async with outgoing_receive:
+            async for message in outgoing_receive:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    writer.write(data.encode() + b"\n")
+                    await writer.drain()
+                except ConnectionError:  # the host closed its end: nothing more can be delivered
+                    log.info("stdout_closed")
+                    return
 
+    written = anyio.Event()
 
-def _raw_message(line: bytes) -> Any:
-    """The line parsed as the SDK's parser reads it (``None`` when it cannot be, or holds NaN or Infinity: those
-    lines keep the SDK's path)."""
+    async def write_all() -> None:
+        try:
+            await write_messages()
+        finally:
+            written.set()
+
     try:
-        return pydantic_core.from_json(line, allow_inf_nan=False)
-    except ValueError:
-        return None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_lines)
+            tg.start_soon(write_all)
+            try:
+                yield incoming, outgoing
+            finally:
+                # The caller is done: what it sent is written (bounded), and a stdin still open is not waited for.
+                outgoing.close()
+                with anyio.move_on_after(_FLUSH_S, shield=True):
+                    await written.wait()
+                tg.cancel_scope.cancel()
+    finally:
+        read_transport.close()
+        write_transport.close()
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
