@@ -279,7 +279,8 @@ def _from_mcp_error(exc: MCPError, *, sent: bool) -> Fault:
             return UnknownTool.of("reported", **rejected)
         reading = vocab.read(msg)
         if reading is not None and reading.rule.fault is MissingRequiredArgument:  # the validator names an absent one
-            return MissingRequiredArgument.of("reported", **rejected)
+            # (also a drift candidate: a schema that gained a required argument is refused the same way)
+            return MissingRequiredArgument.of("reported", details={"schema_drift_candidate": True}, **rejected)
         return SchemaViolation.of("upstream_rejected", details={"schema_drift_candidate": True}, **rejected)
     if code == types.METHOD_NOT_FOUND:
         return ProtocolMismatch.of("no_tool_calls", details={"variant": "c"}, **rejected)
