@@ -230,7 +230,7 @@ def classify_start_failure(exc: BaseException, tail: StderrTail | None, *, serve
             return StartFailure(MalformedResponse, True, what, garbage + (f" / {stderr}" if stderr else ""))
         return StartFailure(ConnectFailure, False, "it did not answer initialize in time", stderr or None)
     if isinstance(exc, ExitedAfterStart):
-        return _by_words(stderr, "it exited after answering initialize", permanent_by_default=False)
+        return exc.failure
     if _ended(exc):
         if garbage and not stderr:
             what = "it wrote text that is not JSON-RPC on stdout and exited"
@@ -241,16 +241,22 @@ def classify_start_failure(exc: BaseException, tail: StderrTail | None, *, serve
 
 
 class ExitedAfterStart(Exception):
-    """A server answered ``initialize``, then exited with words that say it cannot work (``exited_for_good``)."""
+    """A server answered ``initialize``, then exited with words that say it cannot work (``exited_for_good``):
+    ``failure`` is the verdict read from them."""
+
+    def __init__(self, failure: StartFailure) -> None:
+        super().__init__(failure.summary())
+        self.failure = failure
 
 
 def exited_for_good(tail: StderrTail | None) -> ExitedAfterStart | None:
     """The failure of a server that exited after a good start, when its last words on stderr decide a permanent
     cause (authentication, permission...); ``None`` for a crash to restart (no words, or words of a passing fault)."""
     stderr = _last_lines(tail.text(), 600) if tail is not None else ""
-    if not stderr or not _by_words(stderr, "", permanent_by_default=False).permanent:
+    if not stderr:
         return None
-    return ExitedAfterStart()
+    failure = _by_words(stderr, "it exited after answering initialize", permanent_by_default=False)
+    return ExitedAfterStart(failure) if failure.permanent else None
 
 
 def _ended(exc: BaseException) -> bool:
