@@ -14,11 +14,13 @@ them. ``accuracy.py`` scores them as the "fresh hold-out" row.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -98,11 +100,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def fake_service(route: Route) -> Iterator[Fake]:
+def fake_service(route: Route, tls: tuple[Path, Path] | None = None) -> Iterator[Fake]:
+    """``route`` served on 127.0.0.1 (over TLS with ``tls``: a certificate and its key) in a thread."""
     fake = Fake(route)
     handler = type("Handler", (_Handler,), {"fake": fake})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     fake.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

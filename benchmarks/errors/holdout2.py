@@ -585,28 +585,8 @@ HOLDOUT2_SOURCES += [PdfReader()]
 
 @contextmanager
 def tls_fake_service(route: Any, cert: Path, key: Path) -> Iterator[Any]:
-    import ssl
-    import threading
-    from http.server import ThreadingHTTPServer
-
-    from .holdout import Fake, _Handler
-
-    fake = Fake(route)
-    handler = type("Handler", (_Handler,), {"fake": fake})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    fake.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with fake_service(route, tls=(cert, key)) as fake:
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def self_signed(root: Path) -> tuple[Path, Path]:
