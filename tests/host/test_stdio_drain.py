@@ -36,6 +36,7 @@ def _wrap(tmp_path: Path, lines: list[dict[str, Any]], lane: str) -> dict[Any, d
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=tmp_path,
         env=child_env(state_home=tmp_path, RESILIENT_MCP_RAW_TOOL_CALLS=lane),
     )
     answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
@@ -71,3 +72,16 @@ def test_every_request_read_before_stdin_closed_is_answered(tmp_path: Path, lane
             assert "echo" in {tool["name"] for tool in answer["result"]["tools"]}
         else:
             assert answer["result"]["content"][0]["text"] == text, answer
+
+
+def test_a_ping_read_before_stdin_closed_is_answered(tmp_path: Path) -> None:
+    """The answer is written by the task that sends it: a ping answered as the input ends is not lost in a hand-off
+    to a writer task the end of input cancels (before the stdio wire, a ping after ``initialized`` got nothing)."""
+    lines = [
+        _request(1, "initialize", _HELLO),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        _request(2, "ping"),
+    ]
+    answers = _wrap(tmp_path, lines, "on")
+    stderr = answers.pop("stderr")["text"]
+    assert answers.get(2, {}).get("result") == {}, (answers, stderr[-4000:])
