@@ -14,13 +14,22 @@ in-flight requests (``adapters.sdk.open_request``), so ``notifications/cancelled
 own (a cancelled call is never answered), and progress, elicitation and sampling of the call ride the dispatcher,
 related to its id, in the order they were written.
 
-``accepts`` is the explicit predicate; any other line keeps the SDK path: before ``notifications/initialized`` (the
-lane learns the connection from it), on a 2026-07-28 connection, with server middleware other than the SDK's
-OpenTelemetry one (non-recording while the proxy's tracing is off) and the fast path's, with tracing on, and for a
-request whose envelope is not exactly ``jsonrpc``, ``id`` (a string or an integer), ``method``, ``params`` of at most
-``name`` (a string), ``arguments`` (an object or null) and ``_meta`` (an object the SDK reads, no
-``io.modelcontextprotocol/`` key). Each call the lane runs logs ``tool_call_raw`` at debug level. The environment
-variable ``RESILIENT_MCP_RAW_TOOL_CALLS=off`` turns the lane off (every request then takes the SDK's path).
+``accepts`` is the explicit predicate. A call goes down the SDK's path instead, where a feature needs the SDK's
+session or request machinery:
+
+- before ``notifications/initialized`` (the lane learns the connection from it), and on a 2026-07-28 connection
+  (input-required rounds, the ``io.modelcontextprotocol/*`` envelope, durable tasks);
+- a host that declared ``elicitation`` or ``sampling`` (the proxy relays an upstream's requests for them to it);
+- a request carrying a progress token (``_meta.progressToken``: progress notifications relayed to the host);
+- a tool whose call may become a task (``tasks`` on and ``task.handoff_s`` below the tool's ``timeouts.total_s``);
+- server middleware other than the SDK's OpenTelemetry one (non-recording while the proxy's tracing is off) and the
+  fast path's, or the proxy's tracing on (the SDK's span and the W3C trace context of ``_meta`` are read there);
+- an envelope that is not exactly ``jsonrpc``, ``id`` (a string or an integer), ``method``, ``params`` of at most
+  ``name`` (a string), ``arguments`` (an object or null) and ``_meta`` (an object the SDK reads, no
+  ``io.modelcontextprotocol/`` key, no ``traceparent``); a line of 1 MiB or more, not JSON, or with NaN/Infinity.
+
+Each call the lane runs logs ``tool_call_raw`` at debug level. The environment variable
+``RESILIENT_MCP_RAW_TOOL_CALLS=off`` turns the lane off (every request then takes the SDK's path); tests run both.
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ from ..adapters.sdk import (
     sdk_tracing_middleware,
 )
 from ..proxy.proxy import Ctx, Proxy
-from .server import RESERVED_META_PREFIX, ToolCallFastPath, tool_call_answer
+from .server import PROGRESS_TOKEN, RESERVED_META_PREFIX, ToolCallFastPath, handoff_after, tool_call_answer
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +73,8 @@ RAW_SWITCH = "RESILIENT_MCP_RAW_TOOL_CALLS"
 """``off`` turns the lane off."""
 _ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAMS = frozenset({"name", "arguments", "_meta"})
+_SDK_META = frozenset({PROGRESS_TOKEN, "traceparent", "tracestate"})
+"""``_meta`` keys the SDK's path serves (progress relayed to the host; the W3C trace context its span reads)."""
 _CLOSED_WRITE_S = 1.0
 """How long the answer to a call cut short by the connection's end may take to write (as the SDK's dispatcher)."""
 
@@ -87,7 +98,9 @@ class RawToolCalls:
     def adopt(self, ctx: Ctx) -> None:
         """``notifications/initialized`` came on ``ctx``'s connection: a handshake-era loop connection is served."""
         dispatcher = loop_dispatcher(ctx.session)
-        if dispatcher is not None and ctx.session.client_params is not None:
+        caps = ctx.session.client_capabilities
+        relays = caps is not None and (caps.elicitation is not None or caps.sampling is not None)
+        if dispatcher is not None and ctx.session.client_params is not None and not relays:
             self._session, self._dispatcher = ctx.session, dispatcher
 
     def accepts(self, message: Any) -> bool:
@@ -100,12 +113,15 @@ class RawToolCalls:
         rid, params = message["id"], message["params"]
         if message["method"] != "tools/call" or type(rid) not in (int, str) or type(params) is not dict:
             return False
-        if not _PARAMS.issuperset(params) or type(params.get("name")) is not str:
+        name = params.get("name")
+        if not _PARAMS.issuperset(params) or type(name) is not str or handoff_after(self._proxy, name) is not None:
             return False
         args, meta = params.get("arguments"), params.get("_meta", {})
         if args is not None and type(args) is not dict:
             return False
-        if type(meta) is not dict or any(k.startswith(RESERVED_META_PREFIX) for k in meta):
+        if type(meta) is not dict or not _SDK_META.isdisjoint(meta):
+            return False
+        if any(k.startswith(RESERVED_META_PREFIX) for k in meta):
             return False
         return not meta or _meta(params) is not _INVALID
 

@@ -304,9 +304,13 @@ async def _maybe_bridged(
 def legacy_handoff(proxy: Proxy, ctx: Ctx, name: str) -> float | None:
     """For a handshake-era host (it cannot poll): how long it waits before it gets a handle instead of the result,
     for a tool allowed to run longer than that (``task.handoff_s`` below ``timeouts.total_s``); else ``None``."""
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or not proxy.policy.tasks.enabled:
-        return None
-    compiled = proxy.routing.chains.get(name)
+    return None if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else handoff_after(proxy, name)
+
+
+def handoff_after(proxy: Proxy, name: str) -> float | None:
+    """How long a handshake-era host waits for a call of ``name`` before it gets a task handle instead (``None``: it
+    gets the result, however long the call takes)."""
+    compiled = proxy.routing.chains.get(name) if proxy.policy.tasks.enabled else None
     if compiled is None:
         return None
     rule = compiled.rule

@@ -1,9 +1,10 @@
 """The raw tools/call lane of the stdio host (``resilient_mcp.host.rawcall``), through a real ``wrap`` process.
 
 A plain tools/call of an initialized handshake-era host takes the lane (it logs ``tool_call_raw`` at debug level);
-every other shape keeps the SDK's path; and the host reads the same answers either way: the same requests sent to a
-proxy with the lane turned off (``RESILIENT_MCP_RAW_TOOL_CALLS=off``) get the same answers. Progress and
-cancellation of a call on the lane reach the host and the upstream as on the SDK's path.
+every other shape keeps the SDK's path (a progress token, a trace context, a host that declared elicitation or
+sampling, a tool whose call may become a task); and the host reads the same answers either way: the same requests
+sent to a proxy with the lane turned off (``RESILIENT_MCP_RAW_TOOL_CALLS=off``) get the same answers. Cancellation of
+a call on the lane reaches the upstream as on the SDK's path.
 """
 
 from __future__ import annotations
@@ -38,16 +39,32 @@ LEDGER_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "ledger_serve
 
 @contextmanager
 def _proxy(
-    tmp_path: Path, name: str, *, raw: bool, upstream: list[str] | None = None
+    tmp_path: Path,
+    name: str,
+    *,
+    raw: bool,
+    upstream: list[str] | None = None,
+    capabilities: dict[str, Any] | None = None,
+    policy: str | None = None,
 ) -> Iterator[tuple[JsonRpcPipe, Path, Path]]:
-    """``wrap`` in front of the probe server (or ``upstream``), handshake done, the host's ``notifications/initialized``
-    handled."""
+    """``wrap`` in front of the probe server (or ``upstream``), handshake done (the host declaring ``capabilities``),
+    the host's ``notifications/initialized`` handled."""
     err, events = tmp_path / f"{name}.stderr", tmp_path / f"{name}.events"
     env = child_env(state_home=tmp_path / f"{name}-state", **({} if raw else {RAW_SWITCH: "off"}))
-    argv = proxy_argv("--log-level", "debug", "wrap", "--", *(upstream or probe_argv(events=events)))
+    options = []
+    if policy is not None:
+        (tmp_path / f"{name}.yaml").write_text(policy)
+        options = ["--policy", str(tmp_path / f"{name}.yaml")]
+    argv = proxy_argv("--log-level", "debug", "wrap", *options, "--", *(upstream or probe_argv(events=events)))
     with running(argv, err, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as process:
         pipe = JsonRpcPipe(process, err)
-        pipe.initialize()
+        hello = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": capabilities or {},
+            "clientInfo": {"name": "t", "version": "0"},
+        }
+        assert "result" in pipe.request("initialize", hello, timeout=60), stderr_tail(err)
+        pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         # the SDK handles the notification in a task spawned before this request's: answered, the lane knows
         assert "result" in pipe.request("ping"), stderr_tail(err)
         yield pipe, err, events
@@ -75,14 +92,17 @@ def _ask(pipe: JsonRpcPipe, message: dict[str, Any]) -> dict[str, Any]:
             return reply
 
 
+_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 SHAPES: list[dict[str, Any]] = [
-    # the lane's: a plain call, with a string id, with a progress token, with null arguments, with the host's _meta
+    # the lane's: a plain call, with a string id, with null arguments, with the host's _meta
     {"id": 11, "params": {"name": "echo", "arguments": {"text": "plain"}}},
     {"id": "s-12", "params": {"name": "echo", "arguments": {"text": "string id"}}},
-    {"id": 13, "params": {"name": "echo", "arguments": {"text": "token"}, "_meta": {"progressToken": "p13"}}},
     {"id": 14, "params": {"name": "nope", "arguments": None}},
     {"id": 15, "params": {"name": "echo", "arguments": {"text": 5}, "_meta": {"trace": "t"}}},
-    # the SDK's: extra keys, the 2026-07-28 envelope, malformed shapes, a token the SDK cannot read
+    # the SDK's: a progress token, a trace context, extra keys, the 2026-07-28 envelope, malformed shapes, a token
+    # the SDK cannot read
+    {"id": 13, "params": {"name": "echo", "arguments": {"text": "token"}, "_meta": {"progressToken": "p13"}}},
+    {"id": 16, "params": {"name": "echo", "arguments": {"text": "t"}, "_meta": {"traceparent": _TRACEPARENT}}},
     {"id": 21, "params": {"name": "echo", "arguments": {"text": "x"}, "task": {"ttl": 1000}}},
     {"id": 22, "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"io.modelcontextprotocol/x": 1}}},
     {"id": 23, "params": {"name": "echo", "arguments": [1]}},
@@ -91,7 +111,7 @@ SHAPES: list[dict[str, Any]] = [
     {"id": 26, "params": {"name": "echo", "arguments": {"text": "x"}}, "extra": True},
     {"id": 27},
 ]
-LANE_IDS = [11, "s-12", 13, 14, 15]
+LANE_IDS = [11, "s-12", 14, 15]
 
 
 def _answers(tmp_path: Path, *, raw: bool) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -115,7 +135,9 @@ def test_plain_calls_take_the_raw_lane_other_shapes_fall_back_and_the_host_reads
     assert "error" in by_id[23] and "error" in by_id[24]  # refused by the SDK exactly as before
 
 
-async def test_a_call_on_the_raw_lane_relays_progress_and_is_cancelled_by_the_host(tmp_path: Path) -> None:
+async def test_a_call_with_a_progress_token_keeps_the_sdk_path_and_one_on_the_lane_is_cancelled_by_the_host(
+    tmp_path: Path,
+) -> None:
     with _proxy(tmp_path, "cancel", raw=True) as (pipe, err, events):
         pipe.send(
             {
@@ -147,7 +169,28 @@ async def test_a_call_on_the_raw_lane_relays_progress_and_is_cancelled_by_the_ho
         while seen[-1].get("id") != 33:
             seen.append(pipe.receive(CALL_S))
         assert all(m.get("id") != 32 for m in seen), "a call the host cancelled is never answered"
-        assert _raw_ids(err) == [31, 32]
+        assert _raw_ids(err) == [32], "the call with a progress token took the SDK's path"
+
+
+def test_a_host_that_declared_elicitation_or_sampling_keeps_the_sdk_path(tmp_path: Path) -> None:
+    for capability in ("elicitation", "sampling"):
+        with _proxy(tmp_path, capability, raw=True, capabilities={capability: {}}) as (pipe, err, _):
+            params = {"name": "echo", "arguments": {"text": capability}}
+            answer = _ask(pipe, {"jsonrpc": "2.0", "id": 51, "method": "tools/call", "params": params})
+            assert answer["result"]["content"] == [{"type": "text", "text": capability}]
+            assert _raw_ids(err) == [], f"a host that declared {capability}: the SDK's path"
+
+
+def test_a_tool_whose_call_may_become_a_task_keeps_the_sdk_path(tmp_path: Path) -> None:
+    policy = "version: 1\ntools:\n  slow: {effect: read_only, timeouts: {total_s: 120}, task: {handoff_s: 60}}\n"
+    with _proxy(tmp_path, "handoff", raw=True, policy=policy) as (pipe, err, _):
+        for rid, name, arguments in [(61, "slow", {"seconds": 0, "steps": 1}), (62, "echo", {"text": "e"})]:
+            answer = _ask(
+                pipe,
+                {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": arguments}},
+            )
+            assert "result" in answer, answer
+        assert _raw_ids(err) == [62], "slow may be handed off as a task: the SDK's path; echo: the lane"
 
 
 async def test_a_cancel_applies_before_the_next_line_so_an_identical_write_right_after_it_is_held(
