@@ -14,6 +14,13 @@ line took the proxy to 1.4 GB resident); and a line of more than ``MAX_JSON_ITEM
 parsed, and refused with -32600 (10^6 keys took 7.5 s and left 269 MB resident). Lines are split in linear time.
 When stdin/stdout are not pipes, sockets or terminals (a regular file, ``/dev/null``), or the event loop is not
 asyncio, it falls back to the SDK's ``stdio_server``.
+
+Each message is written, whole, by the task that sends it (``_Wire``: no writer task in between), so the SDK's
+messages and the raw tools/call lane's answers (``rawcall``: ``raw`` takes the calls it accepts off the SDK's path)
+keep their order. When the host's input ends, the reader cancels the lane's calls in flight and nothing else (they
+are answered "Connection closed", as the SDK answers its own requests still running when it sees the end of its
+stream); every request read before is answered, and what was written is flushed before the transport closes
+(``tests/host/test_stdio_drain.py``).
 """
 
 from __future__ import annotations
