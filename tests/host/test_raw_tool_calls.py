@@ -50,7 +50,7 @@ def _proxy(
     """``wrap`` in front of the probe server (or ``upstream``), handshake done (the host declaring ``capabilities``),
     the host's ``notifications/initialized`` handled."""
     err, events = tmp_path / f"{name}.stderr", tmp_path / f"{name}.events"
-    env = child_env(state_home=tmp_path / f"{name}-state", **({} if raw else {RAW_SWITCH: "off"}))
+    env = child_env(state_home=tmp_path / f"{name}-state", **{RAW_SWITCH: "on" if raw else "off"})
     options = []
     if policy is not None:
         (tmp_path / f"{name}.yaml").write_text(policy)
