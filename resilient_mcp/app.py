@@ -6,6 +6,7 @@ upstream's owner task closes its transport, which terminates a stdio server's wh
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import anyio
 import structlog
 
 from .host.opening import declared_capabilities, read_opening, speaks_2026
+from .host.rawcall import RAW_SWITCH, RawToolCalls
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
 from .ops.runtime import Ops, OpsUnavailable
@@ -60,13 +62,14 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
         await _serve_on(proxy, config, listen_at, base, ops, None)
         return
     refused: CatalogConflict | StateError | None = None
-    async with stdio_transport() as (read, write):
+    raw = RawToolCalls() if os.environ.get(RAW_SWITCH, "").lower() != "off" else None
+    async with stdio_transport(raw) as (read, write):
         # The host's opening request first: each upstream then starts once, with the host's own capabilities, in
         # the host's own era (``protocol: auto``).
         opening, replay = await read_opening(read, HOST_OPENING_S)
         proxy.serve_one_host(declared_capabilities(opening), modern=speaks_2026(opening))
         try:
-            await _serve_on(proxy, config, None, base, ops, (replay, write))
+            await _serve_on(proxy, config, None, base, ops, (replay, write, raw))
         except (CatalogConflict, StateError) as exc:  # raised outside the transport's task group, unwrapped
             refused = exc
         finally:
@@ -82,8 +85,11 @@ async def _serve_on(
     async with proxy.running() as p, anyio.create_task_group() as tg:
         if config.policy_paths():
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
-        server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)))
+        raw = stdio[2] if stdio else None
+        server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)), raw=raw)
         ops.instrument(server)
+        if raw is not None:
+            raw.attach(p, server, tracing=ops.tracing is not None)
         if config.metrics.listen and not listen_at and (ops.metrics or ops.status):
             from .host.http import serve_loopback
 
@@ -94,7 +100,7 @@ async def _serve_on(
             host, port = split_host_port(listen_at)
             await serve_http(p, server, host, port, config.listen, ops)
         else:
-            read, write = stdio
+            read, write, _ = stdio
             await server.run(read, write, init_options(server))
         tg.cancel_scope.cancel()
 

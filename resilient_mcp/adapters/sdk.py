@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from mcp import ClientSession
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _InFlight, _JSONRPCDispatchContext
+from mcp.shared.transport_context import TransportContext
 
 SDK_SERIES = "2.3."
 """The mcp releases these adapters were written against (``tests/adapters/test_adapters.py`` checks it)."""
@@ -28,3 +33,55 @@ def host_connection(session: object) -> object:
     """The SDK's ``Connection`` a server-side request came on (one per host connection), else ``session`` itself."""
     connection: object = getattr(session, "_connection", None) or session
     return connection
+
+
+def loop_dispatcher(session: object) -> JSONRPCDispatcher[Any] | None:
+    """The SDK's JSON-RPC dispatcher of the handshake-era loop connection ``session`` (a ``ServerSession``) came on,
+    else ``None`` (HTTP, 2026-07-28, in-memory ``Client``): on a loop connection it is the connection's outbound."""
+    outbound = getattr(host_connection(session), "outbound", None)
+    return outbound if isinstance(outbound, JSONRPCDispatcher) else None
+
+
+def open_request(
+    dispatcher: JSONRPCDispatcher[Any], request_id: Any, progress_token: Any
+) -> tuple[_JSONRPCDispatchContext[Any], anyio.CancelScope]:
+    """A request context of ``dispatcher`` for an inbound request it did not read (the raw tools/call path), and its
+    cancel scope, registered as the dispatcher registers its own: a ``notifications/cancelled`` for ``request_id``
+    sets ``cancel_requested`` and cancels the scope; progress, server→client requests and notifications ride the
+    dispatcher, related to ``request_id``. ``close_request`` undoes it."""
+    dctx = _JSONRPCDispatchContext(
+        transport=TransportContext(kind="jsonrpc", can_send_request=True),
+        _dispatcher=dispatcher,
+        _request_id=request_id,
+        _progress_token=progress_token,
+    )
+    scope = anyio.CancelScope()
+    dispatcher._in_flight[coerce_request_id(request_id)] = _InFlight(scope=scope, dctx=dctx)
+    return dctx, scope
+
+
+def cancel_request(dispatcher: JSONRPCDispatcher[Any], request_id: Any) -> None:
+    """What the dispatcher does for a ``notifications/cancelled`` of ``request_id``, done now (it may also do it when
+    the notification reaches it: both steps are idempotent)."""
+    entry = dispatcher._in_flight.get(coerce_request_id(request_id))
+    if entry is not None:
+        entry.dctx.cancel_requested.set()
+        if dispatcher._peer_cancel_mode == "interrupt":
+            entry.scope.cancel()
+
+
+def close_request(dispatcher: JSONRPCDispatcher[Any], dctx: _JSONRPCDispatchContext[Any]) -> None:
+    """``dctx`` is done: its back-channel closes and a later cancel for its id finds nothing (a newer request that
+    reused the id keeps its entry)."""
+    dctx.close()
+    if dctx.request_id is None:
+        return
+    key = coerce_request_id(dctx.request_id)
+    entry = dispatcher._in_flight.get(key)
+    if entry is not None and entry.dctx is dctx:
+        del dispatcher._in_flight[key]
+
+
+def sdk_tracing_middleware(middleware: object) -> bool:
+    """Whether ``middleware`` is the SDK's own OpenTelemetry server middleware (on every ``Server`` by default)."""
+    return isinstance(middleware, OpenTelemetryMiddleware)

@@ -168,8 +168,10 @@ def compose(stages: Sequence[Stage], terminal: CallNext) -> CallNext:
 
 
 def _bind(stage: Stage, call_next: CallNext) -> CallNext:
-    async def run(call: ToolCall) -> types.CallToolResult:
-        return await stage(call, call_next)
+    # A plain function returning the stage's coroutine: no coroutine frame of its own, which every resumption of
+    # the call (each upstream read, each state round trip) would otherwise pass through once per stage.
+    def run(call: ToolCall) -> Awaitable[types.CallToolResult]:
+        return stage(call, call_next)
 
     run.__qualname__ = f"{type(stage).__name__}.bound"
     return run

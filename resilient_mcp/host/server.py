@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import mcp_types as types
@@ -42,6 +42,14 @@ from ..upstream import host_capability_names
 log = structlog.get_logger(__name__)
 
 _P = TypeVar("_P", bound=types.RequestParams)
+
+
+class ConnectionAdopter(Protocol):
+    """What the server tells a lane beside it (the stdio host's raw tools/call lane, ``rawcall``) of a connection
+    whose handshake completed: a seam, so this module never imports the lane that builds on it."""
+
+    def adopt(self, ctx: Ctx) -> None: ...
+
 
 PROGRESS_TOKEN = "progressToken"
 RESERVED_META_PREFIX = "io.modelcontextprotocol/"
@@ -211,6 +219,18 @@ async def delivered(call: ToolCall) -> None:
                 log.exception("delivery_hook_failed", tool=call.name)
 
 
+async def tool_call_answer(proxy: Proxy, ctx: Ctx, name: str, arguments: Any) -> dict[str, Any]:
+    """One tools/call through the proxy, as the JSON the host's protocol version reads (the fast path and the raw
+    lane both answer with it)."""
+    result = await run_tool_call(proxy, ctx, name, arguments, ctx.meta)
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    try:
+        return methods.serialize_server_result("tools/call", ctx.protocol_version, dumped)
+    except ValidationError:  # as the SDK's runner does: the detail echoes the result, so it stays in the log
+        log.exception("tool_call_invalid_result", tool=name)
+        raise MCPError(types.INTERNAL_ERROR, "Handler returned an invalid result") from None
+
+
 class ToolCallFastPath:
     """``Server.middleware``: a well-formed handshake-era tools/call runs without the SDK's request models.
 
@@ -228,13 +248,7 @@ class ToolCallFastPath:
         name = _plain_call_name(ctx) if ctx.method == "tools/call" else None
         if name is None or ctx.params is None:
             return await call_next(ctx)
-        result = await run_tool_call(self._proxy, ctx, name, ctx.params.get("arguments"), ctx.meta)
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        try:
-            return methods.serialize_server_result("tools/call", ctx.protocol_version, dumped)
-        except ValidationError:  # as the SDK's runner does: the detail echoes the result, so it stays in the log
-            log.exception("tool_call_invalid_result", tool=name)
-            raise MCPError(types.INTERNAL_ERROR, "Handler returned an invalid result") from None
+        return await tool_call_answer(self._proxy, ctx, name, ctx.params.get("arguments"))
 
 
 _PLAIN_KEYS = frozenset({"name", "arguments", "_meta"})
@@ -290,9 +304,13 @@ async def _maybe_bridged(
 def legacy_handoff(proxy: Proxy, ctx: Ctx, name: str) -> float | None:
     """For a handshake-era host (it cannot poll): how long it waits before it gets a handle instead of the result,
     for a tool allowed to run longer than that (``task.handoff_s`` below ``timeouts.total_s``); else ``None``."""
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or not proxy.policy.tasks.enabled:
-        return None
-    compiled = proxy.routing.chains.get(name)
+    return None if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else handoff_after(proxy, name)
+
+
+def handoff_after(proxy: Proxy, name: str) -> float | None:
+    """How long a handshake-era host waits for a call of ``name`` before it gets a task handle instead (``None``: it
+    gets the result, however long the call takes)."""
+    compiled = proxy.routing.chains.get(name) if proxy.policy.tasks.enabled else None
     if compiled is None:
         return None
     rule = compiled.rule
@@ -323,10 +341,12 @@ def _not_found(kind: str, name: str) -> MCPError:
 
 class HostServer:
     """The low-level server for one proxy: one method per request the host may send. Only the handlers some upstream
-    supports are registered (``handlers``)."""
+    supports are registered (``handlers``). ``raw``: the stdio host's raw tools/call lane, told the connection when
+    the host has initialized it."""
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, raw: ConnectionAdopter | None = None) -> None:
         self.proxy = proxy
+        self.raw = raw
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams) -> types.ListToolsResult:
         self.proxy.seen(ctx)
@@ -453,6 +473,8 @@ class HostServer:
 
     async def on_initialized(self, ctx: Ctx, params: Any) -> None:
         self.proxy.seen(ctx)
+        if self.raw is not None:
+            self.raw.adopt(ctx)
         await self.proxy.follow_host(ctx)
 
     def _any_supports(self, capability: str) -> bool:
@@ -500,9 +522,9 @@ class HostServer:
         return server
 
 
-def build_server(proxy: Proxy, *, instructions: str | None = None) -> Server[Any]:
-    """The low-level server for ``proxy`` (``HostServer(proxy).build()``)."""
-    return HostServer(proxy).build(instructions=instructions)
+def build_server(proxy: Proxy, *, instructions: str | None = None, raw: ConnectionAdopter | None = None) -> Server[Any]:
+    """The low-level server for ``proxy`` (``HostServer(proxy, raw).build()``)."""
+    return HostServer(proxy, raw).build(instructions=instructions)
 
 
 def _subscribable(caps: types.ServerCapabilities | None) -> bool:

@@ -14,6 +14,13 @@ line took the proxy to 1.4 GB resident); and a line of more than ``MAX_JSON_ITEM
 parsed, and refused with -32600 (10^6 keys took 7.5 s and left 269 MB resident). Lines are split in linear time.
 When stdin/stdout are not pipes, sockets or terminals (a regular file, ``/dev/null``), or the event loop is not
 asyncio, it falls back to the SDK's ``stdio_server``.
+
+Each message is written, whole, by the task that sends it (``_Wire``: no writer task in between), so the SDK's
+messages and the raw tools/call lane's answers (``rawcall``: ``raw`` takes the calls it accepts off the SDK's path)
+keep their order. When the host's input ends, the reader cancels the lane's calls in flight and nothing else (they
+are answered "Connection closed", as the SDK answers its own requests still running when it sees the end of its
+stream); every request read before is answered, and what was written is flushed before the transport closes
+(``tests/host/test_stdio_drain.py``).
 """
 
 from __future__ import annotations
@@ -23,14 +30,16 @@ import json
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
+import pydantic_core
 import structlog
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -73,15 +82,16 @@ def _on_asyncio() -> bool:
 
 
 @asynccontextmanager
-async def stdio_transport() -> AsyncIterator[Streams | Any]:
-    """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``."""
+async def stdio_transport(raw: RawLane | None = None) -> AsyncIterator[Streams | Any]:
+    """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``. ``raw``: the lane
+    that takes the tools/call requests it accepts off the SDK's path (``rawcall.py``)."""
     if sys.platform == "win32" or not (_streamable(0, reading=True) and _streamable(1) and _on_asyncio()):
         async with stdio_server() as streams:
             yield streams
         return
     wire_in, wire_out = _claim(0, os.O_RDONLY), _claim(1, os.O_WRONLY)
     try:
-        async with _serve(wire_in, wire_out) as streams:
+        async with _serve(wire_in, wire_out, raw) as streams:
             yield streams
     finally:
         _restore(1, wire_out)
@@ -109,8 +119,67 @@ def _restore(fd: int, private: int) -> None:
         os.close(private)
 
 
+class RawLane(Protocol):
+    """What the transport asks of the raw tools/call lane (``rawcall.RawToolCalls``)."""
+
+    def accepts(self, message: Any) -> bool: ...
+
+    def cancelled(self, message: Any) -> None: ...
+
+    async def run(self, message: dict[str, Any], send: Callable[[bytes], Awaitable[None]]) -> None: ...
+
+
+class _Wire:
+    """The host's stdout as the SDK's write stream: each message is written, whole, by the task that sends it (no
+    writer task and memory stream in between), so the SDK's messages and the raw lane's answers keep their order."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._closed = self._broken = False
+
+    async def send_line(self, data: bytes) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except ConnectionError:  # the host closed its end: nothing more can be delivered
+            if not self._broken:
+                log.info("stdout_closed")
+            self._broken = True
+            raise anyio.BrokenResourceError from None
+
+    async def send(self, message: SessionMessage) -> None:
+        await self.send_line(message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+
+    async def answer(self, error: types.JSONRPCError) -> None:
+        """Answer a line the session never sees."""
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self.send_line(error.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+
+    async def flush(self) -> None:
+        """Close to senders; what was written is in the pipe when this returns (bounded by ``_FLUSH_S``)."""
+        self._closed = True
+        with anyio.move_on_after(_FLUSH_S, shield=True), suppress(ConnectionError):
+            await self._writer.drain()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _Wire:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closed = True
+
+
 @asynccontextmanager
-async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
+async def _serve(wire_in: int, wire_out: int, raw: RawLane | None) -> AsyncIterator[Streams]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
     read_transport, _ = await loop.connect_read_pipe(
@@ -120,22 +189,49 @@ async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
         lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(wire_out, "wb", buffering=0, closefd=False)
     )
     write_transport.set_write_buffer_limits(high=0)  # drain() returns once a message is wholly in the pipe
-    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    wire = _Wire(asyncio.StreamWriter(write_transport, write_protocol, None, loop))
     incoming_send, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def answer(error: types.JSONRPCError) -> None:
-        """Answer a line the session never sees (whole lines: no interleaving with the session's writes)."""
-        with suppress(ConnectionError):
-            writer.write(error.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
-            await writer.drain()
 
     async def receive() -> bytes:
         if chunk := await reader.read(_CHUNK):
             return chunk
         raise anyio.EndOfStream
 
-    async def on_line(line: bytes) -> None:
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_Lines(wire, incoming_send, raw).read_all, receive)
+            try:
+                yield incoming, cast(MemoryObjectSendStream[SessionMessage], wire)
+            finally:
+                # The caller is done: what it sent is written (bounded), and a stdin still open is not waited for.
+                await wire.flush()
+                tg.cancel_scope.cancel()
+    finally:
+        read_transport.close()
+        write_transport.close()
+
+
+class _Lines:
+    """The host's lines: each is refused, run by the raw lane, or handed to the SDK's session."""
+
+    def __init__(self, wire: _Wire, to_session: Any, raw: RawLane | None) -> None:
+        self._wire, self._to_session, self._raw = wire, to_session, raw
+        self._raw_calls: TaskGroup | None = None
+
+    async def read_all(self, receive: Callable[[], Awaitable[bytes]]) -> None:
+        """Every line until the host's input ends. The raw lane's calls run in a task group of this task's own: at
+        the end of input they end as the SDK's in-flight requests do ("Connection closed", unless answered), and
+        nothing else is cancelled (the session still answers what it read, then sees the end of its stream)."""
+        async with self._to_session, anyio.create_task_group() as raw_calls:
+            self._raw_calls = raw_calls
+            try:
+                await split_lines(receive, MAX_LINE_BYTES, self.on_line, self.on_oversized)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            finally:
+                raw_calls.cancel_scope.cancel()
+
+    async def on_line(self, line: bytes) -> None:
         if not line.strip():
             return
         if items_at_most(line) > MAX_JSON_ITEMS:
@@ -144,61 +240,40 @@ async def _serve(wire_in: int, wire_out: int) -> AsyncIterator[Streams]:
             except TooComplex as exc:
                 log.warning("stdin_message_too_complex", size_bytes=len(line), reason=str(exc))
                 message = f"Invalid Request: a message of {exc}; send fewer or smaller arguments"
-                await answer(_error(_line_id(line), types.INVALID_REQUEST, message))
+                await self._wire.answer(_error(_line_id(line), types.INVALID_REQUEST, message))
                 return
+        if self._raw is not None and len(line) < _LARGE_LINE and _TOOLS_CALL in line:
+            message = _raw_message(line)
+            if message is not None and self._raw.accepts(message):
+                assert self._raw_calls is not None
+                self._raw_calls.start_soon(self._raw.run, message, self._wire.send_line)
+                return
+        elif self._raw is not None and len(line) < _LARGE_LINE and _CANCELLED in line:
+            self._raw.cancelled(_raw_message(line))  # now, before the next line: then on to the SDK as well
         item = await anyio.to_thread.run_sync(_parse, line) if len(line) >= _LARGE_LINE else _parse(line)
         if isinstance(item, Exception):
             log.warning("stdin_message_unreadable", error=_first_line(item), size_bytes=len(line))
-            await answer(_refusal(line, item))
+            await self._wire.answer(_refusal(line, item))
         else:
-            await incoming_send.send(item)
+            await self._to_session.send(item)
 
-    async def on_oversized(big: Any) -> None:
+    async def on_oversized(self, big: Any) -> None:
         log.warning("stdin_message_too_large", size_bytes=big.size, max_line_bytes=MAX_LINE_BYTES)
         message = f"Invalid Request: a message of {big.size} bytes is larger than the {MAX_LINE_BYTES}-byte limit"
-        await answer(_error(big.message_id(), types.INVALID_REQUEST, message))
+        await self._wire.answer(_error(big.message_id(), types.INVALID_REQUEST, message))
 
-    async def read_lines() -> None:
-        async with incoming_send:
-            try:
-                await split_lines(receive, MAX_LINE_BYTES, on_line, on_oversized)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
 
-    async def write_messages() -> None:
-        async with outgoing_receive:
-            async for message in outgoing_receive:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                try:
-                    writer.write(data.encode() + b"\n")
-                    await writer.drain()
-                except ConnectionError:  # the host closed its end: nothing more can be delivered
-                    log.info("stdout_closed")
-                    return
+_TOOLS_CALL = b'"tools/call"'
+_CANCELLED = b'"notifications/cancelled"'
 
-    written = anyio.Event()
 
-    async def write_all() -> None:
-        try:
-            await write_messages()
-        finally:
-            written.set()
-
+def _raw_message(line: bytes) -> Any:
+    """The line parsed as the SDK's parser reads it (``None`` when it cannot be, or holds NaN or Infinity: those
+    lines keep the SDK's path)."""
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_lines)
-            tg.start_soon(write_all)
-            try:
-                yield incoming, outgoing
-            finally:
-                # The caller is done: what it sent is written (bounded), and a stdin still open is not waited for.
-                outgoing.close()
-                with anyio.move_on_after(_FLUSH_S, shield=True):
-                    await written.wait()
-                tg.cancel_scope.cancel()
-    finally:
-        read_transport.close()
-        write_transport.close()
+        return pydantic_core.from_json(line, allow_inf_nan=False)
+    except ValueError:
+        return None
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:

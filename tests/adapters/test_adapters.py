@@ -12,12 +12,23 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import ClientSession
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.message import SessionMessage
 
 from resilient_mcp.adapters.process import close_transport
-from resilient_mcp.adapters.sdk import SDK_SERIES, after_envelope_stamp, host_connection
+from resilient_mcp.adapters.sdk import (
+    SDK_SERIES,
+    after_envelope_stamp,
+    close_request,
+    host_connection,
+    loop_dispatcher,
+    open_request,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +80,44 @@ async def test_the_subprocess_transport_is_closed_while_a_survivor_holds_its_pip
         for stream in (process.stdin, process.stdout, process.stderr):
             if stream is not None:
                 await stream.aclose()
+
+
+async def test_a_request_opened_on_the_loop_dispatcher_is_cancelled_and_reports_progress_as_the_sdks_own() -> None:
+    """``open_request``/``close_request`` (the raw tools/call lane) against the SDK's real dispatcher and connection."""
+    to_dispatcher, dispatcher_in = anyio.create_memory_object_stream[Any](4)
+    dispatcher_out, from_dispatcher = anyio.create_memory_object_stream[Any](4)
+    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(dispatcher_in, dispatcher_out)
+    connection = Connection.for_loop(dispatcher)
+    assert loop_dispatcher(ServerSession(object(), connection)) is dispatcher  # type: ignore[arg-type]
+    assert (
+        loop_dispatcher(ServerSession(object(), SimpleNamespace(outbound=object(), protocol_version="2025-11-25")))
+        is None
+    )  # type: ignore[arg-type]
+
+    async def ignore(*_: Any) -> Any:
+        return {}
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run, ignore, ignore)
+            dctx, scope = open_request(dispatcher, 7, "tok")
+            await dctx.progress(1, 2, "half")
+            sent = await from_dispatcher.receive()
+            assert sent.message.method == "notifications/progress"
+            assert sent.message.params == {"progressToken": "tok", "progress": 1, "total": 2, "message": "half"}
+            cancel = types.JSONRPCNotification(
+                jsonrpc="2.0", method="notifications/cancelled", params={"requestId": "7"}
+            )
+            await to_dispatcher.send(SessionMessage(cancel))
+            with scope:
+                await dctx.cancel_requested.wait()
+                await anyio.sleep_forever()  # the dispatcher cancels the scope
+            assert scope.cancelled_caught
+            close_request(dispatcher, dctx)
+            assert not dctx.can_send_request
+            other, _ = open_request(dispatcher, 8, None)
+            close_request(dispatcher, dctx)  # an entry that is not this context's stays
+            assert dispatcher._in_flight[8].dctx is other
+            close_request(dispatcher, other)
+            assert not dispatcher._in_flight
+            to_dispatcher.close()
