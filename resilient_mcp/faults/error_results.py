@@ -265,11 +265,16 @@ def _claims_not_run(fault: Fault) -> bool:
     return fault.is_transient and fault.retry_safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
 
 
+def _argument_names(tool: types.Tool | None) -> frozenset[str]:
+    properties = tool.input_schema.get("properties") if tool is not None else None
+    return frozenset(str(k) for k in properties) if isinstance(properties, Mapping) else frozenset()
+
+
 def classify_text(text: str, tool: types.Tool | None = None) -> Fault:
     """The fault an upstream's error text means, read in the vocabularies of ``vocab.py``; when nothing is recognised,
     an unrecognised ``PermanentExecutionError``: never transient, ``maybe_executed``, its basis said so."""
     details: dict[str, Any] = {"classified_by": "text"}
-    reading = vocab.read(text)
+    reading = vocab.read(text, _argument_names(tool))
     if reading is None:
         details["basis"] = Basis.UNRECOGNISED.value
         return PermanentExecutionError.of("unmatched", details=details, retry_safety=RetrySafety.MAYBE_EXECUTED)
