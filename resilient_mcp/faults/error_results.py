@@ -61,6 +61,7 @@ from . import (
     Unauthenticated,
     vocab,
 )
+from .stderr_words import stderr_reading, wordless
 from .vocab import Basis
 
 ERROR_META_KEY = "io.github.resilient-mcp/error"
@@ -156,11 +157,26 @@ def classify_result(result: types.CallToolResult, *, tool: types.Tool | None) ->
         fault = _narrowed(fault, text)
     if fault is not None:
         fault = fault.with_details(keep=True, basis=Basis.TYPED_HINT.value)
+    elif wordless(text):
+        return _from_stderr(result, text, tool)
     else:
         fault = classify_text(text, tool)
         if isinstance(meta.get(ERROR_META_KEY), Mapping):
             fault = fault.with_details(error_type=_scalar(meta[ERROR_META_KEY].get("type")))
     return answered(fault, result, text)
+
+
+def _from_stderr(result: types.CallToolResult, text: str, tool: types.Tool | None) -> Fault:
+    """A result whose text says only that the tool failed, read from the exception line the server wrote on stderr
+    during the call (``stderr_words``): quoted, and said to come from there. Without one, unrecognised as any
+    wordless text, with the reason none was attributed (another call in flight, nothing written)."""
+    words, why = stderr_reading(result.meta)
+    if words is None:
+        fault = classify_text(text, tool)
+        return answered(fault.with_details(stderr=why) if why else fault, result, text)
+    fault = classify_text(words, tool).with_details(words_from="stderr", stderr_words=words)
+    quoted = f"{text}\n[the server's stderr during this call] {words}" if text.strip() else f"[stderr] {words}"
+    return answered(fault, result, quoted)
 
 
 def answered(fault: Fault, result: types.CallToolResult, text: str) -> Fault:

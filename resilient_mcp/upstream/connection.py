@@ -140,6 +140,8 @@ class Connection:
         self._twins: anyio.abc.TaskGroup | None = None
         self._connecting = True
         self._tail = StderrTail() if isinstance(config, StdioUpstream) else None
+        self._windows: set[Any] = set()
+        """The requests in flight whose stderr is watched (``Upstream._stderr_window``)."""
         self.handshake_began: float | None = None
         """When the current attempt's handshake timer (``connect_timeout_s``) started: after the transport opened
         (a process spawned), ``None`` before. What a wait for this upstream's own verdict counts from."""
