@@ -377,6 +377,53 @@ _AWS: dict[str, Rule] = {
     )
 }
 
+# Codes no other vocabulary uses, read wherever they stand as a word. The others ("InternalError", "AccessDenied",
+# "RequestTimeout", ... are also other libraries' class names: pymysql's InternalError is any server error) only where
+# the text shows them as an AWS code: botocore's "(Code)", the XML ``<Code>``, a JSON "Code"/"code"/"__type".
+_AWS_DISTINCTIVE = frozenset(
+    {
+        "NoSuchKey",
+        "NoSuchBucket",
+        "NoSuchUpload",
+        "ResourceNotFoundException",
+        "InvalidObjectState",
+        "AccessDeniedException",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "MissingAuthenticationToken",
+        "RequestTimeTooSkewed",
+        "NoCredentialsError",
+        "SlowDown",
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "ServiceUnavailableException",
+        "BucketAlreadyExists",
+        "BucketAlreadyOwnedByYou",
+        "BucketNotEmpty",
+        "ConditionalCheckFailedException",
+    }
+)
+
+
+def _aws(text: str, words: list[str]) -> Rule | None:
+    for word in words:
+        if word in _AWS_DISTINCTIVE:
+            return _AWS[word]
+    if "(" not in text and "ode" not in text and "__type" not in text:
+        return None
+    for code, rule in _AWS.items():
+        if code in _AWS_DISTINCTIVE or code not in text:
+            continue
+        shown = (f"({code})", f"<Code>{code}<", f'"Code":"{code}"', f'"Code": "{code}"', f'"code": "{code}"')
+        if any(form in text for form in shown) or f'"code":"{code}"' in text or f'#{code}"' in text:
+            return rule
+    return None
+
+
 # HTTP status codes (RFC 9110 §15) a tool reports about the service behind it (not the MCP endpoint's own status).
 _HTTP: dict[int, Rule] = {
     int(r.key): r
@@ -1182,7 +1229,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _named(words, _GRPC)
         or _named(words, _ERRNO)
         or _named(words, _PYTHON)
-        or _named(words, _AWS)
+        or _aws(text, words)
         or _http(words)
         or (_work_limit(plain) if active(_WORK_LIMIT) else None)
         or _first_phrase(plain, _SQL)

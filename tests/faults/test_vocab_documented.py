@@ -299,3 +299,22 @@ def test_a_bare_fetch_failed_says_nothing_and_is_said_to_be_unrecognised() -> No
 def test_more_validators_documented_message_templates(text: str, cls: type[Fault]) -> None:
     fault = of_text(text)
     assert type(fault) is cls, (text, fault)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pymysql.err.InternalError: (1054, \"Unknown column 'x' in 'field list'\")",  # DB-API's InternalError
+        "psycopg2.InternalError: current transaction is aborted, commands ignored until end of transaction block",
+    ],
+)
+def test_an_aws_code_that_is_also_another_librarys_name_is_read_only_as_an_aws_code(text: str) -> None:
+    fault = of_text(text)
+    assert not fault.is_transient, (text, fault)
+    assert fault.details.get("vocabulary") != "aws"
+
+
+def test_an_ambiguous_aws_code_in_its_aws_shape_is_read() -> None:
+    fault = of_text('{"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "Internal error"}')
+    assert type(fault) is D1 and fault.is_transient
+    assert type(of_text("<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")) is F2
