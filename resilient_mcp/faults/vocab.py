@@ -533,7 +533,7 @@ _SDK: tuple[Phrase, ...] = (
     # object.unknown), yup ("x is a required field", mixed.required), marshmallow ("Missing data for required
     # field.", "Unknown field.", "Field may not be null.", "Not a valid integer."), class-validator ("x should not be
     # null or undefined", isDefined), go-playground/validator ("Field validation for 'X' failed on the 'required'
-    # tag"), python-jsonschema's and ajv's value checks, and zod-validation-error's "Validation error: ..." prefix.
+    # tag"), python-jsonschema's and ajv's value checks (zod-validation-error's prefix: ``_validation_prefix``).
     _p("validation", '" is required', B1),
     _p("validation", " is a required field", B1),
     _p("validation", "missing data for required field", B1),
@@ -548,8 +548,6 @@ _SDK: tuple[Phrase, ...] = (
     _p("validation", "must match pattern", B2),  # ajv pattern
     _p("validation", "must not have fewer than", B2),  # ajv minLength / minItems
     _p("validation", "must not have more than", B2),  # ajv maxLength / maxItems
-    _p("validation", ("validation error: ", "required"), B1, at_start=True),
-    _p("validation", "validation error: ", B2, at_start=True),
     _p("validation", "invalid_type", B2),
     _p("validation", "-32602", B2),
 )
@@ -919,6 +917,22 @@ def _zod_top_level(lowered: str, at: int) -> bool:
     return bool(name) and "." not in name[0] and "[" not in name[0]
 
 
+_PREFIX_MISSING = Rule("validation", "validation error: ... required", B1)
+_PREFIX_INVALID = Rule("validation", "validation error: ", B2)
+_CONSTRAINT_WORDS = ("unique", "duplicate", "already exist", "constraint")
+
+
+def _validation_prefix(plain: str) -> Rule | None:
+    """zod-validation-error's message ("Validation error: Required at "url"", "Validation error: Expected number,
+    received string at "age""), opening the text: the arguments break the schema (B1 when a value is required).
+    Not a database's constraint that an ORM also calls a validation error (Sequelize's "Validation error: name must
+    be unique": the row exists, the statement ran)."""
+    at = plain.find("validation error: ")
+    if at < 0 or not _opening(plain[:at]) or any(w in plain for w in _CONSTRAINT_WORDS):
+        return None
+    return _PREFIX_MISSING if "required" in plain[at:] else _PREFIX_INVALID
+
+
 _PYDANTIC_MISSING = Rule("validation", "[type=missing", B1)
 _PYDANTIC_INVALID = Rule("validation", "validation error for", B2)
 
@@ -1078,6 +1092,11 @@ def _work_limit(plain: str) -> Rule | None:
     return None
 
 
+def _on(rule: Rule | None) -> Rule | None:
+    """``rule`` unless it is switched off (``held_out``)."""
+    return rule if rule is not None and active(rule) else None
+
+
 def _first_phrase(lowered: str, phrases: tuple[Phrase, ...]) -> Rule | None:
     return next((p.rule for p in phrases if active(p.rule) and _has(lowered, p)), None)
 
@@ -1223,6 +1242,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         _zod_missing(lowered)
         or _pydantic(lowered)
         or _first_phrase(plain, _SDK)
+        or _on(_validation_prefix(plain))
         or _exited(plain, words)
         or _sqlstate(words)
         or _redis(text)
@@ -1235,7 +1255,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _SQL)
         or _first_phrase(plain, _RUNTIME)
         or _first_phrase(plain, _AWS_MESSAGES)
-        or (_credentials(plain, arguments) if active(_CREDENTIAL_MISSING) else None)
+        or _on(_credentials(plain, arguments))
         or _reason(plain)
         or _first_phrase(plain, _SERVERS)
         or _first_phrase(plain, _KEYWORDS)
@@ -1255,6 +1275,8 @@ ALL_CODES: tuple[Rule, ...] = (
     _EXIT_FAILED,
     _EXIT_TIMEOUT,
     _CHOICES,
+    _PREFIX_MISSING,
+    _PREFIX_INVALID,
     _CREDENTIAL_MISSING,
     _CREDENTIAL_WRONG,
     _SETTING_MISSING,

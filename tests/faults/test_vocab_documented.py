@@ -318,3 +318,8 @@ def test_an_ambiguous_aws_code_in_its_aws_shape_is_read() -> None:
     fault = of_text('{"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "Internal error"}')
     assert type(fault) is D1 and fault.is_transient
     assert type(of_text("<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")) is F2
+
+
+def test_an_orms_validation_error_for_a_unique_constraint_is_not_a_schema_violation() -> None:
+    fault = of_text("Validation error: name must be unique")  # Sequelize's UniqueConstraintError, the row exists
+    assert type(fault) not in (B1, B2)
