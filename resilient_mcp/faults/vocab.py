@@ -796,6 +796,9 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "could not connect", D1, transient=True, sources=GENERIC),
     _p("keyword", "unable to connect", D1, transient=True, sources=GENERIC),
     _p("keyword", "already exists", D5, sources=GENERIC),
+    _p("keyword", "already allocated", D5, sources=GENERIC),
+    _p("keyword", "already in use", D5, sources=GENERIC),
+    _p("keyword", "is in use", D5, sources=GENERIC),
     _p("keyword", "conflict", D5, sources=GENERIC),
     _p("keyword", "precondition", D5, sources=GENERIC),
     _p("keyword", "version mismatch", D5, sources=GENERIC),
@@ -1231,6 +1234,21 @@ def _windowed(found: Rule | None, plain: str) -> Rule | None:
     return found
 
 
+_SERVER_ERRORS = frozenset({("http", "500"), ("http-reason", "internal server error")})
+
+
+def _server_error_said_how(found: Rule | None, plain: str) -> Rule | None:
+    """A 500 says only that the server failed (RFC 9110 §15.6.1: "an unexpected condition"); services answer many a
+    permanent refusal with it (Docker's "port is already allocated", a conflict). Where its words name a conflict or a
+    refusal, they decide; otherwise the 500 stands (a transient server error)."""
+    if found is None or (found.family, found.key) not in _SERVER_ERRORS:
+        return found
+    said = _first_phrase(plain, _KEYWORDS)
+    if said is not None and not said.transient and said.fault in (StateConflict, Unauthenticated, PermissionDenied):
+        return said
+    return found
+
+
 def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
     """What ``text`` says in a known vocabulary; ``None`` when nothing is recognised. Never raises. ``arguments``:
     the names of the tool's arguments (a credential the text names as missing is the caller's if it is one)."""
@@ -1260,7 +1278,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _SERVERS)
         or _first_phrase(plain, _KEYWORDS)
     )
-    found = _windowed(_with_choices(found, plain), plain)
+    found = _windowed(_with_choices(_server_error_said_how(found, plain), plain), plain)
     if found is None:
         return None
     return Reading(found, retry_after_ms(words) if found.transient else None)

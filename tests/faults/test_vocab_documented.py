@@ -323,3 +323,16 @@ def test_an_ambiguous_aws_code_in_its_aws_shape_is_read() -> None:
 def test_an_orms_validation_error_for_a_unique_constraint_is_not_a_schema_violation() -> None:
     fault = of_text("Validation error: name must be unique")  # Sequelize's UniqueConstraintError, the row exists
     assert type(fault) not in (B1, B2)
+
+
+def test_a_500_whose_words_name_a_conflict_is_the_conflict() -> None:
+    # docker-py's APIError for the Engine's 500 on a port another container holds (Docker API: 500 "server error")
+    text = (
+        "docker.errors.APIError: 500 Server Error for http+docker://localhost/v1.45/containers/web-1/start: Internal "
+        'Server Error ("driver failed programming external connectivity on endpoint web-1: Bind for 0.0.0.0:8080 '
+        'failed: port is already allocated")'
+    )
+    fault = of_text(text)
+    assert type(fault) is D5 and not fault.is_transient
+    plain_500 = of_text("docker.errors.APIError: 500 Server Error for http+docker://x/info: Internal Server Error")
+    assert type(plain_500) is D1 and plain_500.is_transient
