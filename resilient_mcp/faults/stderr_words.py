@@ -98,16 +98,16 @@ def exception_words(text: str) -> str | None:
         message = _message_of(line)
         if message is None:
             continue
-        if wordless(message.partition(": ")[2]):
-            continue
-        found = _continued(lines, at, message)
+        words = _continued(lines, at, message)
+        if not wordless(words.partition(": ")[2]):
+            found = words
     return found
 
 
 def wrapper_seen(text: str, tool: str) -> bool:
     """Whether the SDK's own wrapper line for ``tool`` was written (it comes last: the traceback is complete)."""
-    lowered = text[-MAX_STDERR_CHARS:].lower()
-    return f"error executing tool {tool.lower()}" in lowered
+    flat = " ".join(text[-MAX_STDERR_CHARS:].lower().split())  # a console may have wrapped it
+    return f"error executing tool {tool.lower()}" in flat
 
 
 def stderr_reading(meta: Mapping[str, Any] | None) -> tuple[str | None, str | None]:

@@ -22,7 +22,7 @@ from resilient_mcp.faults import (
     TransientExecutionError,
 )
 from resilient_mcp.faults.classify import classify_result
-from resilient_mcp.faults.stderr_words import STDERR_META_KEY, exception_words, wordless
+from resilient_mcp.faults.stderr_words import STDERR_META_KEY, exception_words, wordless, wrapper_seen
 from resilient_mcp.faults.vocab import Basis
 from resilient_mcp.policy.config import StdioUpstream
 from resilient_mcp.upstream import Connection, Upstream
@@ -211,3 +211,31 @@ def test_a_node_error_line() -> None:
 def test_no_exception_line_is_none() -> None:
     assert exception_words("INFO Processing request of type CallToolRequest\n") is None
     assert exception_words("mcp.server.mcpserver.exceptions.UnexpectedToolError: Error executing tool x\n") is None
+
+
+RICH_LOG_COLUMN = """[12/02/26 11:37:01] ERROR    Tool 'cache_get' raised an unexpected server.py:455
+                             exception
+                             ╭─ Traceback (most recent call last─╮
+                             │ /srv/memcached_mcp_server/tools/  │
+                             │ cache.py:36 in cache_get          │
+                             ╰───────────────────────────────────╯
+                             ConnectionRefusedError: [Errno 111]
+                             Connection refused
+
+                             The above exception was the direct
+                             cause of the following exception:
+
+                             ╭─ Traceback (most recent call last─╮
+                             │ /srv/mcp/server/mcpserver/tools/  │
+                             │ base.py:213 in run                │
+                             ╰───────────────────────────────────╯
+                             UnexpectedToolError: Error executing
+                             tool cache_get
+"""
+
+
+def test_a_traceback_rich_wrapped_inside_a_log_column() -> None:
+    # rich's log handler renders the traceback in the message column (indented, wrapped at its width): the SDK's
+    # wrapper is wrapped too, and is still the wrapper
+    assert exception_words(RICH_LOG_COLUMN) == "ConnectionRefusedError: [Errno 111] Connection refused"
+    assert wrapper_seen(RICH_LOG_COLUMN, "cache_get")
