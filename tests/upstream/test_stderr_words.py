@@ -239,3 +239,38 @@ def test_a_traceback_rich_wrapped_inside_a_log_column() -> None:
     # wrapper is wrapped too, and is still the wrapper
     assert exception_words(RICH_LOG_COLUMN) == "ConnectionRefusedError: [Errno 111] Connection refused"
     assert wrapper_seen(RICH_LOG_COLUMN, "cache_get")
+
+
+@pytest.mark.anyio
+async def test_through_the_proxy_the_observation_quotes_the_stderr_words_and_says_where_they_came_from() -> None:
+    from mcp import Client
+
+    from resilient_mcp.host.server import build_server
+    from resilient_mcp.policy import Policy, PolicyFile
+    from resilient_mcp.policy.config import ProxyConfig
+    from resilient_mcp.proxy.pipeline import Pipeline
+    from resilient_mcp.proxy.proxy import Proxy
+
+    cfg = ProxyConfig.model_validate(
+        {
+            "upstreams": {
+                "engine": {
+                    "command": sys.executable,
+                    "args": [str(SERVER)],
+                    "protocol": "legacy",
+                    "connect_timeout_s": 120,
+                }
+            },
+            "state_dir": ":memory:",
+        }
+    )
+    proxy = Proxy(cfg, Policy(PolicyFile.model_validate({})), Pipeline)
+    with anyio.fail_after(240):
+        async with proxy.running(), Client(build_server(proxy), mode="legacy", cache=None) as client:
+            result = await client.call_tool("lookup", {"name": "web-9"})
+    assert result.is_error and isinstance(result.structured_content, dict)
+    obs = result.structured_content
+    assert obs["fault_type"] == "D4_permanent_execution_error", obs
+    assert obs["details"]["words_from"] == "stderr"
+    assert "No such container: web-9" in obs["upstream_message"]["text"]
+    assert obs["upstream_message"]["untrusted"] is True
