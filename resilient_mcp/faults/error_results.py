@@ -61,6 +61,7 @@ from . import (
     Unauthenticated,
     vocab,
 )
+from .stderr_words import stderr_reading, wordless
 from .vocab import Basis
 
 ERROR_META_KEY = "io.github.resilient-mcp/error"
@@ -156,11 +157,26 @@ def classify_result(result: types.CallToolResult, *, tool: types.Tool | None) ->
         fault = _narrowed(fault, text)
     if fault is not None:
         fault = fault.with_details(keep=True, basis=Basis.TYPED_HINT.value)
+    elif wordless(text):
+        return _from_stderr(result, text, tool)
     else:
         fault = classify_text(text, tool)
         if isinstance(meta.get(ERROR_META_KEY), Mapping):
             fault = fault.with_details(error_type=_scalar(meta[ERROR_META_KEY].get("type")))
     return answered(fault, result, text)
+
+
+def _from_stderr(result: types.CallToolResult, text: str, tool: types.Tool | None) -> Fault:
+    """A result whose text says only that the tool failed, read from the exception line the server wrote on stderr
+    during the call (``stderr_words``): quoted, and said to come from there. Without one, unrecognised as any
+    wordless text, with the reason none was attributed (another call in flight, nothing written)."""
+    words, why = stderr_reading(result.meta)
+    if words is None:
+        fault = classify_text(text, tool)
+        return answered(fault.with_details(stderr=why) if why else fault, result, text)
+    fault = classify_text(words, tool).with_details(words_from="stderr", stderr_words=words)
+    quoted = f"{text}\n[the server's stderr during this call] {words}" if text.strip() else f"[stderr] {words}"
+    return answered(fault, result, quoted)
 
 
 def answered(fault: Fault, result: types.CallToolResult, text: str) -> Fault:
@@ -265,11 +281,16 @@ def _claims_not_run(fault: Fault) -> bool:
     return fault.is_transient and fault.retry_safety in (RetrySafety.NOT_SENT, RetrySafety.REJECTED)
 
 
+def _argument_names(tool: types.Tool | None) -> frozenset[str]:
+    properties = tool.input_schema.get("properties") if tool is not None else None
+    return frozenset(str(k) for k in properties) if isinstance(properties, Mapping) else frozenset()
+
+
 def classify_text(text: str, tool: types.Tool | None = None) -> Fault:
     """The fault an upstream's error text means, read in the vocabularies of ``vocab.py``; when nothing is recognised,
     an unrecognised ``PermanentExecutionError``: never transient, ``maybe_executed``, its basis said so."""
     details: dict[str, Any] = {"classified_by": "text"}
-    reading = vocab.read(text)
+    reading = vocab.read(text, _argument_names(tool))
     if reading is None:
         details["basis"] = Basis.UNRECOGNISED.value
         return PermanentExecutionError.of("unmatched", details=details, retry_safety=RetrySafety.MAYBE_EXECUTED)

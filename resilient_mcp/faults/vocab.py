@@ -9,12 +9,15 @@ said. Those layers share published vocabularies, and this module reads them (``r
     grpc         UNAVAILABLE, DEADLINE_EXCEEDED, NOT_FOUND    gRPC status code names
     errno        ENOENT, EACCES, ECONNREFUSED, ENOSPC         POSIX errno names, as Node error codes too
     python       FileNotFoundError, TimeoutError              Python's built-in exception names
+    aws          NoSuchKey, SlowDown, InvalidAccessKeyId       AWS's documented error codes (S3, DynamoDB, common)
     http         "status code 503", "HTTP 404", "Error (503)" HTTP status codes (RFC 9110) and Retry-After
     process      "exit status 1", "Exit Code: 128"            a process's exit status (POSIX; 124: GNU timeout)
     validation   "is a required property", "Field required"   JSON Schema, ajv, zod 3/4, pydantic message shapes
     mcp-sdk      "Input validation error", "Tool x not found"  the MCP SDKs' own wordings
     sql          "no such table", "duplicate key value"       sqlite, PostgreSQL and MySQL's documented messages
-    runtime      "Could not resolve host", "Network Error"    name resolution, network texts, a child's own time limit
+    runtime      "Could not resolve host", "Network Error"    name resolution (getaddrinfo), network texts, undici
+    aws-message  "Please reduce your request rate."           AWS's documented messages for its codes, botocore's
+    credentials  "API key is not set", "No password given"    a credential noun and a word of absence (F1 ask_user)
     wording      "outside allowed directories"                wordings of particular servers (``sources`` names them)
     keyword      "rate limit", "permission denied", "timed out" generic words, a guess
 
@@ -102,7 +105,7 @@ class Reading:
     at_start: bool = False
 
 
-_CODE_FAMILIES = frozenset({"sqlstate", "redis", "grpc", "errno", "python", "http", "process"})
+_CODE_FAMILIES = frozenset({"sqlstate", "redis", "grpc", "errno", "python", "http", "process", "aws"})
 
 _held_out: ContextVar[frozenset[str]] = ContextVar("held_out", default=frozenset())
 _rules_off: ContextVar[frozenset[tuple[str, str]]] = ContextVar("rules_off", default=frozenset())
@@ -267,8 +270,25 @@ _ERRNO: dict[str, Rule] = {
         _r("errno", "EBUSY", D1, transient=True),
         _r("errno", "EMFILE", D1, transient=True),
         _r("errno", "ENFILE", D1, transient=True),
+        # getaddrinfo's codes (POSIX <netdb.h>, as Node's dns module reports them): only EAI_AGAIN says "temporary";
+        # a name that does not resolve, or has no address, stays so.
         _r("errno", "EAI_AGAIN", D1, transient=True),
         _r("errno", "ENOTFOUND", D4),  # Node's DNS lookup: the host name does not resolve
+        _r("errno", "EAI_NONAME", D4),
+        _r("errno", "EAI_NODATA", D4),
+        _r("errno", "EAI_FAIL", D4),  # a non-recoverable failure of the resolver
+        # undici's error codes (Node's fetch; undici docs, "Errors"): the cause of a "fetch failed" decides.
+        _r("errno", "UND_ERR_CONNECT_TIMEOUT", D1, transient=True),
+        _r("errno", "UND_ERR_HEADERS_TIMEOUT", D1, transient=True),
+        _r("errno", "UND_ERR_BODY_TIMEOUT", D1, transient=True),
+        _r("errno", "UND_ERR_SOCKET", D1, transient=True),  # "other side closed"
+        _r("errno", "UND_ERR_CLOSED", D1, transient=True),
+        _r("errno", "UND_ERR_DESTROYED", D1, transient=True),
+        _r("errno", "UND_ERR_RES_CONTENT_LENGTH_MISMATCH", D1, transient=True),  # the response was cut short
+        _r("errno", "UND_ERR_RES_EXCEEDED_MAX_SIZE", D4),  # the same request meets the same size limit
+        _r("errno", "UND_ERR_INVALID_ARG", B4),
+        _r("errno", "UND_ERR_NOT_SUPPORTED", B4),
+        _r("errno", "UND_ERR_PRX_TLS", D4, repair=ASK),  # the proxy's TLS: configuration
         _r("errno", "ERR_INVALID_URL", B4),
         _r("errno", "ERR_INVALID_ARG_TYPE", B4),
         _r("errno", "ERR_INVALID_ARG_VALUE", B4),
@@ -299,6 +319,110 @@ _PYTHON: dict[str, Rule] = {
         _r("python", "ZeroDivisionError", B4),
     )
 }
+
+# AWS's documented error codes (S3 "Error responses: List of error codes", DynamoDB "Error handling", the common
+# errors of the AWS APIs), read as whole case-sensitive tokens: servers pass them on as botocore's "An error occurred
+# (NoSuchKey) when calling ..." or as the service's XML/JSON ``Code``. Mapped by the status AWS documents for each.
+_AWS: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("aws", "NoSuchKey", D4),  # 404
+        _r("aws", "NoSuchBucket", D4),  # 404
+        _r("aws", "NoSuchUpload", D4),
+        _r("aws", "NoSuchVersion", D4),
+        _r("aws", "ResourceNotFoundException", D4),  # DynamoDB and most JSON APIs, 400
+        _r("aws", "InvalidObjectState", D4, repair=ASK),  # 403: an archived object must be restored first
+        _r("aws", "AccessDenied", F2, repair=ASK),  # 403
+        _r("aws", "AccessDeniedException", F2, repair=ASK),
+        _r("aws", "AllAccessDisabled", F2, repair=ASK),
+        _r("aws", "InvalidAccessKeyId", F1, repair=ASK),  # 403: the key does not exist
+        _r("aws", "SignatureDoesNotMatch", F1, repair=ASK),  # 403: the secret is wrong
+        _r("aws", "ExpiredToken", F1, repair=ASK),  # 400
+        _r("aws", "ExpiredTokenException", F1, repair=ASK),
+        _r("aws", "InvalidToken", F1, repair=ASK),
+        _r("aws", "InvalidClientTokenId", F1, repair=ASK),
+        _r("aws", "UnrecognizedClientException", F1, repair=ASK),
+        _r("aws", "MissingAuthenticationToken", F1, repair=ASK),
+        _r("aws", "RequestTimeTooSkewed", F1, repair=ASK),  # 403: the client's clock, not the request
+        _r("aws", "NoCredentialsError", F1, repair=ASK),  # botocore: "Unable to locate credentials"
+        _r("aws", "SlowDown", RateLimited, transient=True),  # 503 "Please reduce your request rate."
+        _r("aws", "ThrottlingException", RateLimited, transient=True),  # 400
+        _r("aws", "TooManyRequestsException", RateLimited, transient=True),
+        _r("aws", "RequestLimitExceeded", RateLimited, transient=True),
+        _r("aws", "ProvisionedThroughputExceededException", RateLimited, transient=True),  # DynamoDB: retry
+        _r("aws", "ServiceUnavailable", D1, transient=True),  # 503
+        _r("aws", "ServiceUnavailableException", D1, transient=True),
+        _r("aws", "InternalError", D1, transient=True),  # 500 "We encountered an internal error. Please try again."
+        _r("aws", "InternalFailure", D1, transient=True),
+        _r("aws", "InternalServerError", D1, transient=True),  # DynamoDB, 500
+        _r("aws", "RequestTimeout", D1, transient=True),  # 400: the socket was idle past the timeout
+        _r("aws", "BucketAlreadyExists", D5),  # 409
+        _r("aws", "BucketAlreadyOwnedByYou", D5),
+        _r("aws", "BucketNotEmpty", D5),
+        _r("aws", "ConditionalCheckFailedException", D5),
+        _r("aws", "PreconditionFailed", D5),
+        _r("aws", "OperationAborted", D5),  # 409: a conflicting operation on the resource
+        _r("aws", "ResourceInUseException", D5),
+        _r("aws", "InvalidBucketName", B4),
+        _r("aws", "InvalidArgument", B4),
+        _r("aws", "InvalidRange", B4),  # 416
+        _r("aws", "KeyTooLongError", B4),
+        _r("aws", "EntityTooLarge", B4),
+        _r("aws", "EntityTooSmall", B4),
+        _r("aws", "MalformedXML", B4),
+        _r("aws", "InvalidParameterValue", B4),
+        _r("aws", "InvalidParameterCombination", B4),
+        _r("aws", "ValidationException", B4),
+        _r("aws", "SerializationException", B4),
+    )
+}
+
+# Codes no other vocabulary uses, read wherever they stand as a word. The others ("InternalError", "AccessDenied",
+# "RequestTimeout", ... are also other libraries' class names: pymysql's InternalError is any server error) only where
+# the text shows them as an AWS code: botocore's "(Code)", the XML ``<Code>``, a JSON "Code"/"code"/"__type".
+_AWS_DISTINCTIVE = frozenset(
+    {
+        "NoSuchKey",
+        "NoSuchBucket",
+        "NoSuchUpload",
+        "ResourceNotFoundException",
+        "InvalidObjectState",
+        "AccessDeniedException",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "MissingAuthenticationToken",
+        "RequestTimeTooSkewed",
+        "NoCredentialsError",
+        "SlowDown",
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "ServiceUnavailableException",
+        "BucketAlreadyExists",
+        "BucketAlreadyOwnedByYou",
+        "BucketNotEmpty",
+        "ConditionalCheckFailedException",
+    }
+)
+
+
+def _aws(text: str, words: list[str]) -> Rule | None:
+    for word in words:
+        if word in _AWS_DISTINCTIVE:
+            return _AWS[word]
+    if "(" not in text and "ode" not in text and "__type" not in text:
+        return None
+    for code, rule in _AWS.items():
+        if code in _AWS_DISTINCTIVE or code not in text:
+            continue
+        shown = (f"({code})", f"<Code>{code}<", f'"Code":"{code}"', f'"Code": "{code}"', f'"code": "{code}"')
+        if any(form in text for form in shown) or f'"code":"{code}"' in text or f'#{code}"' in text:
+            return rule
+    return None
+
 
 # HTTP status codes (RFC 9110 §15) a tool reports about the service behind it (not the MCP endpoint's own status).
 _HTTP: dict[int, Rule] = {
@@ -405,6 +529,25 @@ _SDK: tuple[Phrase, ...] = (
     _p("validation", "additional properties are not allowed", B2),
     _p("validation", "must not have additional properties", B2),
     _p("validation", "unrecognized key", B2),
+    # Other validators' documented message templates: Joi ('"x" is required', any.required; '"x" is not allowed',
+    # object.unknown), yup ("x is a required field", mixed.required), marshmallow ("Missing data for required
+    # field.", "Unknown field.", "Field may not be null.", "Not a valid integer."), class-validator ("x should not be
+    # null or undefined", isDefined), go-playground/validator ("Field validation for 'X' failed on the 'required'
+    # tag"), python-jsonschema's and ajv's value checks (zod-validation-error's prefix: ``_validation_prefix``).
+    _p("validation", '" is required', B1),
+    _p("validation", " is a required field", B1),
+    _p("validation", "missing data for required field", B1),
+    _p("validation", "should not be null or undefined", B1),
+    _p("validation", ("field validation for '", "' failed on the 'required' tag"), B1, near=120),
+    _p("validation", ("field validation for '", "' failed on the '"), B2, near=120),
+    _p("validation", '" is not allowed', B2),
+    _p("validation", ("unknown field", "."), B2, near=1),
+    _p("validation", "field may not be null", B2),
+    _p("validation", "is not valid under any of the given schemas", B2),  # python-jsonschema anyOf/oneOf
+    _p("validation", "must be equal to one of the allowed values", B2),  # ajv enum
+    _p("validation", "must match pattern", B2),  # ajv pattern
+    _p("validation", "must not have fewer than", B2),  # ajv minLength / minItems
+    _p("validation", "must not have more than", B2),  # ajv maxLength / maxItems
     _p("validation", "invalid_type", B2),
     _p("validation", "-32602", B2),
 )
@@ -497,6 +640,12 @@ _RUNTIME: tuple[Phrase, ...] = (
     _p("runtime", "could not resolve host", D4),
     _p("runtime", "name or service not known", D4),  # EAI_NONAME
     _p("runtime", "nodename nor servname provided", D4),  # EAI_NONAME (BSD, macOS)
+    _p("runtime", "no address associated with hostname", D4),  # EAI_NODATA (glibc)
+    _p("runtime", "non-recoverable failure in name resolution", D4),  # EAI_FAIL (glibc)
+    _p("runtime", "getaddrinfo failed", D4),  # Windows' WSAHOST_NOT_FOUND (11001), as Python reports it
+    _p("runtime", "no such host", D4),  # Go's net ("lookup x on ...: no such host"); .NET "No such host is known"
+    _p("runtime", "unknownhostexception", D4),  # Java's java.net.UnknownHostException
+    _p("runtime", "other side closed", D1, transient=True),  # undici's SocketError
     _p("runtime", "network is unreachable", D1, transient=True),  # ENETUNREACH
     _p("runtime", "no route to host", D1, transient=True),  # EHOSTUNREACH
     _p("runtime", "network error", D1, transient=True),  # axios's ERR_NETWORK: the request got no response
@@ -504,6 +653,22 @@ _RUNTIME: tuple[Phrase, ...] = (
     _p("node", "not a directory", B4),
     _p("node", "no such file or directory", D4),
     _p("node", "socket hang up", D1, transient=True),
+)
+
+# AWS's documented messages for its error codes (S3 "List of error codes", botocore's exceptions), which servers pass
+# on without the code.
+_AWS_MESSAGES: tuple[Phrase, ...] = (
+    _p("aws-message", "access key id you provided does not exist", F1, repair=ASK),  # InvalidAccessKeyId
+    _p("aws-message", "request signature we calculated does not match", F1, repair=ASK),  # SignatureDoesNotMatch
+    _p("aws-message", "security token included in the request is invalid", F1, repair=ASK),  # InvalidClientTokenId
+    _p("aws-message", "the provided token has expired", F1, repair=ASK),  # ExpiredToken
+    _p("aws-message", "unable to locate credentials", F1, repair=ASK),  # botocore NoCredentialsError
+    _p("aws-message", "reduce your request rate", RateLimited, transient=True),  # SlowDown
+    _p("aws-message", "rate exceeded", RateLimited, transient=True),  # ThrottlingException
+    _p("aws-message", "not valid for the object's storage class", D4, repair=ASK),  # InvalidObjectState
+    _p("aws-message", "we encountered an internal error", D1, transient=True),  # InternalError
+    _p("aws-message", "not read from or written to within the timeout period", D1, transient=True),  # RequestTimeout
+    _p("aws-message", "could not connect to the endpoint url", D1, transient=True),  # botocore EndpointConnectionError
 )
 
 # HTTP reason phrases (RFC 9110 §15) standing alone: a server that passes on only the phrase of the status the service
@@ -631,6 +796,9 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "could not connect", D1, transient=True, sources=GENERIC),
     _p("keyword", "unable to connect", D1, transient=True, sources=GENERIC),
     _p("keyword", "already exists", D5, sources=GENERIC),
+    _p("keyword", "already allocated", D5, sources=GENERIC),
+    _p("keyword", "already in use", D5, sources=GENERIC),
+    _p("keyword", "is in use", D5, sources=GENERIC),
     _p("keyword", "conflict", D5, sources=GENERIC),
     _p("keyword", "precondition", D5, sources=GENERIC),
     _p("keyword", "version mismatch", D5, sources=GENERIC),
@@ -752,6 +920,22 @@ def _zod_top_level(lowered: str, at: int) -> bool:
     return bool(name) and "." not in name[0] and "[" not in name[0]
 
 
+_PREFIX_MISSING = Rule("validation", "validation error: ... required", B1)
+_PREFIX_INVALID = Rule("validation", "validation error: ", B2)
+_CONSTRAINT_WORDS = ("unique", "duplicate", "already exist", "constraint")
+
+
+def _validation_prefix(plain: str) -> Rule | None:
+    """zod-validation-error's message ("Validation error: Required at "url"", "Validation error: Expected number,
+    received string at "age""), opening the text: the arguments break the schema (B1 when a value is required).
+    Not a database's constraint that an ORM also calls a validation error (Sequelize's "Validation error: name must
+    be unique": the row exists, the statement ran)."""
+    at = plain.find("validation error: ")
+    if at < 0 or not _opening(plain[:at]) or any(w in plain for w in _CONSTRAINT_WORDS):
+        return None
+    return _PREFIX_MISSING if "required" in plain[at:] else _PREFIX_INVALID
+
+
 _PYDANTIC_MISSING = Rule("validation", "[type=missing", B1)
 _PYDANTIC_INVALID = Rule("validation", "validation error for", B2)
 
@@ -770,6 +954,94 @@ def _pydantic(lowered: str) -> Rule | None:
             return _PYDANTIC_MISSING if "[type=missing" in lowered else _PYDANTIC_INVALID
         at = lowered.find(" validation error", at + 1)
     return None
+
+
+# Credentials a server lacks (issue 19): a credential noun and a word of absence in one clause. Only a person can
+# supply them: F1, ask_user. A setting named as an environment variable with no credential in it is the server's
+# configuration: D4, ask_user. A noun that is one of the tool's own arguments is the caller's (a validator's B1).
+_CREDENTIAL_NOUNS = (
+    "api key",
+    "api_key",
+    "api-key",
+    "apikey",
+    "access key",
+    "access_key",
+    "secret key",
+    "secret_key",
+    "client secret",
+    "client_secret",
+    "access token",
+    "access_token",
+    "auth token",
+    "bearer token",
+    "authentication token",
+    "token",
+    "password",
+    "passphrase",
+    "credentials",
+    "credential",
+)
+_ABSENT_AFTER = (
+    "not set",
+    "not configured",
+    "not provided",
+    "not specified",
+    "not supplied",
+    "not given",
+    "not defined",
+    "not found",
+    "is missing",
+    "is required",
+    "are required",
+    "required",
+    "must be set",
+    "must be provided",
+    "is empty",
+    "undefined",
+)
+_ABSENT_BEFORE = ("missing ", "no ", "without ", "unable to locate ", "could not find ", "could not load ")
+_WRONG_CREDENTIAL = ("incorrect ", "invalid ", "wrong ", "bad ")
+_CREDENTIAL_MISSING = Rule("credentials", "credential missing", F1, repair=ASK, sources=GENERIC)
+_CREDENTIAL_WRONG = Rule("credentials", "credential refused", F1, repair=ASK, sources=GENERIC)
+_SETTING_MISSING = Rule("credentials", "setting missing", D4, repair=ASK, sources=GENERIC)
+_ENV_NOUNS = ("environment variable", "env var", "env variable")
+
+
+def _absent_near(plain: str, at: int, end: int) -> bool:
+    """A word of absence in the clause around ``plain[at:end]``: within 40 characters after it (before a sentence
+    ends), or just before it."""
+    after = plain[end : end + 40].split(". ", 1)[0].split(";", 1)[0].split("\n", 1)[0]
+    if any(a in after for a in _ABSENT_AFTER):
+        return True
+    before = plain[max(0, at - 20) : at]
+    return any(before.endswith(b) or before.endswith(b + "the ") for b in _ABSENT_BEFORE)
+
+
+def _plain_name(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "").replace(" ", "")
+
+
+def _credentials(plain: str, arguments: frozenset[str]) -> Rule | None:
+    args = {_plain_name(a) for a in arguments}
+    for noun in _CREDENTIAL_NOUNS:
+        at = plain.find(noun)
+        while at >= 0:
+            end = at + len(noun)
+            whole = (at == 0 or plain[at - 1] not in _LETTERS) and (end == len(plain) or plain[end] not in _LETTERS)
+            if whole and _plain_name(noun) not in args:
+                if _absent_near(plain, at, end):
+                    return _CREDENTIAL_MISSING
+                if noun == "password" and plain[max(0, at - 12) : at].endswith(_WRONG_CREDENTIAL):
+                    return _CREDENTIAL_WRONG
+            at = plain.find(noun, end)
+    for noun in _ENV_NOUNS:
+        at = plain.find(noun)
+        if at >= 0 and _absent_near(plain, at, at + len(noun)):
+            return _SETTING_MISSING
+    return None
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 _EXIT_FAILED = Rule("process", "exit status", B4)
@@ -821,6 +1093,11 @@ def _work_limit(plain: str) -> Rule | None:
                 return _WORK_LIMIT
             at = plain.find(subject, end)
     return None
+
+
+def _on(rule: Rule | None) -> Rule | None:
+    """``rule`` unless it is switched off (``held_out``)."""
+    return rule if rule is not None and active(rule) else None
 
 
 def _first_phrase(lowered: str, phrases: tuple[Phrase, ...]) -> Rule | None:
@@ -957,8 +1234,24 @@ def _windowed(found: Rule | None, plain: str) -> Rule | None:
     return found
 
 
-def read(text: str) -> Reading | None:
-    """What ``text`` says in a known vocabulary; ``None`` when nothing is recognised. Never raises."""
+_SERVER_ERRORS = frozenset({("http", "500"), ("http-reason", "internal server error")})
+
+
+def _server_error_said_how(found: Rule | None, plain: str) -> Rule | None:
+    """A 500 says only that the server failed (RFC 9110 §15.6.1: "an unexpected condition"); services answer many a
+    permanent refusal with it (Docker's "port is already allocated", a conflict). Where its words name a conflict or a
+    refusal, they decide; otherwise the 500 stands (a transient server error)."""
+    if found is None or (found.family, found.key) not in _SERVER_ERRORS:
+        return found
+    said = _first_phrase(plain, _KEYWORDS)
+    if said is not None and not said.transient and said.fault in (StateConflict, Unauthenticated, PermissionDenied):
+        return said
+    return found
+
+
+def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
+    """What ``text`` says in a known vocabulary; ``None`` when nothing is recognised. Never raises. ``arguments``:
+    the names of the tool's arguments (a credential the text names as missing is the caller's if it is one)."""
     text = text[:MAX_SCAN_CHARS]
     lowered = text.lower()
     plain = _without_urls(lowered)
@@ -967,27 +1260,31 @@ def read(text: str) -> Reading | None:
         _zod_missing(lowered)
         or _pydantic(lowered)
         or _first_phrase(plain, _SDK)
+        or _on(_validation_prefix(plain))
         or _exited(plain, words)
         or _sqlstate(words)
         or _redis(text)
         or _named(words, _GRPC)
         or _named(words, _ERRNO)
         or _named(words, _PYTHON)
+        or _aws(text, words)
         or _http(words)
         or (_work_limit(plain) if active(_WORK_LIMIT) else None)
         or _first_phrase(plain, _SQL)
         or _first_phrase(plain, _RUNTIME)
+        or _first_phrase(plain, _AWS_MESSAGES)
+        or _on(_credentials(plain, arguments))
         or _reason(plain)
         or _first_phrase(plain, _SERVERS)
         or _first_phrase(plain, _KEYWORDS)
     )
-    found = _windowed(_with_choices(found, plain), plain)
+    found = _windowed(_with_choices(_server_error_said_how(found, plain), plain), plain)
     if found is None:
         return None
     return Reading(found, retry_after_ms(words) if found.transient else None)
 
 
-ALL_PHRASES: tuple[Phrase, ...] = (*_SDK, *_SQL, *_RUNTIME, *_REASONS, *_SERVERS, *_KEYWORDS)
+ALL_PHRASES: tuple[Phrase, ...] = (*_SDK, *_SQL, *_RUNTIME, *_AWS_MESSAGES, *_REASONS, *_SERVERS, *_KEYWORDS)
 ALL_CODES: tuple[Rule, ...] = (
     _WORK_LIMIT,
     _ZOD_MISSING,
@@ -996,6 +1293,11 @@ ALL_CODES: tuple[Rule, ...] = (
     _EXIT_FAILED,
     _EXIT_TIMEOUT,
     _CHOICES,
+    _PREFIX_MISSING,
+    _PREFIX_INVALID,
+    _CREDENTIAL_MISSING,
+    _CREDENTIAL_WRONG,
+    _SETTING_MISSING,
     *_SQLSTATE_CODES.values(),
     *_SQLSTATE_CLASSES.values(),
     *_REDIS.values(),
@@ -1003,4 +1305,5 @@ ALL_CODES: tuple[Rule, ...] = (
     *_ERRNO.values(),
     *_PYTHON.values(),
     *_HTTP.values(),
+    *_AWS.values(),
 )

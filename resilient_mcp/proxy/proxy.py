@@ -10,6 +10,7 @@ It implements ``UpstreamHooks``: upstream log messages, resource updates, list c
 
 from __future__ import annotations
 
+import math
 import uuid
 import warnings
 import weakref
@@ -186,14 +187,14 @@ class Proxy:
         return raw if raw == ":memory:" else str(self.config.state_path())
 
     async def _wait_started(self, timeout_s: float | None) -> None:
-        # Each upstream bounds its own handshake by its connect_timeout_s; this outer bound is only a safety net, and
-        # is longer, so that an upstream's own verdict (timed out, failed, why) is what the start reports.
-        longest = max((u.config.connect_timeout_s for u in self.upstreams.values()), default=1.0)
-        limit = timeout_s or longest + max(2.0, 0.25 * longest)
-        with anyio.move_on_after(limit):
+        # Each upstream bounds its own handshake by its connect_timeout_s, counted from when its transport opened (a
+        # process spawned); this outer bound is only a safety net, counted from the same moment and longer, so that
+        # the upstream's own verdict (timed out, failed, why) is what the start reports. Counted from before the
+        # spawn instead, a spawn slowed by load used up the margin and the start reported "starting" with no
+        # reason. ``timeout_s`` (a caller's own limit) counts from now, for all upstreams together.
+        with anyio.move_on_after(timeout_s if timeout_s else math.inf):
             for up in self.upstreams.values():
-                while up.state == "starting" or (up.state == "down" and up.start_failures < 2):
-                    await up.wait_changed()
+                await _started_or_late(up)
         for up in self.upstreams.values():
             if up.state != "ready":
                 log.error(
@@ -489,3 +490,18 @@ class Proxy:
         except Exception as exc:
             log.warning("server_request_relay_failed", method=request.method, error=str(exc))
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"resilient-mcp: relay failed: {exc}")
+
+
+async def _started_or_late(up: Upstream) -> None:
+    """Until ``up`` has started or failed, or has been silent past its own connect timeout and a margin counted from
+    when its handshake began (before that, the spawn itself is given as long)."""
+    own = up.config.connect_timeout_s
+    limit = own + max(2.0, 0.25 * own)
+    waiting_since = anyio.current_time()
+    while up.state == "starting" or (up.state == "down" and up.start_failures < 2):
+        since = up.handshake_began if up.handshake_began is not None else waiting_since
+        left = since + limit - anyio.current_time()
+        if left <= 0:
+            return
+        with anyio.move_on_after(left):
+            await up.wait_changed()

@@ -10,7 +10,9 @@ sent again with the answers, round by round.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Self, TypeVar, cast
 
 import anyio
@@ -23,6 +25,8 @@ from pydantic import BaseModel, TypeAdapter
 
 from ..call.hostcontext import CURRENT_HOST, timing
 from ..faults import AttemptTimeout, ConnectFailure, PersistentOutage
+from ..faults.error_results import result_text
+from ..faults.stderr_words import STDERR_META_KEY, exception_words, wordless, wrapper_seen
 from ..policy.config import RemoteUpstream
 from .connection import Connection, set_level
 from .errors import Attempt, HostDidNotAnswer, upstream_errors, upstream_faults
@@ -141,6 +145,25 @@ class Upstream(Connection):
                 name, arguments, meta, timeout_s=timeout_s, on_progress=on_progress, progress_extends=progress_extends
             )
         session = await self.wait_ready(min(timeout_s or self.config.connect_timeout_s, self.config.connect_timeout_s))
+        with self._stderr_window() as window:
+            result = await self._send_call(session, name, arguments, meta, timeout_s, on_progress, progress_extends)
+            if result.meta and STDERR_META_KEY in result.meta:  # only the connection says what stderr held
+                kept = {k: v for k, v in result.meta.items() if k != STDERR_META_KEY}
+                result = result.model_copy(update={"meta": kept})
+            if window is not None and result.is_error and wordless(result_text(result)):
+                result = await self._with_stderr_words(result, window, name)
+            return result
+
+    async def _send_call(
+        self,
+        session: ClientSession,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: dict[str, Any] | None,
+        timeout_s: float | None,
+        on_progress: ProgressFn | None,
+        progress_extends: bool,
+    ) -> types.CallToolResult:
         with upstream_faults(self._attempt()) as attempt:
             params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=attempt.tag(meta) or None)
             request = types.CallToolRequest(params=params)
@@ -161,13 +184,51 @@ class Upstream(Connection):
                 details={"timeout_ms": int(elapsed * 1000), "upstream": self.name},
             )
 
+    # --- a wordless error result and the server's stderr ------------------------------------------------------------
+
+    @contextmanager
+    def _stderr_window(self) -> Iterator[_Window | None]:
+        """The stderr written while one request is in flight on a stdio upstream (``None`` for other transports). A
+        request that overlaps another (either way) is not alone: its lines cannot be told apart."""
+        if self._tail is None:
+            yield None
+            return
+        window = _Window(self._tail.written, alone=not self._windows)
+        for other in self._windows:
+            other.alone = False
+        self._windows.add(window)
+        try:
+            yield window
+        finally:
+            self._windows.discard(window)
+
+    async def _with_stderr_words(
+        self, result: types.CallToolResult, window: _Window, tool: str
+    ) -> types.CallToolResult:
+        """``result`` (an error that says nothing) with the exception line the server wrote on stderr during the
+        call, in its ``_meta`` (``STDERR_META_KEY``; an upstream's own value there is replaced). The line is waited
+        for briefly: the server wrote it before its answer, but the pipe is relayed by another task. Until the
+        SDK's own wrapper line for this tool shows the traceback is complete, at most ``STDERR_SETTLE_S``."""
+        assert self._tail is not None
+        with anyio.move_on_after(STDERR_SETTLE_S):
+            while not wrapper_seen(self._tail.since(window.mark), tool):
+                await self._tail.grown()
+        entry: dict[str, Any]
+        if not window.alone:
+            entry = {"unattributed": "another request was in flight on this connection: its lines may be that one's"}
+        else:
+            words = exception_words(self._tail.since(window.mark))
+            entry = {"words": words} if words else {"unattributed": "no exception line on stderr during the call"}
+        meta = {**(result.meta or {}), STDERR_META_KEY: entry}
+        return result.model_copy(update={"meta": meta})
+
     async def request(self, request: Any, result_type: type[R]) -> R:
         """Forward a non-tool request (resources, prompts, completion). SDK errors pass through as ``MCPError``;
         an upstream that does not answer within ``connect_timeout_s`` gets -32001 like any timed-out request."""
         if result_type in _WITH_INPUT and (target := await self.for_host()) is not self:
             return await target.request(request, result_type)
         session = await self.wait_ready(self.config.connect_timeout_s)
-        with upstream_errors(self._attempt()):
+        with self._stderr_window(), upstream_errors(self._attempt()):
             if self.modern and result_type in _WITH_INPUT:
                 result: R = await self._with_input(session, request, None)
                 return result
@@ -228,6 +289,18 @@ class Upstream(Connection):
             else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
         )
         await self.request(req, types.EmptyResult)
+
+
+STDERR_SETTLE_S = 0.5
+"""How long a wordless error result waits for the server's stderr to show the exception (only then)."""
+
+
+@dataclass(eq=False, slots=True)
+class _Window:
+    mark: int
+    """``StderrTail.written`` when the request was sent."""
+    alone: bool = True
+    """No other request was in flight on this connection at any time during this one."""
 
 
 def _extending(scope: anyio.CancelScope, extend_s: float | None, on_progress: ProgressFn | None) -> ProgressFnT:

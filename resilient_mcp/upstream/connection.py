@@ -140,6 +140,11 @@ class Connection:
         self._twins: anyio.abc.TaskGroup | None = None
         self._connecting = True
         self._tail = StderrTail() if isinstance(config, StdioUpstream) else None
+        self._windows: set[Any] = set()
+        """The requests in flight whose stderr is watched (``Upstream._stderr_window``)."""
+        self.handshake_began: float | None = None
+        """When the current attempt's handshake timer (``connect_timeout_s``) started: after the transport opened
+        (a process spawned), ``None`` before. What a wait for this upstream's own verdict counts from."""
         self.declared: frozenset[str] = frozenset(HOST_CAPABILITIES)
         """The host capabilities declared to this upstream: all of them while several hosts may be served (each
         request is then checked against the calling host), exactly the host's own with a single stdio host."""
@@ -157,6 +162,11 @@ class Connection:
                 self.on_state(self)
             except Exception:
                 log.exception("upstream_state_hook_failed", upstream=self.name)
+
+    def _notify(self) -> None:
+        """Wake the waiters of ``wait_changed`` without a change of state (the handshake timer started)."""
+        self._changed.set()
+        self._changed = anyio.Event()
 
     async def wait_changed(self) -> None:
         """Until the next state change."""
@@ -241,6 +251,8 @@ class Connection:
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport())
             session = await stack.enter_async_context(self._session_over(read, write))
+            self.handshake_began = anyio.current_time()
+            self._notify()
             with anyio.fail_after(self.config.connect_timeout_s):
                 if not await self._handshake(session):
                     return
@@ -261,6 +273,7 @@ class Connection:
             raise failure
 
     def _starting(self) -> None:
+        self.handshake_began = None
         self._ended = anyio.Event()
         self._restart = anyio.Event()
         self._connecting = True

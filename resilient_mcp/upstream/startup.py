@@ -39,8 +39,8 @@ from ..faults import (
 
 STOP_AFTER = 3
 """Permanent start-up failures in a row after which an upstream is not started again (until the proxy restarts)."""
-TAIL_BYTES = 4096
-"""How much of a server's stderr is kept (its last bytes)."""
+TAIL_BYTES = 16384
+"""How much of a server's stderr is kept (its last bytes): a chained Python traceback fits."""
 WORDS_CHARS = 240
 """How much of the server's words a report quotes (instructions, observations, ``/status``, ``check``)."""
 _GARBAGE_LINES = 4
@@ -111,17 +111,36 @@ _LATER = (
 
 
 class StderrTail:
-    """The last ``TAIL_BYTES`` a server wrote to stderr, and the first lines of its stdout that are not JSON-RPC."""
+    """The last ``TAIL_BYTES`` a server wrote to stderr, and the first lines of its stdout that are not JSON-RPC.
+
+    ``written`` counts every byte ever added (a mark for "since this call was sent": ``since``), and ``grown`` waits
+    for the next chunk."""
 
     def __init__(self, limit: int = TAIL_BYTES) -> None:
         self._limit = limit
         self._data = bytearray()
         self.garbage: deque[str] = deque(maxlen=_GARBAGE_LINES)
         """Lines of stdout that are not JSON-RPC (the first few bytes of each)."""
+        self.written = 0
+        self._grew = anyio.Event()
 
     def add(self, chunk: bytes) -> None:
         self._data += chunk[-self._limit :]
         del self._data[: -self._limit]
+        self.written += len(chunk)
+        self._grew.set()
+        self._grew = anyio.Event()
+
+    async def grown(self) -> None:
+        """Until the next chunk is added."""
+        await self._grew.wait()
+
+    def since(self, mark: int) -> str:
+        """What was written after ``written`` was ``mark`` (as much of it as is still kept)."""
+        new = self.written - mark
+        if new <= 0:
+            return ""
+        return bytes(self._data[-new:]).decode("utf-8", "replace")
 
     def unreadable(self, line: bytes) -> None:
         if len(self.garbage) < _GARBAGE_LINES:

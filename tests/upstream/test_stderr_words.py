@@ -1,0 +1,276 @@
+"""A wordless error result (the Python SDK's ``Error executing tool <name>``) paired with the exception the upstream
+wrote on its stderr during that call, over a real stdio subprocess (tests/fixtures/wordless_server.py), and the
+text rules that pick that line (``resilient_mcp/faults/stderr_words.py``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+import pytest
+from pydantic import BaseModel
+
+from resilient_mcp.faults import (
+    Fault,
+    PermanentExecutionError,
+    PermissionDenied,
+    TransientExecutionError,
+)
+from resilient_mcp.faults.classify import classify_result
+from resilient_mcp.faults.stderr_words import STDERR_META_KEY, exception_words, wordless, wrapper_seen
+from resilient_mcp.faults.vocab import Basis
+from resilient_mcp.policy.config import StdioUpstream
+from resilient_mcp.upstream import Connection, Upstream
+
+SERVER = Path(__file__).resolve().parent.parent / "fixtures" / "wordless_server.py"
+
+
+class _Hooks:
+    async def catalog_changed(self, upstream: Connection) -> None:
+        return None
+
+    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
+        return None
+
+    async def resource_updated(self, upstream: Connection, uri: str) -> None:
+        return None
+
+    async def server_request(
+        self, upstream: Connection, request: types.ServerRequest, key: str | None = None
+    ) -> BaseModel | types.ErrorData:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="no host here")
+
+
+@asynccontextmanager
+async def _wordless_server() -> AsyncIterator[Upstream]:
+    config = StdioUpstream(command=sys.executable, args=[str(SERVER)], connect_timeout_s=120)
+    up = Upstream("wordless", config, _Hooks())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(up.run)
+        try:
+            await up.wait_ready(120)
+            yield up
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def _fault(up: Upstream, tool: str, arguments: dict[str, str] | None = None) -> Fault:
+    result = await up.call_tool(tool, arguments or {}, timeout_s=60)
+    assert result.is_error and wordless("\n".join(c.text for c in result.content if isinstance(c, types.TextContent)))
+    fault = classify_result(result, tool=None)
+    assert fault is not None
+    return fault
+
+
+@pytest.mark.anyio
+async def test_a_wordless_crash_is_read_from_what_the_server_wrote_on_stderr_during_the_call() -> None:
+    with anyio.fail_after(240):
+        async with _wordless_server() as up:
+            missing = await _fault(up, "lookup", {"name": "web-9"})
+            assert type(missing) is PermanentExecutionError and not missing.is_transient
+            assert missing.details["words_from"] == "stderr"
+            assert missing.details["stderr_words"] == "LookupError: No such container: web-9"
+            assert missing.details["basis"] != Basis.UNRECOGNISED.value
+            assert missing.upstream_message is not None and "stderr" in missing.upstream_message
+            assert "No such container: web-9" in missing.upstream_message
+
+            refused = await _fault(up, "refused")
+            assert type(refused) is TransientExecutionError and refused.is_transient
+            assert "ConnectionRefusedError" in refused.details["stderr_words"]
+
+            # in a chained traceback, the tool's own exception (not the cause, not the SDK's wrapper)
+            chained = await _fault(up, "chained")
+            assert type(chained) is PermissionDenied, chained.details
+            assert chained.details["stderr_words"].startswith("PermissionError: authorization denied")
+
+
+@pytest.mark.anyio
+async def test_only_lines_written_since_the_call_was_sent_are_read() -> None:
+    with anyio.fail_after(240):
+        async with _wordless_server() as up:
+            ok = await up.call_tool("noisy", {}, timeout_s=60)
+            assert not ok.is_error
+            fault = await _fault(up, "lookup", {"name": "web-9"})
+            # the earlier "PermissionError: access denied" line belongs to the earlier call: not F2
+            assert type(fault) is PermanentExecutionError
+            assert "PermissionError" not in fault.details["stderr_words"]
+
+
+@pytest.mark.anyio
+async def test_with_another_call_in_flight_nothing_is_attributed_and_the_observation_says_so() -> None:
+    with anyio.fail_after(240):
+        async with _wordless_server() as up:
+            results: dict[str, types.CallToolResult] = {}
+
+            async def call(tool: str) -> None:
+                results[tool] = await up.call_tool(tool, {}, timeout_s=60)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "wait_then_fail")
+                while not up._windows:  # until the first call is in flight (its window open)
+                    await anyio.lowlevel.checkpoint()
+                tg.start_soon(call, "release")
+            failed = results["wait_then_fail"]
+            assert failed.is_error and "unattributed" in (failed.meta or {})[STDERR_META_KEY]
+            fault = classify_result(failed, tool=None)
+            assert fault is not None and fault.details["basis"] == Basis.UNRECOGNISED.value
+            assert not fault.is_transient and "in flight" in fault.details["stderr"]
+            assert "words_from" not in fault.details
+
+
+def test_an_upstreams_own_stderr_key_is_not_taken_for_the_connections() -> None:
+    # an HTTP upstream (no stderr) that puts the key in its own _meta is not believed: classify_result reads it only
+    # as the connection wrote it, and the connection replaces it (tested above); here, the reading is bounded
+    meta = {STDERR_META_KEY: {"words": "x" * 5000}}
+    result = types.CallToolResult(content=[types.TextContent(text="Error executing tool t")], is_error=True, _meta=meta)
+    fault = classify_result(result, tool=None)
+    assert fault is not None and len(fault.details["stderr_words"]) <= 400
+
+
+@pytest.mark.parametrize(
+    ("text", "is_wordless"),
+    [
+        ("Error executing tool start_container", True),
+        ("Error executing tool outer: Error executing tool inner", True),
+        ("Error executing tool fetch: ", True),
+        ("", True),
+        ("Error calling tool 'query'", True),  # FastMCP's masked error
+        ("Error executing tool fetch: Failed to fetch http://x/ - status code 500", False),
+        ("No such container: web-9", False),
+    ],
+)
+def test_what_counts_as_wordless(text: str, is_wordless: bool) -> None:
+    assert wordless(text) is is_wordless
+
+
+PLAIN = """Tool 'start_container' raised an unexpected exception
+Traceback (most recent call last):
+  File "/srv/docker/api/client.py", line 275, in _raise_for_status
+    response.raise_for_status()
+requests.exceptions.HTTPError: 404 Client Error: Not Found for url: http://127.0.0.1:2375/v1.47/containers/web-9/start
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/srv/server.py", line 40, in start_container
+docker.errors.NotFound: 404 Client Error for http://docker/containers/web-9: Not Found ("No such container: web-9")
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/srv/mcp/server/mcpserver/tools/base.py", line 161, in run
+mcp.server.mcpserver.exceptions.UnexpectedToolError: Error executing tool start_container
+"""
+
+RICH = """[12/02/26 11:00:00] ERROR    Tool 'pull_image' raised an unexpected       server.py:455
+                             exception
+╭───────────────────── Traceback (most recent call last) ──────────────────────╮
+│ /srv/server.py:40 in pull_image                                              │
+╰──────────────────────────────────────────────────────────────────────────────╯
+APIError: 500 Server Error for http://127.0.0.1:2375/v1.47/images/create: Internal
+Server Error ("Get https://registry-1.docker.io/v2/: dial tcp: lookup
+registry-1.docker.io: Temporary failure in name resolution")
+
+The above exception was the direct cause of the following exception:
+
+╭───────────────────── Traceback (most recent call last) ──────────────────────╮
+│ /srv/mcp/server/mcpserver/tools/base.py:161 in run                           │
+╰──────────────────────────────────────────────────────────────────────────────╯
+UnexpectedToolError: Error executing tool pull_image
+"""
+
+NODE = """Error: connect ECONNREFUSED 127.0.0.1:11211
+    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1555:16) {
+  errno: -111,
+  code: 'ECONNREFUSED',
+}
+"""
+
+
+def test_the_tools_own_exception_line_of_a_chained_python_traceback() -> None:
+    words = exception_words(PLAIN)
+    assert words is not None and words.startswith("docker.errors.NotFound: 404 Client Error")
+    assert "No such container: web-9" in words
+
+
+def test_a_line_the_console_wrapped_is_joined() -> None:
+    words = exception_words(RICH)
+    assert words is not None and words.startswith("APIError: 500 Server Error")
+    assert "Temporary failure in name resolution" in words
+
+
+def test_a_node_error_line() -> None:
+    assert exception_words(NODE) == "Error: connect ECONNREFUSED 127.0.0.1:11211"
+
+
+def test_no_exception_line_is_none() -> None:
+    assert exception_words("INFO Processing request of type CallToolRequest\n") is None
+    assert exception_words("mcp.server.mcpserver.exceptions.UnexpectedToolError: Error executing tool x\n") is None
+
+
+RICH_LOG_COLUMN = """[12/02/26 11:37:01] ERROR    Tool 'cache_get' raised an unexpected server.py:455
+                             exception
+                             ╭─ Traceback (most recent call last─╮
+                             │ /srv/memcached_mcp_server/tools/  │
+                             │ cache.py:36 in cache_get          │
+                             ╰───────────────────────────────────╯
+                             ConnectionRefusedError: [Errno 111]
+                             Connection refused
+
+                             The above exception was the direct
+                             cause of the following exception:
+
+                             ╭─ Traceback (most recent call last─╮
+                             │ /srv/mcp/server/mcpserver/tools/  │
+                             │ base.py:213 in run                │
+                             ╰───────────────────────────────────╯
+                             UnexpectedToolError: Error executing
+                             tool cache_get
+"""
+
+
+def test_a_traceback_rich_wrapped_inside_a_log_column() -> None:
+    # rich's log handler renders the traceback in the message column (indented, wrapped at its width): the SDK's
+    # wrapper is wrapped too, and is still the wrapper
+    assert exception_words(RICH_LOG_COLUMN) == "ConnectionRefusedError: [Errno 111] Connection refused"
+    assert wrapper_seen(RICH_LOG_COLUMN, "cache_get")
+
+
+@pytest.mark.anyio
+async def test_through_the_proxy_the_observation_quotes_the_stderr_words_and_says_where_they_came_from() -> None:
+    from mcp import Client
+
+    from resilient_mcp.host.server import build_server
+    from resilient_mcp.policy import Policy, PolicyFile
+    from resilient_mcp.policy.config import ProxyConfig
+    from resilient_mcp.proxy.pipeline import Pipeline
+    from resilient_mcp.proxy.proxy import Proxy
+
+    cfg = ProxyConfig.model_validate(
+        {
+            "upstreams": {
+                "engine": {
+                    "command": sys.executable,
+                    "args": [str(SERVER)],
+                    "protocol": "legacy",
+                    "connect_timeout_s": 120,
+                }
+            },
+            "state_dir": ":memory:",
+        }
+    )
+    proxy = Proxy(cfg, Policy(PolicyFile.model_validate({})), Pipeline)
+    with anyio.fail_after(240):
+        async with proxy.running(), Client(build_server(proxy), mode="legacy", cache=None) as client:
+            result = await client.call_tool("lookup", {"name": "web-9"})
+    assert result.is_error and isinstance(result.structured_content, dict)
+    obs = result.structured_content
+    assert obs["fault_type"] == "D4_permanent_execution_error", obs
+    assert obs["details"]["words_from"] == "stderr"
+    assert "No such container: web-9" in obs["upstream_message"]["text"]
+    assert obs["upstream_message"]["untrusted"] is True
