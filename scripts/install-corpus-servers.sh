@@ -22,6 +22,8 @@ command -v chromium >/dev/null || { apt-get update && apt-get install -y chromiu
 # for the fake Jira API's self-signed certificate.
 command -v memcached >/dev/null || { apt-get update && apt-get install -y memcached; }
 command -v openssl >/dev/null || { apt-get update && apt-get install -y openssl; }
+# The third fresh hold-out (benchmarks/errors/holdout3.py): Debian's OpenSSH daemon behind the SSH server.
+[ -x /usr/sbin/sshd ] || { apt-get update && apt-get install -y openssh-server; }
 
 NPM_SERVERS=(
   mcp-fetch-server@1.1.2
@@ -39,6 +41,8 @@ NPM_SERVERS=(
   @elastic/mcp-server-elasticsearch@0.3.1
   @playwright/mcp@0.0.83
   @sylphx/pdf-reader-mcp@2.4.0
+  mcp-server-code-runner@0.1.8
+  ssh-mcp@2.11.0
 )
 if [ ! -f "$CORPUS/npm/.installed" ] || [ "$(cat "$CORPUS/npm/.installed")" != "${NPM_SERVERS[*]}" ]; then
   # No browser downloads (a dependency of desktop-commander pulls puppeteer; Playwright's server drives Debian's
@@ -74,6 +78,10 @@ PY_SERVERS=(
   "chroma-py=chroma-mcp==0.2.6 pydantic==2.11.7"
   "s3-py=aws-s3-mcp==0.1.3 mcp<2"
   "jira-py=jira-mcp-server-hopcos==0.2.0"
+  "prometheus-py=prometheus-mcp-server==1.6.2"
+  "grafana-py=mcp-grafana==2.1.1"
+  "obsidian-py=mcp-obsidian==0.2.3"
+  "couchdb-py=couchdb-mcp-server==0.1.0"
 )
 # The interpreter itself, not a pyenv shim (a shim for a version that is not pyenv's global one fails).
 find_python() {
@@ -85,7 +93,8 @@ find_python() {
 }
 # mcp-text-editor 1.2.x needs Python 3.13, mcp-sqlite 3.12+ (pyenv's here). postgres-mcp 0.3.0 is not installed:
 # it pins pglast==7.2.0, which has no build for these Pythons. mcp-server-docker 0.3.0 needs Python 3.12+.
-declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13 [docker-py]=python3.13)
+declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13 [docker-py]=python3.13 [prometheus-py]=python3.13
+  [grafana-py]=python3.13 [obsidian-py]=python3.13 [couchdb-py]=python3.13)
 for entry in "${PY_SERVERS[@]}"; do
   name=${entry%%=*}
   reqs=${entry#*=}

@@ -315,6 +315,11 @@ HOLDOUT2_SHAPED = CORPUS.with_name("holdout2_success_shaped.jsonl")
 HOLDOUT2_FROZEN_AT = "354a7a5"
 """The commit that froze the second hold-out (``holdout2.py``): collected after the rules added from the first
 hold-out, so "frozen" and "now" both measure rules that never saw these servers (until a rule is written from them)."""
+HOLDOUT3 = CORPUS.with_name("holdout3.jsonl")
+HOLDOUT3_SHAPED = CORPUS.with_name("holdout3_success_shaped.jsonl")
+HOLDOUT3_FROZEN_AT = "0c7bf73"
+"""The commit that froze the third hold-out (``holdout3.py``): collected and labelled while new rules were being
+written elsewhere, without reading them; "frozen" is main's rules of that day, "now" the rules at measurement."""
 
 _FROZEN_SCRIPT = """
 import dataclasses, json, sys
@@ -440,6 +445,11 @@ def holdout2() -> str:
     return holdout(HOLDOUT2, HOLDOUT2_SHAPED, rev=HOLDOUT2_FROZEN_AT, before=HOLDOUT_FROZEN_AT)
 
 
+def holdout3() -> str:
+    """The third hold-out, with the rules of the second hold-out's freezing commit beside its own."""
+    return holdout(HOLDOUT3, HOLDOUT3_SHAPED, rev=HOLDOUT3_FROZEN_AT, before=HOLDOUT2_FROZEN_AT)
+
+
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
 
 
@@ -488,6 +498,7 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
     if holdout_too and path == CORPUS:
         out += ["", "## The fresh hold-out (`holdout.jsonl`)", "", holdout()]
         out += ["", "## The second fresh hold-out (`holdout2.jsonl`)", "", holdout2()]
+        out += ["", "## The third fresh hold-out (`holdout3.jsonl`)", "", holdout3()]
     if confusions:
         for axis in ("fault_type", "repair_action", "transient"):
             out += [
@@ -509,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--confusion", action="store_true", help="also print LOSO confusions per field, by server")
     parser.add_argument("--holdout2", action="store_true", help="print only the second fresh hold-out's section")
+    parser.add_argument("--holdout3", action="store_true", help="print only the third fresh hold-out's section")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
@@ -529,6 +541,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.holdout2:
         sys.stdout.write(holdout2() + "\n")
+        return 0
+    if args.holdout3:
+        sys.stdout.write(holdout3() + "\n")
         return 0
     sys.stdout.write(run(args.corpus, diagnosed, confusions=args.confusion) + "\n")
     return 0

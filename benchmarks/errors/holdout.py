@@ -95,6 +95,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._serve("DELETE")
 
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
     def log_message(self, format: str, *args: Any) -> None:
         return None
 
