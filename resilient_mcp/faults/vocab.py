@@ -18,6 +18,9 @@ said. Those layers share published vocabularies, and this module reads them (``r
     runtime      "Could not resolve host", "Network Error"    name resolution (getaddrinfo), network texts, undici
     aws-message  "Please reduce your request rate."           AWS's documented messages for its codes, botocore's
     credentials  "API key is not set", "No password given"    a credential noun and a word of absence (F1 ask_user)
+    cause        "Permission denied (publickey)"              permanent causes in their layers' words (OpenSSH, ssh2,
+                 "Host key verification failed"               paramiko, systemd, an approval not obtainable), read
+                                                              before the generic transport words that prefix them
     wording      "outside allowed directories"                wordings of particular servers (``sources`` names them)
     keyword      "rate limit", "permission denied", "timed out" generic words, a guess
 
