@@ -18,6 +18,9 @@ said. Those layers share published vocabularies, and this module reads them (``r
     runtime      "Could not resolve host", "Network Error"    name resolution (getaddrinfo), network texts, undici
     aws-message  "Please reduce your request rate."           AWS's documented messages for its codes, botocore's
     credentials  "API key is not set", "No password given"    a credential noun and a word of absence (F1 ask_user)
+    cause        "Permission denied (publickey)"              permanent causes in their layers' words (OpenSSH, ssh2,
+                 "Host key verification failed"               paramiko, systemd, an approval not obtainable), read
+                                                              before the generic transport words that prefix them
     wording      "outside allowed directories"                wordings of particular servers (``sources`` names them)
     keyword      "rate limit", "permission denied", "timed out" generic words, a guess
 
@@ -732,6 +735,50 @@ _SERVERS: tuple[Phrase, ...] = (
     _p("wording", "terminating connection due to", D1, transient=True, sources=("dbhub",)),
 )
 
+# Permanent causes in the documented words of the layers that report them. A server often prefixes what lies behind
+# it with a generic transport word ("SSH connection error: ...", "..._UNAVAILABLE: ..."); the words after that prefix
+# say why, and a recognised permanent cause outranks the prefix: this family is read before the generic words (and
+# the HTTP reason phrases), wherever the cause stands in the text. Each names where its words are documented.
+# Upper-case codes are read as words (``HOST_KEY_MISMATCH`` as "host key mismatch": ``_CAUSE_SPACE``).
+_CAUSES: tuple[Phrase, ...] = (
+    # OpenSSH ssh(1), sshconnect2.c: "Permission denied (publickey,password)." lists the methods the server offered
+    # after every one was refused: authentication, not a permission (not Rust's "Permission denied (os error 13)").
+    _p("cause", "permission denied (publickey", F1, repair=ASK),
+    _p("cause", "permission denied (password", F1, repair=ASK),
+    _p("cause", "permission denied (keyboard-interactive", F1, repair=ASK),
+    _p("cause", "permission denied (gssapi", F1, repair=ASK),
+    _p("cause", "permission denied (hostbased", F1, repair=ASK),
+    # ssh2 (Node, the SSH client of most Node servers): its client-authentication error; libssh2's
+    # LIBSSH2_ERROR_AUTHENTICATION_FAILED texts ("Authentication failed (username/password)", "Username/PublicKey
+    # combination invalid"); paramiko's AuthenticationException ("Authentication failed.") is the generic word.
+    _p("cause", "all configured authentication methods failed", F1, repair=ASK),
+    _p("cause", "username/publickey combination invalid", F1, repair=ASK),
+    # The server's host key is not the one trusted: OpenSSH ("Host key verification failed.", "REMOTE HOST
+    # IDENTIFICATION HAS CHANGED"), ssh2 ("Host denied (verification failed)"), paramiko's BadHostKeyException
+    # ("Host key for server 'x' does not match"); a pin or a known_hosts entry that mismatches says the same. Only
+    # the user can tell a rebuilt server from an interception: not transient, ask.
+    _p("cause", "host key verification failed", D4, repair=ASK),
+    _p("cause", "remote host identification has changed", D4, repair=ASK),
+    _p("cause", "host denied (verification failed)", D4, repair=ASK),
+    _p("cause", ("host key", "does not match"), D4, repair=ASK, near=80),
+    _p("cause", ("host key", "mismatch"), D4, repair=ASK, near=12, sources=GENERIC),
+    # A person's approval or consent could not be obtained (MCP elicitation declined or not supported, an approval
+    # gate that fails closed): a refusal the caller cannot wait out.
+    _p("cause", ("approval", "unavailable"), F2, repair=ASK, near=2, sources=GENERIC),
+    _p("cause", ("approval", "denied"), F2, repair=ASK, near=8, sources=GENERIC),
+    _p("cause", ("approval", "refused"), F2, repair=ASK, near=8, sources=GENERIC),
+    _p("cause", "could not be asked to approve", F2, repair=ASK, sources=GENERIC),
+    _p("cause", "declined by the user", F2, repair=ASK, sources=GENERIC),
+    # The program cannot work on this system at all: systemd's systemctl on a host not booted with it ("System has
+    # not been booted with systemd as init system (PID 1). Can't operate."); the call's command is what to change
+    # (as "unsupported" says below).
+    _p("cause", "not been booted with systemd", B4),
+    _p("cause", "can't operate", B4, sources=GENERIC),
+    _p("cause", "cannot operate", B4, sources=GENERIC),
+    _p("cause", "not supported on this system", B4, sources=GENERIC),
+)
+_CAUSE_SPACE = str.maketrans("_", " ")
+
 # Generic words: a guess, read last. Refusals before transience: "permission denied ... try again" is a refusal.
 _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "quota", F3, sources=GENERIC),
@@ -1274,6 +1321,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _RUNTIME)
         or _first_phrase(plain, _AWS_MESSAGES)
         or _on(_credentials(plain, arguments))
+        or _first_phrase(plain.translate(_CAUSE_SPACE), _CAUSES)
         or _reason(plain)
         or _first_phrase(plain, _SERVERS)
         or _first_phrase(plain, _KEYWORDS)
@@ -1284,7 +1332,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
     return Reading(found, retry_after_ms(words) if found.transient else None)
 
 
-ALL_PHRASES: tuple[Phrase, ...] = (*_SDK, *_SQL, *_RUNTIME, *_AWS_MESSAGES, *_REASONS, *_SERVERS, *_KEYWORDS)
+ALL_PHRASES: tuple[Phrase, ...] = (*_SDK, *_SQL, *_RUNTIME, *_AWS_MESSAGES, *_CAUSES, *_REASONS, *_SERVERS, *_KEYWORDS)
 ALL_CODES: tuple[Rule, ...] = (
     _WORK_LIMIT,
     _ZOD_MISSING,

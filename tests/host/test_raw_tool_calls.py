@@ -216,3 +216,27 @@ async def test_a_cancel_applies_before_the_next_line_so_an_identical_write_right
         observation = answer["result"]["structuredContent"]
         assert observation["repair_action"] == "verify_state", observation
         assert written() == ["pay invoice 7"], "the identical write was held, not sent"
+
+
+WORDLESS_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "wordless_server.py"
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["lane", "sdk-path"])
+def test_a_wordless_crash_on_the_lane_is_read_from_the_upstreams_stderr_as_on_the_sdk_path(
+    tmp_path: Path, raw: bool
+) -> None:
+    """The lane runs the same chain down to ``Upstream.call_tool``, so a wordless ``Error executing tool lookup`` is
+    still paired with the exception the stdio upstream wrote on its stderr during the call (issue 19): the
+    observation the host reads quotes those words, not "Error executing tool"."""
+    upstream = [sys.executable, str(WORDLESS_SERVER)]
+    with _proxy(tmp_path, "lane" if raw else "sdk", raw=raw, upstream=upstream) as (pipe, err, _):
+        call = {"name": "lookup", "arguments": {"name": "web-9"}}
+        answer = _ask(pipe, {"jsonrpc": "2.0", "id": 31, "method": "tools/call", "params": call})
+        assert _raw_ids(err) == ([31] if raw else []), stderr_tail(err)
+    result = answer["result"]
+    assert result["isError"] is True, answer
+    fault = result["_meta"]["io.github.resilient-mcp/fault"]
+    assert fault["fault_type"] == "D4_permanent_execution_error" and fault["is_transient"] is False, fault
+    assert fault["details"]["words_from"] == "stderr", fault
+    assert fault["details"]["stderr_words"] == "LookupError: No such container: web-9", fault
+    assert "No such container: web-9" in fault["upstream_message"]["text"], fault
