@@ -141,7 +141,7 @@ class ToolCall:
     """The request's ``_meta`` from the host, forwarded upstream (progressToken excluded: the proxy owns it)."""
     session_id: str = "-"
     owner: str = ""
-    """Who may read what this call stores (``stored_outputs.output_owner``): its host session and HTTP principal."""
+    """Who may read what this call stores (``proxy.output_owner``): its host session and HTTP principal."""
     call_id: str = "-"
     record: CallRecord = field(default_factory=CallRecord)
     host: HostLink | None = None

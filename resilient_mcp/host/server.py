@@ -32,8 +32,7 @@ from ..call.chain import ToolCall
 from ..call.hostcontext import CURRENT_HOST, HostEnvelope
 from ..diagnosis.providers import Answer
 from ..proxy.catalog import MAX_URI_CHARS
-from ..proxy.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
-from ..state.stored_outputs import output_owner
+from ..proxy.proxy import MISSING_CAPABILITY, Ctx, Proxy, output_owner, session_key
 from ..tasks.host import TaskEndpoints
 from ..tasks.host import principal as task_principal
 from ..tasks.manager import Patience, opted_in, required_error

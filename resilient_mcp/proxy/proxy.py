@@ -14,7 +14,7 @@ import uuid
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -33,6 +33,7 @@ from ..call.hostcontext import CURRENT_HOST, HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
 from ..stages.provenance import mark_description
+from ..state.stored_outputs import http_principal
 from ..tasks.bridge import Bridges
 from ..upstream import Connection, TransportFactory, Upstream, host_capability_names
 from .catalog import CatalogConflict, build_catalog, prefixes_for
@@ -92,6 +93,22 @@ def session_key(ctx: Ctx) -> str:
     if key is None:
         key = _CONNECTION_KEYS[connection] = _new_session_key(ctx, connection)
     return key
+
+
+def output_owner(request: object, session: str) -> str:
+    """Who may read what a request stores: its host ``session`` and, over HTTP, its principal
+    (``stored_outputs.owner_principal`` reads it back).
+
+    Over stdio the proxy has one host: the session key says which. A stateful HTTP session is already bound to the
+    token that opened it (the SDK refuses it to any other), and the owner names both. Stateless HTTP has no session
+    to bind to: the owner is the principal alone."""
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, Mapping) or scope.get("type") != "http":
+        return session
+    principal = http_principal(scope)
+    headers = getattr(request, "headers", None)
+    sid = headers.get("mcp-session-id") if headers is not None else None
+    return f"{principal} {sid}" if sid else principal
 
 
 def _new_session_key(ctx: Ctx, connection: object) -> str:

@@ -87,10 +87,9 @@ from ..faults import (
 )
 from ..faults.error_results import answered_by_tool
 from ..policy import ToolRule
-from ..state import IdempotencyRecord, IdempotencyStore, StateUnavailable
-from ..state.index import Claim
+from ..state import Claim, IdempotencyRecord, IdempotencyStore, StateUnavailable
 from ..state.stored_outputs import owner_principal
-from ..text.canonical import canonical_json
+from ..text import canonical_json
 from ..verdict.repeat import decide_outcome_unknown, verdict_of
 from .guard import SessionGuards
 

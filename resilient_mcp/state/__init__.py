@@ -5,13 +5,13 @@ One SQLite file (``state.sqlite3``) in the state directory: ``$XDG_STATE_HOME/re
 versioned in a ``meta`` table; a newer schema than this code knows is refused rather than damaged.
 
 Nothing here blocks the event loop: one dedicated thread owns the connection and runs every query, one at a time,
-in the order asked (``state_sqlite.Worker``; that module also holds the schema and the queries). Audit entries are
+in the order asked (``sqlite.Worker``; that module also holds the schema and the queries). Audit entries are
 fire-and-forget: ``record`` appends to a bounded in-memory queue (entries beyond it are dropped and counted) and the
 worker writes them in batches. Between jobs the worker deletes expired rows and trims each table to its row and
 byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an output also trims the outputs table
 (that path is rare, never the hot path).
 
-Idempotency records are also kept in memory (``state_index.IdempotencyIndex``: loaded from SQLite when the store
+Idempotency records are also kept in memory (``sqlite.IdempotencyIndex``: loaded from SQLite when the store
 opens, updated by every operation) while this store is the only user of its database, so a held record and ``get``
 answer without a round trip to the worker; only the replay of a completed result reads SQLite. A claim is the one
 write a call waits for: ``begin`` (and ``begin_write``, both records of a derived-key write in one transaction) is
@@ -50,10 +50,9 @@ import mcp_types as types
 import structlog
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..text.cut import iter_utf8, utf8_len
+from ..text import iter_utf8, utf8_len
 from . import sqlite as sql
-from .index import Claim, Held, IdempotencyIndex, SoleUser
-from .sqlite import StateError, StateLimits
+from .sqlite import Claim, Held, IdempotencyIndex, SoleUser, StateError, StateLimits
 from .tasks import TaskRecord
 
 
@@ -180,7 +179,7 @@ class OutputStore(Protocol):
     async def put_output(self, tool: str, parts: Sequence[str], manifest: str, owner: str = "") -> str | None:
         """Store the text ``parts`` back to back and the manifest; the new handle, or None if it is too large.
 
-        Only ``owner`` (see ``stored_outputs.output_owner``) finds it again by that handle."""
+        Only ``owner`` (see ``proxy.output_owner``) finds it again by that handle."""
         ...
 
     async def read_output(self, handle: str, offset: int, length: int, owner: str = "") -> tuple[bytes, int] | None:

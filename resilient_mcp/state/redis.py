@@ -62,9 +62,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..text.cut import iter_utf8, utf8_len
-from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
-from .index import Claim
+from ..text import iter_utf8, utf8_len
+from . import AuditFields, Claim, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
 from .sqlite import AUDIT_FIELDS
 from .tasks import TaskRecord
 

@@ -35,7 +35,7 @@ import structlog
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
-from ..call.upstream_error import UPSTREAM_ERROR, ErrorSink
+from ..upstream.errors import UPSTREAM_ERROR, ErrorSink
 
 log = structlog.get_logger(__name__)
 
