@@ -258,6 +258,7 @@ class Pipeline:
                 timeout_s=call.attempt_timeout_s or timeouts.attempt_s,
                 on_progress=host.report_progress if host is not None else None,
                 progress_extends=timeouts.progress_extends,
+                host=call.envelope,
             )
             if result.is_error:
                 fault = classify_result(result, tool=call.tool)

@@ -29,7 +29,7 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
 from ..adapters.sdk import host_connection
-from ..call.hostcontext import CURRENT_HOST, HostEnvelope
+from ..call.chain import HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
 from ..stages.provenance import mark_description
@@ -269,11 +269,11 @@ class Proxy:
     # --- calls in flight --------------------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def in_flight(self, upstream: str, ctx: Ctx) -> AsyncIterator[None]:
-        """Mark ``ctx`` as a call running on ``upstream``: where its server→client requests and logs are sent."""
+    async def in_flight(self, upstream: str, ctx: Ctx, envelope: HostEnvelope | None = None) -> AsyncIterator[None]:
+        """Mark ``ctx`` as a call running on ``upstream``: where its server→client requests and logs are sent.
+        ``envelope``: that request's, whose timers stop while its host answers a handshake-era upstream."""
         active = self._active.setdefault(upstream, [])
         active.append(ctx)
-        envelope = CURRENT_HOST.get()
         if envelope is not None and envelope.ctx is ctx:
             self._envelopes[id(ctx)] = envelope
         try:
@@ -433,17 +433,21 @@ class Proxy:
                 log.debug("notify_failed", error=str(exc))
 
     async def server_request(
-        self, upstream: Connection, request: types.ServerRequest, key: str | None = None
+        self,
+        upstream: Connection,
+        request: types.ServerRequest,
+        key: str | None = None,
+        host: HostEnvelope | None = None,
     ) -> BaseModel | types.ErrorData:
         """What an upstream asks during a host's request, answered by that host (or refused at once).
 
         A 2026-07-28 upstream asks inside the request (``InputRequiredResult``, ``key`` is its name for the
-        question), so the host is known exactly; a handshake-era upstream asks with a request of its own, which is
+        question, ``host`` the request it asks inside of), so the host is known exactly; a handshake-era upstream
+        asks with a request of its own, which is
         attributed to the only host with calls in flight on it. While the host is being asked, the timeouts of its
         call stand still: that time is the host's, not the upstream's."""
-        here = CURRENT_HOST.get()
-        ctx = here.ctx if here is not None and upstream.modern else self.answering(upstream.name)
-        envelope = here if here is not None and here.ctx is ctx else self._envelopes.get(id(ctx))
+        ctx = host.ctx if host is not None and upstream.modern else self.answering(upstream.name)
+        envelope = host if host is not None and host.ctx is ctx else self._envelopes.get(id(ctx))
         if envelope is None:
             return await self._ask_host(upstream, request, key, ctx)
         with envelope.timers.paused():
