@@ -24,7 +24,7 @@ import structlog
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ResourcesListChanged, ToolsListChanged
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
@@ -37,6 +37,7 @@ from ..state.stored_outputs import http_principal
 from ..tasks.bridge import Bridges
 from ..upstream import Connection, TransportFactory, Upstream, host_capability_names
 from .catalog import CatalogConflict, build_catalog, prefixes_for
+from .host_errors import host_errors, relay_error
 from .pipeline import Pipeline
 from .routing import CallLayer, CompiledTool, Router, Routing, treatment
 
@@ -371,15 +372,13 @@ class Proxy:
     async def _notify_list_changed(self, kind: str) -> None:
         log.info("list_changed_sent", what=kind, hosts=len(self.sessions.all()))
         for session in self.sessions.all():
-            try:
+            with host_errors("notify_failed", what=kind):  # a gone host must not stop the others
                 if kind == "tools":
                     await session.send_tool_list_changed()
                 elif kind == "prompts":
                     await session.send_prompt_list_changed()
                 else:
                     await session.send_resource_list_changed()
-            except Exception as exc:  # a gone host must not stop the others
-                log.debug("notify_failed", error=str(exc))
         event: ToolsListChanged | PromptsListChanged | ResourcesListChanged = (
             ToolsListChanged()
             if kind == "tools"
@@ -403,10 +402,8 @@ class Proxy:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             for session, request_id in targets:
-                try:
+                with host_errors("log_forward_failed"):
                     await session.send_log_message(params.level, params.data, logger, related_request_id=request_id)
-                except Exception as exc:
-                    log.debug("log_forward_failed", error=str(exc))
 
     async def subscribe(self, uri: str, session: str, upstream: Upstream) -> None:
         """A host subscribes: the upstream is asked once, for the first subscriber of the URI."""
@@ -427,10 +424,8 @@ class Proxy:
             session = self.sessions.get(key)
             if session is None:
                 continue
-            try:
+            with host_errors("notify_failed", what="resource_updated"):
                 await session.send_resource_updated(uri)
-            except Exception as exc:
-                log.debug("notify_failed", error=str(exc))
 
     async def server_request(
         self,
@@ -505,8 +500,5 @@ class Proxy:
                 result_type,
                 metadata=ServerMessageMetadata(related_request_id=related) if related is not None else None,
             )
-        except MCPError as exc:
-            return exc.error
-        except Exception as exc:
-            log.warning("server_request_relay_failed", method=request.method, error=str(exc))
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"resilient-mcp: relay failed: {exc}")
+        except Exception as exc:  # the host's own error, or a relay that broke (``host_errors``)
+            return relay_error(exc, request.method)

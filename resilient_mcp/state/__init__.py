@@ -52,13 +52,9 @@ import structlog
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
 from ..text import iter_utf8, utf8_len
 from . import sqlite as sql
-from .sqlite import Claim, Held, IdempotencyIndex, SoleUser, StateError, StateLimits
+from .errors import StateError, StateUnavailable, state_errors
+from .sqlite import Claim, Held, IdempotencyIndex, SoleUser, StateLimits
 from .tasks import TaskRecord
-
-
-class StateUnavailable(StateError):
-    """A shared state backend (Redis) cannot be reached, or did not answer within its timeout."""
-
 
 if TYPE_CHECKING:
     from ..call.chain import ToolCall
@@ -223,10 +219,8 @@ def recent_audit(
     _, read_uri, path = _locate(state_dir)
     if path is None or not path.exists():
         return []
-    try:
+    with state_errors(path, doing="read the state database"):
         return sql.read_audit(read_uri, limit, session)
-    except sqlite3.DatabaseError as exc:
-        raise StateError(f"cannot read the state database {path}: {exc}") from exc
 
 
 SECRET_FILE = "secret.key"
@@ -236,10 +230,8 @@ SECRET_FILE = "secret.key"
 def load_secret(directory: Path) -> bytes:
     """The installation's secret in ``directory``, created (0600, published atomically) if missing."""
     path = directory / SECRET_FILE
-    try:
+    with state_errors(path, doing="create", hint="; check the state directory's owner"):
         _publish_secret(path)
-    except OSError as exc:
-        raise StateError(f"cannot create {path}: {exc.strerror or exc}; check the state directory's owner") from exc
     sql.private(path)
     try:
         key = bytes.fromhex(path.read_text(encoding="ascii").strip())
@@ -343,13 +335,12 @@ class StateStore:
                 self._hash_key = load_secret(self.path.parent)
             # The first reads of the tables: a file damaged in the middle (a valid header, garbage pages) fails
             # here, and is the same one-line error as a file that is not a database at all.
-            sql.prune(self._conn, self.limits, self._clock())
-            live = sql.idem_live(self._conn, self._clock())
-        except BaseException as exc:
+            with state_errors(self.path or self._uri):
+                sql.prune(self._conn, self.limits, self._clock())
+                live = sql.idem_live(self._conn, self._clock())
+        except BaseException:
             self._conn.close()
             self._conn = None  # the worker's maintenance never touches a database that failed to open
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise sql.unusable(self.path or self._uri, exc) from exc
             raise
         self._sole = SoleUser(self.path)
         self._index.load(live)

@@ -50,14 +50,12 @@ import anyio.lowlevel
 import anyio.to_thread
 import structlog
 
+from .errors import StateError, state_errors
+
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 SCHEMA_VERSION = 1
-
-
-class StateError(RuntimeError):
-    """The state directory cannot be used (a newer schema, not a database, a closed store)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,31 +284,19 @@ def connect(uri: str, path: Path | None) -> tuple[sqlite3.Connection, str]:
     """Open (creating the directory and schema if needed) and return the connection and its journal mode."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
+        with state_errors(path, doing="create the state database"):
             make_private(path)
-        except OSError as exc:
-            raise StateError(f"cannot create the state database {path}: {exc.strerror or exc}") from exc
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
     try:
-        conn.row_factory = sqlite3.Row
-        mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
-        conn.execute("PRAGMA synchronous=NORMAL")
-        _migrate(conn)
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise unusable(path or uri, exc) from exc
+        with state_errors(path or uri):
+            conn.row_factory = sqlite3.Row
+            mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            conn.execute("PRAGMA synchronous=NORMAL")
+            _migrate(conn)
     except BaseException:
         conn.close()
         raise
     return conn, mode
-
-
-def unusable(where: Path | str, exc: sqlite3.DatabaseError) -> StateError:
-    """The one-line error for a state database SQLite cannot read (not a database, or damaged inside)."""
-    return StateError(
-        f"cannot use the state database {where}: {exc}. Move that file aside (or delete it: stored results, "
-        "idempotency records and the audit trail in it are lost), or give another --state-dir"
-    )
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
