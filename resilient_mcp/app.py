@@ -27,7 +27,7 @@ from .proxy.catalog import CatalogConflict
 from .proxy.pipeline import Pipeline, Services
 from .proxy.proxy import Proxy
 from .proxy.routing import CallLayer, Router
-from .state.sqlite import StateError
+from .state.errors import StateError
 from .upstream import Upstream
 
 log = structlog.get_logger(__name__)

@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _configuration_problem(exc: Exception) -> str | None:
     """What to tell the user for an error of the configuration or the state directory (else ``None``)."""
     from .policy.source import SourceError
-    from .state.sqlite import StateError
+    from .state.errors import StateError
 
     if isinstance(exc, SourceError):
         return f"resilient-mcp: configuration error\n{exc}"

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from resilient_mcp.text.canonical import canonical_json
+from resilient_mcp.text import canonical_json
 
 NAME = "DIGEST.tsv"
 SCORED = ("status", "end", "facts", "sim_time_s", "score")

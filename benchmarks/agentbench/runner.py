@@ -25,7 +25,7 @@ import anyio
 import structlog
 
 from resilient_mcp.chaos.plan import FaultPlan
-from resilient_mcp.text.canonical import canonical_json
+from resilient_mcp.text import canonical_json
 
 from .agents import (
     Agent,

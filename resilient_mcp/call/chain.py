@@ -8,11 +8,14 @@ explicit object handed to the stage. The order of stages is fixed in ``pipeline.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
 import mcp_types as types
 
 from ..faults import RetrySafety
@@ -112,8 +115,96 @@ class CallRecord:
         return int((time.monotonic() - self.started) * 1000)
 
 
+HOST_CAPABILITIES = ("sampling", "elicitation", "roots")
+"""The client capabilities the proxy can only serve by asking a host: declared upstream when the host has them."""
+
+
+def host_capability_names(caps: types.ClientCapabilities | None) -> frozenset[str]:
+    """Which of ``HOST_CAPABILITIES`` a host declared (``None``: nothing known, so nothing declared)."""
+    if caps is None:
+        return frozenset()
+    return frozenset(name for name in HOST_CAPABILITIES if getattr(caps, name, None) is not None)
+
+
+class Timers:
+    """The cancel scopes timing one host request; paused while an upstream waits for that host."""
+
+    def __init__(self) -> None:
+        self._scopes: dict[anyio.CancelScope, float] = {}
+        """Each scope and, while paused, the deadline it had."""
+        self._paused = 0
+        self._paused_at = 0.0
+
+    @contextmanager
+    def timing(self, scope: anyio.CancelScope) -> Iterator[anyio.CancelScope]:
+        """Register ``scope`` (a timeout of this request) for as long as the block runs."""
+        self._scopes[scope] = scope.deadline
+        if self._paused:
+            scope.deadline = math.inf
+        try:
+            yield scope
+        finally:
+            self._scopes.pop(scope, None)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop every registered timeout while the block runs; each resumes with the time it had left."""
+        if self._paused == 0:
+            self._paused_at = anyio.current_time()
+            for scope in self._scopes:
+                self._scopes[scope] = scope.deadline
+                scope.deadline = math.inf
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
+            if self._paused == 0:
+                waited = anyio.current_time() - self._paused_at
+                for scope, deadline in self._scopes.items():
+                    scope.deadline = deadline + waited
+
+
+@dataclass(frozen=True, slots=True)
+class HostEnvelope:
+    """One host request (tools/call, prompts/get, resources/read), as the upstream side sees it; handed down
+    explicitly (``ToolCall.host.envelope``, ``Upstream.request(host=)``), never ambient.
+
+    It says three things the upstream side needs: what to tell a 2026-07-28 upstream in this request's ``_meta``
+    envelope (the host's own capabilities and log level, not the proxy's), so the upstream asks only what this host
+    can answer; whom an upstream's question (sampling, elicitation, roots) belongs to; and the request's timers
+    (``Timers``): time the upstream spends waiting for the *host* to answer is not upstream time, so attempt and
+    total timeouts stop while it waits and resume afterwards. A human taking minutes over an elicitation is never an
+    upstream timeout (whose outcome would be unknown and block the identical call afterwards)."""
+
+    ctx: Any
+    """The SDK's request context of the host's request."""
+    capabilities: frozenset[str]
+    """Which of sampling, elicitation, roots the host declared."""
+    log_level: str | None = None
+    """The 2026-07-28 host's per-request log level (``None``: it asked for no log messages)."""
+    modern: bool = False
+    """The host speaks 2026-07-28 (else: the handshake era, where log messages flow unless ``logging/setLevel``
+    says otherwise)."""
+    timers: Timers = field(default_factory=Timers)
+
+
+@contextmanager
+def timing(host: HostEnvelope | None, scope: anyio.CancelScope) -> Iterator[anyio.CancelScope]:
+    """Register ``scope`` with the timers of ``host``'s request (a no-op without one)."""
+    if host is None:
+        yield scope
+    else:
+        with host.timers.timing(scope):
+            yield scope
+
+
 class HostLink(Protocol):
-    """What a stage may ask of the host that made the call (the downstream client)."""
+    """What a stage may ask of the host that made the call (the downstream client), and its request's envelope: the
+    one channel by which the upstream side learns of the host (``None``: no host request, e.g. a test)."""
+
+    @property
+    def envelope(self) -> HostEnvelope | None: ...
 
     @property
     def supports_elicitation(self) -> bool: ...
@@ -141,7 +232,7 @@ class ToolCall:
     """The request's ``_meta`` from the host, forwarded upstream (progressToken excluded: the proxy owns it)."""
     session_id: str = "-"
     owner: str = ""
-    """Who may read what this call stores (``stored_outputs.output_owner``): its host session and HTTP principal."""
+    """Who may read what this call stores (``proxy.output_owner``): its host session and HTTP principal."""
     call_id: str = "-"
     record: CallRecord = field(default_factory=CallRecord)
     host: HostLink | None = None
@@ -150,6 +241,11 @@ class ToolCall:
     known: bool = True
     """False for a name no upstream offers and the proxy does not serve (a model's invention): metrics and the status
     page count all of those under one label, so they never push a real tool's series out."""
+
+    @property
+    def envelope(self) -> HostEnvelope | None:
+        """The host request this call serves, as the upstream side may know it (``host.envelope``)."""
+        return self.host.envelope if self.host is not None else None
 
 
 CallNext = Callable[[ToolCall], Awaitable[types.CallToolResult]]

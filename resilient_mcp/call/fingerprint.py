@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..text.canonical import canonical_json
+from ..text import canonical_json
 
 if TYPE_CHECKING:
     from .chain import ToolCall

@@ -34,7 +34,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..text.canonical import canonical_json
+from ..text import canonical_json
 from . import (
     BY_TYPE,
     AttemptTimeout,

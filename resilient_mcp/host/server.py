@@ -28,12 +28,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 
 from .. import __version__
-from ..call.chain import ToolCall
-from ..call.hostcontext import CURRENT_HOST, HostEnvelope
+from ..call.chain import HostEnvelope, ToolCall
 from ..diagnosis.providers import Answer
 from ..proxy.catalog import MAX_URI_CHARS
-from ..proxy.proxy import MISSING_CAPABILITY, Ctx, Proxy, session_key
-from ..state.stored_outputs import output_owner
+from ..proxy.proxy import MISSING_CAPABILITY, Ctx, Proxy, output_owner, session_key
 from ..tasks.host import TaskEndpoints
 from ..tasks.host import principal as task_principal
 from ..tasks.manager import Patience, opted_in, required_error
@@ -61,6 +59,8 @@ class _Host:
     def __init__(self, ctx: Ctx, proxy: Proxy) -> None:
         self._ctx = ctx
         self._proxy = proxy
+        self.envelope: HostEnvelope = host_envelope(ctx)
+        """What the upstream side may know of this request: handed down the chain to the upstream call."""
 
     def refused_capabilities(self) -> set[str]:
         """Host capabilities an upstream asked for during this call and the proxy refused (the host lacks them)."""
@@ -119,7 +119,7 @@ def _meta_dict(meta: types.RequestParamsMeta | None) -> dict[str, Any] | None:
 
 
 def host_envelope(ctx: Ctx) -> HostEnvelope:
-    """What the upstream side may know of the host of request ``ctx`` (see ``hostcontext``)."""
+    """What the upstream side may know of the host of request ``ctx`` (see ``HostEnvelope``)."""
     modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
     level = ctx.meta.get(LOG_LEVEL_META_KEY) if modern and ctx.meta is not None else None
     return HostEnvelope(
@@ -136,22 +136,18 @@ async def run_tool_call(
     """One downstream tools/call through its compiled chain: the SDK handler and the fast path both land here."""
     proxy.seen(ctx)
     await proxy.follow_host(ctx)
-    token = CURRENT_HOST.set(host_envelope(ctx))
-    try:
-        handoff_s = legacy_handoff(proxy, ctx, name)
-        if handoff_s is None:
-            result = await _run_tool_call(proxy, ctx, name, arguments, meta)
-        else:  # a host that cannot poll: a handle once it has waited long enough (``tasks``)
-            result = await proxy.tasks.handoff(
-                task_principal(ctx),
-                name,
-                arguments,
-                handoff_s,
-                lambda: _run_tool_call(proxy, ctx, name, arguments, meta),
-                proxy.router.tools_changed,
-            )
-    finally:
-        CURRENT_HOST.reset(token)
+    handoff_s = legacy_handoff(proxy, ctx, name)
+    if handoff_s is None:
+        result = await _run_tool_call(proxy, ctx, name, arguments, meta)
+    else:  # a host that cannot poll: a handle once it has waited long enough (``tasks``)
+        result = await proxy.tasks.handoff(
+            task_principal(ctx),
+            name,
+            arguments,
+            handoff_s,
+            lambda: _run_tool_call(proxy, ctx, name, arguments, meta),
+            proxy.router.tools_changed,
+        )
     missing = _missing_host_capability(result) if result.is_error else None
     if missing is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         # 2026-07-28 (SEP-2575): a request the host cannot serve is the JSON-RPC error -32021, the observation in data.
@@ -202,7 +198,7 @@ async def _run_tool_call(
         call_id=call_id,
         host=_Host(ctx, proxy),
     )
-    async with proxy.in_flight(entry.upstream, ctx):
+    async with proxy.in_flight(entry.upstream, ctx, call.envelope):
         result = await compiled.chain(call)
     if call.record.on_delivered:
         await delivered(call)
@@ -399,12 +395,10 @@ class HostServer:
         up = self.proxy.upstreams[self._owner(uri)]
 
         async def work() -> types.ReadResourceResult:
-            token = CURRENT_HOST.set(host_envelope(ctx))
-            try:
-                async with self.proxy.in_flight(up.name, ctx):
-                    return await up.request(types.ReadResourceRequest(params=_hop(params)), types.ReadResourceResult)
-            finally:
-                CURRENT_HOST.reset(token)
+            host = host_envelope(ctx)
+            async with self.proxy.in_flight(up.name, ctx, host):
+                request = types.ReadResourceRequest(params=_hop(params))
+                return await up.request(request, types.ReadResourceResult, host)
 
         return await _maybe_bridged(self.proxy, ctx, params, work, uri)
 
@@ -435,12 +429,9 @@ class HostServer:
         forwarded = _hop(params).model_copy(update={"name": entry.name})
 
         async def work() -> types.GetPromptResult:
-            token = CURRENT_HOST.set(host_envelope(ctx))
-            try:
-                async with self.proxy.in_flight(up.name, ctx):
-                    return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult)
-            finally:
-                CURRENT_HOST.reset(token)
+            host = host_envelope(ctx)
+            async with self.proxy.in_flight(up.name, ctx, host):
+                return await up.request(types.GetPromptRequest(params=forwarded), types.GetPromptResult, host)
 
         return await _maybe_bridged(self.proxy, ctx, params, work, params.name)
 

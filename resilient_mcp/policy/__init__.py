@@ -517,6 +517,11 @@ class Policy:
     def __init__(self, file: PolicyFile | None = None, sources: list[str] | None = None) -> None:
         self.file = file or PolicyFile()
         self.sources = sources or []
+        # The file's sections, read on every call (``tasks`` by the host's tools/call): plain attributes.
+        self.session: SessionRule = self.file.session
+        self.observations: ObservationRule = self.file.observations
+        self.tasks: TasksPolicy = self.file.tasks
+        self.diagnosis: DiagnosisRule = self.file.diagnosis
         self.local_upstreams: frozenset[str] = frozenset()
         """Upstreams the user configured as a local stdio command: their ``readOnlyHint`` is used unless the policy
         says ``trust_annotations: false`` (``annotation_trust``)."""
@@ -533,22 +538,6 @@ class Policy:
         if trust is None:
             return "read_only" if upstream in self.local_upstreams else "none"
         return "all" if trust else "none"
-
-    @property
-    def session(self) -> SessionRule:
-        return self.file.session
-
-    @property
-    def observations(self) -> ObservationRule:
-        return self.file.observations
-
-    @property
-    def tasks(self) -> TasksPolicy:
-        return self.file.tasks
-
-    @property
-    def diagnosis(self) -> DiagnosisRule:
-        return self.file.diagnosis
 
     def upstream(self, upstream: str) -> UpstreamPolicy:
         return self.file.upstreams.get(upstream) or UpstreamPolicy()

@@ -41,7 +41,7 @@ from ..stages.validate import (
     sort_key,
     suggest_tools,
 )
-from ..text.canonical import canonical_json
+from ..text import canonical_json
 
 if TYPE_CHECKING:
     from ..policy import Policy

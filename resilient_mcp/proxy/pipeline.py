@@ -258,10 +258,14 @@ class Pipeline:
                 timeout_s=call.attempt_timeout_s or timeouts.attempt_s,
                 on_progress=host.report_progress if host is not None else None,
                 progress_extends=timeouts.progress_extends,
+                host=call.envelope,
             )
-            fault = classify_result(result, tool=call.tool)
-            if fault is None and call.rule.result_errors:  # a failure the server answered as a success
+            if result.is_error:
+                fault = classify_result(result, tool=call.tool)
+            elif call.rule.result_errors:  # a failure the server answered as a success
                 fault = success_shaped_failure(result, call.rule.result_errors, tool=call.tool)
+            else:
+                return result  # a success: nothing to classify
         except Fault as exc:
             fault = exc
         if fault is not None:

@@ -15,7 +15,7 @@ import uuid
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,18 +25,20 @@ import structlog
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ResourcesListChanged, ToolsListChanged
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
 from ..adapters.sdk import host_connection
-from ..call.hostcontext import CURRENT_HOST, HostEnvelope
+from ..call.chain import HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
 from ..stages.provenance import mark_description
+from ..state.stored_outputs import http_principal
 from ..tasks.bridge import Bridges
 from ..upstream import Connection, TransportFactory, Upstream, host_capability_names
 from .catalog import CatalogConflict, build_catalog, prefixes_for
+from .host_errors import host_errors, relay_error
 from .pipeline import Pipeline
 from .routing import CallLayer, CompiledTool, Router, Routing, treatment
 
@@ -93,6 +95,22 @@ def session_key(ctx: Ctx) -> str:
     if key is None:
         key = _CONNECTION_KEYS[connection] = _new_session_key(ctx, connection)
     return key
+
+
+def output_owner(request: object, session: str) -> str:
+    """Who may read what a request stores: its host ``session`` and, over HTTP, its principal
+    (``stored_outputs.owner_principal`` reads it back).
+
+    Over stdio the proxy has one host: the session key says which. A stateful HTTP session is already bound to the
+    token that opened it (the SDK refuses it to any other), and the owner names both. Stateless HTTP has no session
+    to bind to: the owner is the principal alone."""
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, Mapping) or scope.get("type") != "http":
+        return session
+    principal = http_principal(scope)
+    headers = getattr(request, "headers", None)
+    sid = headers.get("mcp-session-id") if headers is not None else None
+    return f"{principal} {sid}" if sid else principal
 
 
 def _new_session_key(ctx: Ctx, connection: object) -> str:
@@ -253,11 +271,11 @@ class Proxy:
     # --- calls in flight --------------------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def in_flight(self, upstream: str, ctx: Ctx) -> AsyncIterator[None]:
-        """Mark ``ctx`` as a call running on ``upstream``: where its server→client requests and logs are sent."""
+    async def in_flight(self, upstream: str, ctx: Ctx, envelope: HostEnvelope | None = None) -> AsyncIterator[None]:
+        """Mark ``ctx`` as a call running on ``upstream``: where its server→client requests and logs are sent.
+        ``envelope``: that request's, whose timers stop while its host answers a handshake-era upstream."""
         active = self._active.setdefault(upstream, [])
         active.append(ctx)
-        envelope = CURRENT_HOST.get()
         if envelope is not None and envelope.ctx is ctx:
             self._envelopes[id(ctx)] = envelope
         try:
@@ -355,15 +373,13 @@ class Proxy:
     async def _notify_list_changed(self, kind: str) -> None:
         log.info("list_changed_sent", what=kind, hosts=len(self.sessions.all()))
         for session in self.sessions.all():
-            try:
+            with host_errors("notify_failed", what=kind):  # a gone host must not stop the others
                 if kind == "tools":
                     await session.send_tool_list_changed()
                 elif kind == "prompts":
                     await session.send_prompt_list_changed()
                 else:
                     await session.send_resource_list_changed()
-            except Exception as exc:  # a gone host must not stop the others
-                log.debug("notify_failed", error=str(exc))
         event: ToolsListChanged | PromptsListChanged | ResourcesListChanged = (
             ToolsListChanged()
             if kind == "tools"
@@ -387,10 +403,8 @@ class Proxy:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             for session, request_id in targets:
-                try:
+                with host_errors("log_forward_failed"):
                     await session.send_log_message(params.level, params.data, logger, related_request_id=request_id)
-                except Exception as exc:
-                    log.debug("log_forward_failed", error=str(exc))
 
     async def subscribe(self, uri: str, session: str, upstream: Upstream) -> None:
         """A host subscribes: the upstream is asked once, for the first subscriber of the URI."""
@@ -411,23 +425,25 @@ class Proxy:
             session = self.sessions.get(key)
             if session is None:
                 continue
-            try:
+            with host_errors("notify_failed", what="resource_updated"):
                 await session.send_resource_updated(uri)
-            except Exception as exc:
-                log.debug("notify_failed", error=str(exc))
 
     async def server_request(
-        self, upstream: Connection, request: types.ServerRequest, key: str | None = None
+        self,
+        upstream: Connection,
+        request: types.ServerRequest,
+        key: str | None = None,
+        host: HostEnvelope | None = None,
     ) -> BaseModel | types.ErrorData:
         """What an upstream asks during a host's request, answered by that host (or refused at once).
 
         A 2026-07-28 upstream asks inside the request (``InputRequiredResult``, ``key`` is its name for the
-        question), so the host is known exactly; a handshake-era upstream asks with a request of its own, which is
+        question, ``host`` the request it asks inside of), so the host is known exactly; a handshake-era upstream
+        asks with a request of its own, which is
         attributed to the only host with calls in flight on it. While the host is being asked, the timeouts of its
         call stand still: that time is the host's, not the upstream's."""
-        here = CURRENT_HOST.get()
-        ctx = here.ctx if here is not None and upstream.modern else self.answering(upstream.name)
-        envelope = here if here is not None and here.ctx is ctx else self._envelopes.get(id(ctx))
+        ctx = host.ctx if host is not None and upstream.modern else self.answering(upstream.name)
+        envelope = host if host is not None and host.ctx is ctx else self._envelopes.get(id(ctx))
         if envelope is None:
             return await self._ask_host(upstream, request, key, ctx)
         with envelope.timers.paused():
@@ -485,11 +501,8 @@ class Proxy:
                 result_type,
                 metadata=ServerMessageMetadata(related_request_id=related) if related is not None else None,
             )
-        except MCPError as exc:
-            return exc.error
-        except Exception as exc:
-            log.warning("server_request_relay_failed", method=request.method, error=str(exc))
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"resilient-mcp: relay failed: {exc}")
+        except Exception as exc:  # the host's own error, or a relay that broke (``host_errors``)
+            return relay_error(exc, request.method)
 
 
 async def _started_or_late(up: Upstream) -> None:

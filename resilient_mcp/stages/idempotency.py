@@ -83,14 +83,13 @@ from ..faults import (
     SemanticArgumentRejection,
     SideEffectStatus,
     StateConflict,
-    StateUnavailableFault,
 )
 from ..faults.error_results import answered_by_tool
 from ..policy import ToolRule
-from ..state import IdempotencyRecord, IdempotencyStore, StateUnavailable
-from ..state.index import Claim
+from ..state import Claim, IdempotencyRecord, IdempotencyStore, StateUnavailable
+from ..state.errors import state_fault
 from ..state.stored_outputs import owner_principal
-from ..text.canonical import canonical_json
+from ..text import canonical_json
 from ..verdict.repeat import decide_outcome_unknown, verdict_of
 from .guard import SessionGuards
 
@@ -235,7 +234,7 @@ class Idempotency:
         except StateUnavailable as exc:
             if self._rule.on_state_unavailable == "refuse":
                 call.record.decided_by = "idempotency"
-                raise _state_unavailable(exc) from exc
+                raise state_fault(exc) from exc
             call.record.notes.append("the shared state was unavailable: sent without duplicate protection")
             log.warning("idempotency_state_unavailable_proceeding", tool=call.name)
             return await call_next(self._forward(call, key))
@@ -581,10 +580,6 @@ def _mismatch(key: _Key) -> SemanticArgumentRejection:
         side_effect_status=SideEffectStatus.NONE,
         max_retry=0,
     )
-
-
-def _state_unavailable(exc: StateUnavailable) -> StateUnavailableFault:
-    return StateUnavailableFault.of("unclaimed_write", suggest="retry_later", details={"state_error": str(exc)})
 
 
 def _busy(key: _Key, flight: Flight) -> StateConflict:

@@ -66,7 +66,7 @@ from ..state.stored_outputs import (
     StoredOutputs,
     build_manifest,
 )
-from ..text.cut import SEPARATOR, cut_text, item_text, json_shape, utf8_head, utf8_len
+from ..text import SEPARATOR, cut_text, item_text, json_shape, utf8_head, utf8_len
 from .invariants import Invariants
 
 __all__ = [

@@ -39,8 +39,7 @@ from tenacity.asyncio import AsyncRetrying
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential
 
-from ..call.chain import Attempt, CallNext, ToolCall
-from ..call.hostcontext import timing
+from ..call.chain import Attempt, CallNext, ToolCall, timing
 from ..faults import AttemptTimeout, Fault, RepairAction, RetrySafety, SideEffectStatus
 from ..policy import ToolRule
 from ..verdict.repeat import verdict_of
@@ -200,7 +199,10 @@ class Retry:
 
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         total_s = self._timeouts.total_s
-        with anyio.move_on_after(total_s) as scope, timing(scope):  # stands still while the host is asked
+        with (
+            anyio.move_on_after(total_s) as scope,
+            timing(call.envelope, scope),
+        ):  # stands still while the host is asked
             run = _Run(call, call_next, deadline=self._clock() + total_s, scope=scope)
             try:
                 try:

@@ -37,7 +37,7 @@ from ..call.chain import CallNext, ToolCall
 from ..call.fingerprint import call_arguments_json
 from ..faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
 from ..policy import ValidationRule
-from ..text.canonical import canonical_json
+from ..text import canonical_json
 
 _log = structlog.get_logger(__name__)
 

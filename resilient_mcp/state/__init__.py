@@ -5,13 +5,13 @@ One SQLite file (``state.sqlite3``) in the state directory: ``$XDG_STATE_HOME/re
 versioned in a ``meta`` table; a newer schema than this code knows is refused rather than damaged.
 
 Nothing here blocks the event loop: one dedicated thread owns the connection and runs every query, one at a time,
-in the order asked (``state_sqlite.Worker``; that module also holds the schema and the queries). Audit entries are
+in the order asked (``sqlite.Worker``; that module also holds the schema and the queries). Audit entries are
 fire-and-forget: ``record`` appends to a bounded in-memory queue (entries beyond it are dropped and counted) and the
 worker writes them in batches. Between jobs the worker deletes expired rows and trims each table to its row and
 byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an output also trims the outputs table
 (that path is rare, never the hot path).
 
-Idempotency records are also kept in memory (``state_index.IdempotencyIndex``: loaded from SQLite when the store
+Idempotency records are also kept in memory (``sqlite.IdempotencyIndex``: loaded from SQLite when the store
 opens, updated by every operation) while this store is the only user of its database, so a held record and ``get``
 answer without a round trip to the worker; only the replay of a completed result reads SQLite. A claim is the one
 write a call waits for: ``begin`` (and ``begin_write``, both records of a derived-key write in one transaction) is
@@ -50,16 +50,11 @@ import mcp_types as types
 import structlog
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..text.cut import iter_utf8, utf8_len
+from ..text import iter_utf8, utf8_len
 from . import sqlite as sql
-from .index import Claim, Held, IdempotencyIndex, SoleUser
-from .sqlite import StateError, StateLimits
+from .errors import StateError, StateUnavailable, state_errors
+from .sqlite import Claim, Held, IdempotencyIndex, SoleUser, StateLimits
 from .tasks import TaskRecord
-
-
-class StateUnavailable(StateError):
-    """A shared state backend (Redis) cannot be reached, or did not answer within its timeout."""
-
 
 if TYPE_CHECKING:
     from ..call.chain import ToolCall
@@ -180,7 +175,7 @@ class OutputStore(Protocol):
     async def put_output(self, tool: str, parts: Sequence[str], manifest: str, owner: str = "") -> str | None:
         """Store the text ``parts`` back to back and the manifest; the new handle, or None if it is too large.
 
-        Only ``owner`` (see ``stored_outputs.output_owner``) finds it again by that handle."""
+        Only ``owner`` (see ``proxy.output_owner``) finds it again by that handle."""
         ...
 
     async def read_output(self, handle: str, offset: int, length: int, owner: str = "") -> tuple[bytes, int] | None:
@@ -224,10 +219,8 @@ def recent_audit(
     _, read_uri, path = _locate(state_dir)
     if path is None or not path.exists():
         return []
-    try:
+    with state_errors(path, doing="read the state database"):
         return sql.read_audit(read_uri, limit, session)
-    except sqlite3.DatabaseError as exc:
-        raise StateError(f"cannot read the state database {path}: {exc}") from exc
 
 
 SECRET_FILE = "secret.key"
@@ -237,10 +230,8 @@ SECRET_FILE = "secret.key"
 def load_secret(directory: Path) -> bytes:
     """The installation's secret in ``directory``, created (0600, published atomically) if missing."""
     path = directory / SECRET_FILE
-    try:
+    with state_errors(path, doing="create", hint="; check the state directory's owner"):
         _publish_secret(path)
-    except OSError as exc:
-        raise StateError(f"cannot create {path}: {exc.strerror or exc}; check the state directory's owner") from exc
     sql.private(path)
     try:
         key = bytes.fromhex(path.read_text(encoding="ascii").strip())
@@ -344,13 +335,12 @@ class StateStore:
                 self._hash_key = load_secret(self.path.parent)
             # The first reads of the tables: a file damaged in the middle (a valid header, garbage pages) fails
             # here, and is the same one-line error as a file that is not a database at all.
-            sql.prune(self._conn, self.limits, self._clock())
-            live = sql.idem_live(self._conn, self._clock())
-        except BaseException as exc:
+            with state_errors(self.path or self._uri):
+                sql.prune(self._conn, self.limits, self._clock())
+                live = sql.idem_live(self._conn, self._clock())
+        except BaseException:
             self._conn.close()
             self._conn = None  # the worker's maintenance never touches a database that failed to open
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise sql.unusable(self.path or self._uri, exc) from exc
             raise
         self._sole = SoleUser(self.path)
         self._index.load(live)

@@ -57,14 +57,14 @@ import mcp_types as types
 import redis
 import redis.asyncio as aioredis
 import structlog
-from redis.exceptions import AuthenticationError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..text.cut import iter_utf8, utf8_len
-from . import AuditFields, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
-from .index import Claim
+from ..text import iter_utf8, utf8_len
+from . import AuditFields, Claim, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
+from .errors import state_errors
 from .sqlite import AUDIT_FIELDS
 from .tasks import TaskRecord
 
@@ -179,6 +179,8 @@ class RedisStateStore:
     def __init__(self, config: StateConfig, *, clock: Clock, limits: StateLimits) -> None:
         assert config.url is not None
         self.config = config
+        self._where = _redact(config.url)
+        """The URL the state seam's words name (credentials removed)."""
         self.limits = limits
         self.prefix = config.key_prefix
         self.audit_dropped = 0
@@ -228,23 +230,11 @@ class RedisStateStore:
         """Connect and load (or create) the shared secret; a Redis that cannot be reached is a ``StateError``."""
         store = cls(config, clock=clock, limits=limits or StateLimits())
         try:
-            store._hash_key = await store._secret()
-        except AuthenticationError as exc:  # a ConnectionError to redis-py, but Redis answered: it refused us
+            with state_errors(_redact(config.url or ""), redis=True, opening=True):
+                store._hash_key = await store._secret()
+        except BaseException:
             await store.redis.aclose()
-            where = _redact(config.url or "")
-            raise StateError(
-                f"Redis at {where} refused to authenticate: {exc}; check state.username and state.password (or "
-                "the credentials in state.url)"
-            ) from exc
-        except _DOWN as exc:
-            await store.redis.aclose()
-            raise StateError(
-                f"cannot reach Redis at {_redact(config.url or '')}: {exc}; check state.url and that Redis is running"
-            ) from exc
-        except RedisError as exc:
-            await store.redis.aclose()
-            where = _redact(config.url or "")
-            raise StateError(f"Redis at {where} refused: {exc}; check state.username/password") from exc
+            raise
         store._task = asyncio.get_running_loop().create_task(store._background())
         log.info("state_opened", backend="redis", url=_redact(config.url or ""), prefix=store.prefix)
         return store
@@ -341,13 +331,14 @@ class RedisStateStore:
         if self._task is None:
             raise StateError("the state store is closed")
         try:
-            value = fn()
-            if inspect.isawaitable(value):
-                value = await value
-        except _DOWN as exc:
+            with state_errors(self._where, redis=True):
+                value = fn()
+                if inspect.isawaitable(value):
+                    value = await value
+        except StateUnavailable as exc:
             self.backend_errors += 1
-            self._down(exc)
-            raise StateUnavailable(f"the shared state (Redis) is unavailable: {exc}") from exc
+            self._down(exc.__cause__ or exc)
+            raise
         self._up()
         return value
 
@@ -733,7 +724,7 @@ def read_audit(config: StateConfig, limit: int = 50, session: str | None = None)
             if len(rows) < max(limit, 100):
                 break
             last = "(" + rows[-1][0].decode()
-    except (RedisError, OSError) as exc:
+    except (RedisError, OSError) as exc:  # down or refused alike: the audit cannot be read (no store to mark down)
         raise StateError(f"cannot read the audit from Redis at {_redact(config.url)}: {exc}") from exc
     finally:
         client.close()

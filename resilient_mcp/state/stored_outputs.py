@@ -17,7 +17,7 @@ It is read back through
 
 An unknown or expired handle is ``StoredOutputMissing`` (the tool answers it with an ``isError`` result).
 
-Every stored output has an owner (``output_owner``): the host session that made the call, and over HTTP the bearer
+Every stored output has an owner (``proxy.output_owner``): the host session that made the call, and over HTTP the bearer
 token it authenticated with. It is stored under its handle bound to that owner, so a handle that leaks to another
 session, or another token, reads as unknown there.
 """
@@ -83,21 +83,6 @@ def http_principal(scope: Mapping[str, Any]) -> str:
     check), else ``anonymous``."""
     user = scope.get("user")
     return user.display_name if isinstance(user, AuthenticatedUser) else ANONYMOUS
-
-
-def output_owner(request: object, session: str) -> str:
-    """Who may read what a request stores: its host ``session`` and, over HTTP, its principal.
-
-    Over stdio the proxy has one host: the session key says which. A stateful HTTP session is already bound to the
-    token that opened it (the SDK refuses it to any other), and the owner names both. Stateless HTTP has no session
-    to bind to: the owner is the principal alone."""
-    scope = getattr(request, "scope", None)
-    if not isinstance(scope, Mapping) or scope.get("type") != "http":
-        return session
-    principal = http_principal(scope)
-    headers = getattr(request, "headers", None)
-    sid = headers.get("mcp-session-id") if headers is not None else None
-    return f"{principal} {sid}" if sid else principal
 
 
 def owner_principal(owner: str) -> str:

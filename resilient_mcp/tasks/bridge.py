@@ -15,7 +15,7 @@ with ``inputResponses`` and the echoed ``requestState`` (SEP-2322). The proxy jo
    with an error after ``answer_timeout_s`` ("the host did not answer"), never a silent hang; a host that makes the
    same request again without the ``requestState`` has the parked questions answered with an error. Either way the
    upstream ends its call with an answer of its own: a round is never cancelled, which would leave a write's
-   outcome unknown (and the call's timeouts stand still while the host is asked, see ``hostcontext``).
+   outcome unknown (and the call's timeouts stand still while the host is asked, see ``call.chain.HostEnvelope``).
 
 A 2026-07-28 upstream's questions arrive here too (``upstream.calls.Upstream._with_input``), under the upstream's
 own keys, which the host sees unchanged.
@@ -35,7 +35,7 @@ import structlog
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
-from ..call.upstream_error import UPSTREAM_ERROR, ErrorSink
+from ..upstream.errors import UPSTREAM_ERROR, ErrorSink
 
 log = structlog.get_logger(__name__)
 

@@ -581,7 +581,7 @@ def protocol_error(result: types.CallToolResult, upstream: types.ErrorData | Non
 
 
 def owner_principal(owner: str) -> str:
-    """The task principal (``host.principal``) of a proxy tool call's ``owner`` (``stored_outputs.output_owner``):
+    """The task principal (``host.principal``) of a proxy tool call's ``owner`` (``proxy.output_owner``):
     over HTTP its first word (the bearer token's principal), over stdio the one local host."""
     return "local" if owner.startswith("stdio:") or not owner else "http:" + owner.partition(" ")[0]
 

@@ -13,7 +13,7 @@ What callers import is here; the package, from the bottom up:
   hold).
 """
 
-from ..call.hostcontext import HOST_CAPABILITIES, host_capability_names
+from ..call.chain import HOST_CAPABILITIES, host_capability_names
 from .calls import MAX_INPUT_ROUNDS, ProgressFn, Upstream
 from .catalog import UpstreamCatalog
 from .connection import CLIENT_INFO, Connection, State, TransportFactory, UpstreamHooks

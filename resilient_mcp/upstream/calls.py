@@ -23,12 +23,12 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, TypeAdapter
 
-from ..call.hostcontext import CURRENT_HOST, timing
+from ..call.chain import HostEnvelope, timing
 from ..faults import AttemptTimeout, ConnectFailure, PersistentOutage
 from ..faults.error_results import result_text
 from ..faults.stderr_words import STDERR_META_KEY, exception_words, wordless, wrapper_seen
 from ..policy.config import RemoteUpstream
-from .connection import Connection, set_level
+from .connection import Connection, host_meta, set_level
 from .errors import Attempt, HostDidNotAnswer, upstream_errors, upstream_faults
 
 log = structlog.get_logger(__name__)
@@ -76,15 +76,14 @@ class Upstream(Connection):
 
     # --- which connection, and its session ------------------------------------------------------------------------
 
-    async def for_host(self) -> Self:
-        """The connection that serves the current host request (``CURRENT_HOST``) in the host's own era.
+    async def for_host(self, host: HostEnvelope | None) -> Self:
+        """The connection that serves the request of ``host`` in the host's own era (``None``: no host request).
 
         ``protocol: auto``: a 2026-07-28 host is served over a second connection in that era (opened at its first
         request, waited for up to ``connect_timeout_s``), when the server speaks it; everything else, and every
         host when the server does not, is served over the handshake-era connection. Each host thus meets the
         server as it would directly: a tool that asks the handshake way (a request mid-call) works for a
         handshake-era host, one that answers ``InputRequiredResult`` reaches a 2026-07-28 host with its own keys."""
-        host = CURRENT_HOST.get()
         if host is None or not host.modern or self.twin_of is not None or self.config.protocol != "auto":
             return self
         if self.modern or self._follows_2026_host():  # this connection is already in the host's era, or is its one
@@ -133,20 +132,30 @@ class Upstream(Connection):
         timeout_s: float | None = None,
         on_progress: ProgressFn | None = None,
         progress_extends: bool = True,
+        host: HostEnvelope | None = None,
     ) -> types.CallToolResult:
         """One attempt of a tool call. Returns the upstream's result (``isError`` ones too); raises ``Fault``.
 
         ``timeout_s`` bounds the attempt; progress from the upstream restarts it (when ``progress_extends``); the
         call's total time is the retry stage's scope around it. On timeout the SDK sends the upstream a
-        cancellation, because the request is abandoned by cancellation of its scope."""
-        target = await self.for_host()
+        cancellation, because the request is abandoned by cancellation of its scope. ``host``: the host request the
+        call serves (its era, its declaration toward a 2026-07-28 upstream, its timers, who answers questions)."""
+        target = await self.for_host(host)
         if target is not self:
             return await target.call_tool(
-                name, arguments, meta, timeout_s=timeout_s, on_progress=on_progress, progress_extends=progress_extends
+                name,
+                arguments,
+                meta,
+                timeout_s=timeout_s,
+                on_progress=on_progress,
+                progress_extends=progress_extends,
+                host=host,
             )
         session = await self.wait_ready(min(timeout_s or self.config.connect_timeout_s, self.config.connect_timeout_s))
         with self._stderr_window() as window:
-            result = await self._send_call(session, name, arguments, meta, timeout_s, on_progress, progress_extends)
+            result = await self._send_call(
+                session, name, arguments, meta, timeout_s, on_progress, progress_extends, host
+            )
             if result.meta and STDERR_META_KEY in result.meta:  # only the connection says what stderr held
                 kept = {k: v for k, v in result.meta.items() if k != STDERR_META_KEY}
                 result = result.model_copy(update={"meta": kept})
@@ -163,16 +172,18 @@ class Upstream(Connection):
         timeout_s: float | None,
         on_progress: ProgressFn | None,
         progress_extends: bool,
+        host: HostEnvelope | None,
     ) -> types.CallToolResult:
         with upstream_faults(self._attempt()) as attempt:
-            params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=attempt.tag(meta) or None)
+            meta = attempt.tag(host_meta(meta, host) if self.modern else meta)
+            params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
             request = types.CallToolRequest(params=params)
             began = anyio.current_time()
             # Registered with the host request's timers: stopped while the upstream waits for the host to answer.
-            with anyio.CancelScope(deadline=began + timeout_s if timeout_s else math.inf) as scope, timing(scope):
+            with anyio.CancelScope(deadline=began + timeout_s if timeout_s else math.inf) as scope, timing(host, scope):
                 progress = _extending(scope, timeout_s if progress_extends else None, on_progress)
                 if self.modern:
-                    result: types.CallToolResult = await self._with_input(session, request, progress)
+                    result: types.CallToolResult = await self._with_input(session, request, progress, host)
                     return result
                 return await session.send_request(request, types.CallToolResult, progress_callback=progress)
             elapsed = anyio.current_time() - began
@@ -222,24 +233,29 @@ class Upstream(Connection):
         meta = {**(result.meta or {}), STDERR_META_KEY: entry}
         return result.model_copy(update={"meta": meta})
 
-    async def request(self, request: Any, result_type: type[R]) -> R:
-        """Forward a non-tool request (resources, prompts, completion). SDK errors pass through as ``MCPError``;
-        an upstream that does not answer within ``connect_timeout_s`` gets -32001 like any timed-out request."""
-        if result_type in _WITH_INPUT and (target := await self.for_host()) is not self:
-            return await target.request(request, result_type)
+    async def request(self, request: Any, result_type: type[R], host: HostEnvelope | None = None) -> R:
+        """Forward a non-tool request (resources, prompts, completion) on behalf of ``host``'s request. SDK errors
+        pass through as ``MCPError``; an upstream that does not answer within ``connect_timeout_s`` gets -32001 like
+        any timed-out request."""
+        if result_type in _WITH_INPUT and (target := await self.for_host(host)) is not self:
+            return await target.request(request, result_type, host)
         session = await self.wait_ready(self.config.connect_timeout_s)
         with self._stderr_window(), upstream_errors(self._attempt()):
             if self.modern and result_type in _WITH_INPUT:
-                result: R = await self._with_input(session, request, None)
+                params = request.params
+                request = type(request)(params=params.model_copy(update={"meta": host_meta(params.meta, host)}))
+                result: R = await self._with_input(session, request, None, host)
                 return result
             return await session.send_request(request, result_type, self.config.connect_timeout_s)
 
-    async def _with_input(self, session: ClientSession, request: Any, progress: ProgressFnT | None) -> Any:
+    async def _with_input(
+        self, session: ClientSession, request: Any, progress: ProgressFnT | None, host: HostEnvelope | None
+    ) -> Any:
         """A 2026-07-28 request that the upstream may answer with ``InputRequiredResult`` (SEP-2322): what it asks
         (sampling, elicitation, roots) goes to the host whose request this is, under the upstream's own keys, and
         the request is sent again with the answers and the upstream's ``requestState``, until it completes.
 
-        Waiting for the host is not upstream time (the call's timers stop, see ``hostcontext``); nothing runs on
+        Waiting for the host is not upstream time (the call's timers stop, see ``HostEnvelope``); nothing runs on
         the upstream meanwhile. A question the host cannot answer ends the request (``HostDidNotAnswer``, mapped
         at the seam): -32021 for a capability it did not declare, as the upstream would have answered it."""
         adapter = _WITH_INPUT[_RESULT_OF_REQUEST[type(request)]]
@@ -252,7 +268,7 @@ class Upstream(Connection):
             )
             if not isinstance(result, types.InputRequiredResult):
                 return result
-            answers = await self._ask_host(result.input_requests or {})
+            answers = await self._ask_host(result.input_requests or {}, host)
             params = params.model_copy(
                 update={"input_responses": answers or None, "request_state": result.request_state}
             )
@@ -261,12 +277,12 @@ class Upstream(Connection):
             f"upstream {self.name!r} asked for input more than {MAX_INPUT_ROUNDS} times in one request",
         )
 
-    async def _ask_host(self, requests: dict[str, Any]) -> dict[str, Any]:
+    async def _ask_host(self, requests: dict[str, Any], host: HostEnvelope | None) -> dict[str, Any]:
         """Ask the host every question of one round at once (so a 2026-07-28 host gets them in one round too)."""
         answers: dict[str, BaseModel | types.ErrorData] = {}
 
         async def ask(key: str, question: Any) -> None:
-            answers[key] = await self.hooks.server_request(self, question, key=key)
+            answers[key] = await self.hooks.server_request(self, question, key=key, host=host)
 
         async with anyio.create_task_group() as tg:
             for key, question in requests.items():

@@ -43,7 +43,8 @@ from pydantic import BaseModel
 
 from .. import __version__
 from ..adapters.sdk import after_envelope_stamp
-from ..call.hostcontext import CURRENT_HOST, HOST_CAPABILITIES
+from ..call.chain import HOST_CAPABILITIES, HostEnvelope
+from ..call.meta import HOST_META
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
 from .catalog import Relists, UpstreamCatalog, list_catalog, list_pages
 from .errors import HttpStatuses, WatchedRead, WatchedWrite, reason
@@ -70,10 +71,15 @@ class UpstreamHooks(Protocol):
     async def resource_updated(self, upstream: Connection, uri: str) -> None: ...
 
     async def server_request(
-        self, upstream: Connection, request: types.ServerRequest, key: str | None = None
+        self,
+        upstream: Connection,
+        request: types.ServerRequest,
+        key: str | None = None,
+        host: HostEnvelope | None = None,
     ) -> BaseModel | types.ErrorData:
         """Relay a sampling / elicitation / roots request to the host whose call caused it. ``key`` is the name a
-        2026-07-28 upstream gave the request in its ``InputRequiredResult`` (kept toward a 2026-07-28 host)."""
+        2026-07-28 upstream gave the request in its ``InputRequiredResult`` (kept toward a 2026-07-28 host), ``host``
+        the request it came inside of (2026-07-28: known exactly; else ``None``, and the proxy attributes it)."""
         ...
 
 
@@ -567,28 +573,36 @@ def _stamp_host_envelope(session: ClientSession) -> None:
     """Tell a 2026-07-28 upstream, per request, what the *host* of that request declared: its capabilities (so the
     upstream asks only what that host can answer, as it would directly) and its log level.
 
-    The SDK stamps the session's own envelope on every request; this amends it. Outside a host request
-    (connecting) the proxy's own declaration stands."""
+    The SDK stamps the session's own envelope on every request; this amends it with what the request carried under
+    the private ``HOST_META`` key (``host_meta``; the adapter removes the key). A request without it (connecting,
+    the proxy's own listings) keeps the proxy's own declaration."""
 
-    def amend(data: dict[str, Any]) -> None:
-        host = CURRENT_HOST.get()
+    def amend(data: dict[str, Any], host: Any) -> None:
         params = data.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
-        if host is None or not isinstance(meta, dict) or data.get("method") in _OWN_ENVELOPE_METHODS:
+        if not isinstance(host, dict) or not isinstance(meta, dict) or data.get("method") in _OWN_ENVELOPE_METHODS:
             return
         caps = meta.get(CLIENT_CAPABILITIES_META_KEY)
+        declared = host.get("capabilities") or ()
         if isinstance(caps, dict):
             meta[CLIENT_CAPABILITIES_META_KEY] = {
-                name: value
-                for name, value in caps.items()
-                if name not in HOST_CAPABILITIES or name in host.capabilities
+                name: value for name, value in caps.items() if name not in HOST_CAPABILITIES or name in declared
             }
-        if host.log_level is None:
+        level = host.get("log_level")
+        if level is None:
             meta.pop(LOG_LEVEL_META_KEY, None)
         else:
-            meta[LOG_LEVEL_META_KEY] = host.log_level
+            meta[LOG_LEVEL_META_KEY] = level
 
-    after_envelope_stamp(session, amend)
+    after_envelope_stamp(session, amend, HOST_META)
+
+
+def host_meta(meta: dict[str, Any] | None, host: HostEnvelope | None) -> dict[str, Any] | None:
+    """``meta`` with the host's declaration under ``HOST_META``, for a request to a 2026-07-28 upstream on behalf of
+    ``host`` (read back and removed by ``_stamp_host_envelope``)."""
+    if host is None:
+        return meta
+    return {**(meta or {}), HOST_META: {"capabilities": sorted(host.capabilities), "log_level": host.log_level}}
 
 
 _OWN_ENVELOPE_METHODS = frozenset({"server/discover", "initialize", "subscriptions/listen"})

@@ -38,7 +38,6 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ..call.meta import ATTEMPT_META, OVERSIZED_META
-from ..call.upstream_error import note_upstream_error
 from ..faults import Fault, OversizedResult, ProtocolMismatch, RetrySafety, SideEffectStatus
 from ..faults.classify import classify_exception, classify_http_status
 
@@ -46,6 +45,26 @@ MISSING_CAPABILITY = -32021
 """MissingRequiredClientCapability (2026-07-28, SEP-2575)."""
 
 HttpStatus = tuple[int, dict[str, str]]
+
+
+@dataclass(slots=True)
+class ErrorSink:
+    """Where the seam notes, for a task that watches the call, whether the upstream answered the attempt with a
+    JSON-RPC error: such a task reports ``failed`` (with the error), where a tool that ran and said it failed
+    (``result.isError``) reports ``completed``. Both reach the chain as faults, hence this note beside them."""
+
+    error: types.ErrorData | None = None
+
+
+UPSTREAM_ERROR: ContextVar[ErrorSink | None] = ContextVar("resilient_mcp_task_upstream_error", default=None)
+"""The sink of the call the current task watches (set by ``tasks.bridge`` around the work it runs)."""
+
+
+def note_upstream_error(error: types.ErrorData | None) -> None:
+    """The upstream answered the current call's attempt with ``error`` (``None``: it answered with a result)."""
+    sink = UPSTREAM_ERROR.get()
+    if sink is not None:
+        sink.error = error
 
 
 class HostDidNotAnswer(Exception):

@@ -42,7 +42,7 @@ from ..call.fingerprint import Consecutive
 from ..faults import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, SideEffectStatus
 from ..faults.error_results import FAULT_META_KEY
 from ..policy import ObservationLevel
-from ..text.cut import utf8_head
+from ..text import utf8_head
 from .repeat import verdict_of
 from .suggestions import suggestion_for
 

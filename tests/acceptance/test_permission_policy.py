@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 from resilient_mcp.policy.files import PolicyWatcher
 from tests.fixtures.scripted import ScriptedUpstream, error_text, hang, ok_text
 from tests.harness import classification, observation, proxied, text
+from tests.helpers import virtual_time
 
 pytestmark = pytest.mark.anyio
 
@@ -233,6 +234,7 @@ async def test_a_host_without_elicitation_gets_a_refusal_that_asks_the_user_and_
 # --- write safety: one agent call, at most one execution of a write_unsafe tool -------------------------------------
 
 
+@virtual_time  # the call reaches the upstream before its 0.2 s attempt timeout by construction, not by speed
 async def test_an_unannotated_tool_that_times_out_is_executed_once_and_reported_as_outcome_unknown() -> None:
     up = ScriptedUpstream().tool("create_order", hang())
     policy = {
@@ -253,6 +255,7 @@ async def test_an_unannotated_tool_that_times_out_is_executed_once_and_reported_
     assert up.count("create_order") == 1
 
 
+@virtual_time  # the call reaches the upstream before its 0.2 s attempt timeout by construction, not by speed
 async def test_a_read_only_tool_that_times_out_is_retried_once_by_the_proxy() -> None:
     up = ScriptedUpstream().tool("get_order", hang())
     policy = {"defaults": {"timeouts": {"attempt_s": 0.2}, "retry": FAST_RETRY, "effect": "read_only"}}

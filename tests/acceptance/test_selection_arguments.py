@@ -21,6 +21,7 @@ from resilient_mcp.proxy.drift import NEW_SCHEMA_CHARS
 from resilient_mcp.stages.validate import schema_hash
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
 from tests.harness import classification, observation, proxied, text
+from tests.helpers import virtual_time
 
 pytestmark = pytest.mark.anyio
 
@@ -198,6 +199,7 @@ def raise_invalid_params(message: str) -> types.CallToolResult:
     raise MCPError(types.INVALID_PARAMS, message)
 
 
+@virtual_time  # the call reaches the upstream before its 0.2 s attempt timeout by construction, not by speed
 async def test_a_tool_list_refresh_that_does_not_answer_is_cut_at_the_attempt_timeout_and_the_fault_stands() -> None:
     listings = 0
     tools = [types.Tool(name="search", input_schema={"type": "object"})]

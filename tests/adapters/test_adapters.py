@@ -15,6 +15,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import ClientSession
+from mcp.client.session import _make_modern_stamp
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
@@ -41,13 +42,34 @@ def test_the_adapters_were_written_for_the_installed_mcp_and_anyio() -> None:
 def test_the_envelope_stamp_is_amended_after_the_sdks_own() -> None:
     send, receive = anyio.create_memory_object_stream[Any](1)
     session = ClientSession(receive, send)
-    seen: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    seen: list[tuple[dict[str, Any], Any, dict[str, Any]]] = []
     opts: dict[str, Any] = {}
-    after_envelope_stamp(session, lambda data: seen.append((dict(data), dict(opts))))
+    after_envelope_stamp(session, lambda data, private: seen.append((dict(data), private, dict(opts))), "x/private")
     session._stamp({"method": "initialize", "params": {}}, opts)  # type: ignore[arg-type]
     # the SDK's pre-connect stamp ran first (an initialize is never cancelled), then the amendment saw the data
     assert opts == {"cancel_on_abandon": False}
-    assert seen == [({"method": "initialize", "params": {}}, {"cancel_on_abandon": False})]
+    assert seen == [({"method": "initialize", "params": {}}, None, {"cancel_on_abandon": False})]
+    send.close()
+    receive.close()
+
+
+def test_the_private_key_reaches_the_amendment_and_never_the_wire() -> None:
+    """The host's declaration rides the request under a private ``_meta`` key (no ambient context): the adapter takes
+    it out before the SDK's 2026-07-28 stamp writes the envelope, and hands it to the amendment."""
+    send, receive = anyio.create_memory_object_stream[Any](1)
+    session = ClientSession(receive, send)
+    session._stamp = _make_modern_stamp(  # what the SDK installs once a 2026-07-28 session is connected
+        "2026-07-28", {"name": "proxy", "version": "1"}, {"sampling": {}}, lambda name, args: {}
+    )
+    seen: list[tuple[dict[str, Any], Any]] = []
+    after_envelope_stamp(session, lambda data, private: seen.append((data, private)), "x/private")
+    data = {"method": "tools/call", "params": {"name": "t", "_meta": {"x/private": {"log_level": "info"}, "k": 1}}}
+    session._stamp(data, {})  # type: ignore[arg-type]
+    [(stamped, private)] = seen
+    assert private == {"log_level": "info"}
+    meta = stamped["params"]["_meta"]
+    assert "x/private" not in meta and meta["k"] == 1
+    assert meta["io.modelcontextprotocol/clientCapabilities"] == {"sampling": {}}, "the SDK stamped after the take"
     send.close()
     receive.close()
 

@@ -19,7 +19,7 @@ from mcp.client._memory import InMemoryTransport
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from resilient_mcp.call.hostcontext import Timers
+from resilient_mcp.call.chain import Timers
 from resilient_mcp.host.server import build_server
 from tests.fixtures.conformance_server import build_server as build_fixture
 from tests.harness import observation, proxied, text
@@ -353,3 +353,34 @@ async def test_timers_resume_with_the_time_they_had_left() -> None:
         ended = anyio.current_time()
         resumed = scope.deadline
     assert before <= resumed <= before + (ended - started)  # pushed back by exactly the pause
+
+
+# --- the host's envelope reaches a 2026-07-28 upstream explicitly, per request --------------------------------------
+
+
+def _envelope_recorder(seen: list[tuple[frozenset[str], dict[str, Any]]]) -> Server[Any]:
+    """A server that records, for each tools/call, the capabilities its client declared in that request's envelope
+    and the request's ``_meta``."""
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="echo", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: Any) -> types.CallToolResult:
+        caps = ctx.session.client_capabilities
+        declared = frozenset(n for n in ("sampling", "elicitation", "roots") if caps and getattr(caps, n) is not None)
+        seen.append((declared, dict(ctx.meta or {})))
+        return types.CallToolResult(content=[types.TextContent(text="ok")])
+
+    return Server("recorder", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def test_a_2026_upstream_hears_each_2026_hosts_own_capabilities_and_never_the_private_key() -> None:
+    seen: list[tuple[frozenset[str], dict[str, Any]]] = []
+    with anyio.fail_after(60):
+        async with proxied({"rec": _envelope_recorder(seen)}, protocol="auto") as h:
+            async with Client(InMemoryTransport(build_server(h.proxy)), cache=None, **HOST_CALLBACKS) as able:
+                assert text(await able.call_tool("echo", {"n": 1})) == "ok"
+            async with Client(InMemoryTransport(build_server(h.proxy)), cache=None) as bare:
+                assert text(await bare.call_tool("echo", {"n": 2})) == "ok"
+    assert [declared for declared, _ in seen] == [frozenset({"sampling", "elicitation", "roots"}), frozenset()]
+    assert all(not any(k.startswith("io.github.resilient-mcp/") for k in meta) for _, meta in seen), seen

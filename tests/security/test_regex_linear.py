@@ -23,8 +23,8 @@ import pytest
 from regexploit.ast.sre import SreOpParser
 from regexploit.redos import find
 
+import resilient_mcp.text as textcut
 from resilient_mcp.stages import provenance
-from resilient_mcp.text import cut as textcut
 from tests.security.cpu import cpu_cost
 
 PACKAGE = Path(__file__).resolve().parents[2] / "resilient_mcp"

@@ -26,7 +26,7 @@ from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.ops.logs import bound
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.state import SECRET_FILE, StateStore
-from resilient_mcp.text.canonical import canonical_json
+from resilient_mcp.text import canonical_json
 from resilient_mcp.text.redact import redact
 from tests.helpers import STARTUP_S, proxy_argv, running, wait_until, write_yaml
 

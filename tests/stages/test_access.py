@@ -23,6 +23,7 @@ class FakeHost:
         self.answer = answer
         self.can_elicit = can_elicit
         self.asked: list[tuple[str, dict[str, Any]]] = []
+        self.envelope = None  # no host request: nothing for the upstream side
 
     @property
     def supports_elicitation(self) -> bool:

@@ -21,7 +21,7 @@ from resilient_mcp.faults.classify import ERROR_META_KEY, FAULT_META_KEY
 from resilient_mcp.policy import ObservationLevel, ObservationRule, ToolRule
 from resilient_mcp.stages import observe as observe_module
 from resilient_mcp.stages.observe import AuditEntry, Observe
-from resilient_mcp.text.canonical import canonical_json
+from resilient_mcp.text import canonical_json
 
 pytestmark = pytest.mark.anyio
 

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.anyio
 @dataclass
 class Host:
     supports_elicitation: bool = False
+    envelope: None = None
     progress: list[tuple[float, float | None, str | None]] = field(default_factory=list)
 
     async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:

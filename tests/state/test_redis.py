@@ -19,8 +19,7 @@ from resilient_mcp.policy.source import SourceError
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.stages.observe import AuditEntry
 from resilient_mcp.stages.retry import RetryBudgets
-from resilient_mcp.state import StateError, StateLimits, StateUnavailable
-from resilient_mcp.state.index import Claim
+from resilient_mcp.state import Claim, StateError, StateLimits, StateUnavailable
 from resilient_mcp.state.redis import RedisStateStore, read_audit
 from tests.helpers import write_yaml
 from tests.redis_server import RedisServer, needs_redis

@@ -16,7 +16,7 @@ import pytest
 
 from resilient_mcp.state import StateError, StateLimits, StateStore, default_state_dir, recent_audit
 from resilient_mcp.state import sqlite as state_sqlite
-from resilient_mcp.text.cut import utf8_len
+from resilient_mcp.text import utf8_len
 from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio

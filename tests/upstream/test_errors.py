@@ -18,7 +18,6 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from resilient_mcp.call.meta import ATTEMPT_META, OVERSIZED_META
-from resilient_mcp.call.upstream_error import UPSTREAM_ERROR, ErrorSink
 from resilient_mcp.faults import (
     AttemptTimeout,
     ConnectFailure,
@@ -32,7 +31,9 @@ from resilient_mcp.faults import (
 from resilient_mcp.policy.config import StdioUpstream
 from resilient_mcp.upstream import Connection, Upstream
 from resilient_mcp.upstream.errors import (
+    UPSTREAM_ERROR,
     Attempt,
+    ErrorSink,
     HostDidNotAnswer,
     HttpStatuses,
     note_written,
