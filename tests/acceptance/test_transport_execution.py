@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace as dc_replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from resilient_mcp.call.chain import HostEnvelope, Timers
 from tests.fixtures.fault_links import (
     FAULT_META,
     HttpFault,
@@ -288,22 +290,72 @@ async def test_a_write_that_commits_then_hangs_runs_once_is_cancelled_upstream_a
     assert recorder.delays == []
 
 
+class FiringTimers(Timers):
+    """The timers of one host request whose attempt timeouts the test expires when it chooses: the attempt's own
+    cancel scope (``upstream/calls.py``) reaches its deadline then, and nothing else in the proxy is touched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[anyio.CancelScope] = []
+
+    @contextmanager
+    def timing(self, scope: anyio.CancelScope) -> Iterator[anyio.CancelScope]:
+        self.scopes.append(scope)
+        with super().timing(scope):
+            yield scope
+
+    def expire(self) -> None:
+        for scope in self.scopes:
+            scope.deadline = anyio.current_time()
+
+
+def attempts_timed_by(h: Harness, upstream: str, timers: FiringTimers) -> None:
+    """Route ``upstream``'s attempts through ``timers`` (the retry stage's total deadline stays on the host's own)."""
+    send = h.proxy.router.senders[upstream]
+
+    async def timed(*args: Any, host: HostEnvelope | None = None, **kwargs: Any) -> types.CallToolResult:
+        envelope = HostEnvelope(ctx=None, capabilities=frozenset()) if host is None else host
+        return await send(*args, host=dc_replace(envelope, timers=timers), **kwargs)
+
+    h.proxy.router.senders[upstream] = timed
+
+
 async def test_a_stdio_write_that_outlives_its_attempt_timeout_is_cancelled_in_the_upstream_process(
     tmp_path: Path,
 ) -> None:
+    # The premise is an event, not a race: the attempt timeout (50 s) outlasts the test's bound, and the test expires
+    # it only once the upstream process has recorded that the tool began (a 0.5 s timeout on a loaded machine could
+    # fire before the subprocess read the request, and the test then failed or proved nothing).
     events = tmp_path / "events"
     recorder = SleepRecorder()
     argv = [str(PROBE_SERVER), "--events", str(events)]
-    policy = {"tools": {"slow": rule("write_unsafe", attempt_s=0.5)}}
+    policy = {"tools": {"slow": rule("write_unsafe", attempt_s=50)}}
     pipeline = recording_pipeline(recorder)
+    results: list[types.CallToolResult] = []
     async with proxy_over({"probe": {"command": sys.executable, "args": argv}}, policy, pipeline=pipeline) as h:
+        timers = FiringTimers()
+        attempts_timed_by(h, "probe", timers)
+
+        async def slow_call() -> None:
+            results.append(await h.client.call_tool("slow", {"seconds": 30, "steps": 1}))
+
         with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("slow", {"seconds": 30, "steps": 1})
-            await await_until(lambda: any(e.startswith("cancelled") for e in read_events(events)), 10, "cancel")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(slow_call)
+                await await_until(lambda: started(events), LIMIT_S, "the tool began in the upstream process")
+                assert len(timers.scopes) == 1, "one attempt, its timeout running"
+                timers.expire()
+            await await_until(lambda: any(e.startswith("cancelled") for e in read_events(events)), LIMIT_S, "cancel")
+    [result] = results
     assert core(observation(result))["attempts"] == ["C3_attempt_timeout"]
     assert observation(result)["repair_action"] == "verify_state"
-    assert len([e for e in read_events(events) if e.startswith("slow_started")]) == 1
+    assert len(started(events)) == 1
+    assert not [e for e in read_events(events) if e.startswith("slow_done")], "the side effect did not complete"
     assert recorder.delays == []
+
+
+def started(events: Path) -> list[str]:
+    return [e for e in read_events(events) if e.startswith("slow_started")]
 
 
 # --- C4 gateway_5xx (streamable HTTP upstream behind a shim) -------------------------------------------------------
