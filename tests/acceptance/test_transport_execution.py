@@ -12,6 +12,7 @@ they hold on a saturated machine.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -170,6 +171,10 @@ async def test_a_write_sent_while_the_stdio_upstream_process_is_dead_is_retried_
     pipeline = recording_pipeline(recorder)
     async with proxy_over({"probe": {"command": sys.executable, "args": argv}}, policy, pipeline=pipeline) as h:
         upstream = h.proxy.upstreams["probe"]
+        # The first attempt fails waiting 1 s for a connection the gate holds back (its outcome whatever the speed);
+        # the retry's answer from the restarted process is waited for without a clock (a running 1 s attempt timeout
+        # raced the subprocess's answer on a loaded machine).
+        attempts_timed_by(h, "probe", HeldTimers())
 
         async def open_gate_and_wait_for_the_restart() -> None:
             gate.write_text("open")
@@ -290,9 +295,13 @@ async def test_a_write_that_commits_then_hangs_runs_once_is_cancelled_upstream_a
     assert recorder.delays == []
 
 
-class FiringTimers(Timers):
-    """The timers of one host request whose attempt timeouts the test expires when it chooses: the attempt's own
-    cancel scope (``upstream/calls.py``) reaches its deadline then, and nothing else in the proxy is touched."""
+class HeldTimers(Timers):
+    """Timers of the test's host requests that hold every attempt timeout until the test expires it.
+
+    A real subprocess answers when the machine lets it: a small attempt timeout in front of one races the process. Held,
+    an attempt's own cancel scope (``upstream/calls.py``) has no deadline until ``expire()`` gives it one that has
+    passed; the proxy then times the attempt out exactly as at its deadline. The retry stage's total deadline stays on
+    the host request's own timers."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -302,6 +311,7 @@ class FiringTimers(Timers):
     def timing(self, scope: anyio.CancelScope) -> Iterator[anyio.CancelScope]:
         self.scopes.append(scope)
         with super().timing(scope):
+            scope.deadline = math.inf
             yield scope
 
     def expire(self) -> None:
@@ -309,8 +319,8 @@ class FiringTimers(Timers):
             scope.deadline = anyio.current_time()
 
 
-def attempts_timed_by(h: Harness, upstream: str, timers: FiringTimers) -> None:
-    """Route ``upstream``'s attempts through ``timers`` (the retry stage's total deadline stays on the host's own)."""
+def attempts_timed_by(h: Harness, upstream: str, timers: HeldTimers) -> None:
+    """Route ``upstream``'s attempts through ``timers``."""
     send = h.proxy.router.senders[upstream]
 
     async def timed(*args: Any, host: HostEnvelope | None = None, **kwargs: Any) -> types.CallToolResult:
@@ -323,17 +333,17 @@ def attempts_timed_by(h: Harness, upstream: str, timers: FiringTimers) -> None:
 async def test_a_stdio_write_that_outlives_its_attempt_timeout_is_cancelled_in_the_upstream_process(
     tmp_path: Path,
 ) -> None:
-    # The premise is an event, not a race: the attempt timeout (50 s) outlasts the test's bound, and the test expires
-    # it only once the upstream process has recorded that the tool began (a 0.5 s timeout on a loaded machine could
-    # fire before the subprocess read the request, and the test then failed or proved nothing).
+    # The premise is an event, not a race: the attempt timeout is held until the upstream process has recorded that
+    # the tool began, then expired (a running 0.5 s timeout on a loaded machine could fire before the subprocess read
+    # the request, and the test then failed or proved nothing).
     events = tmp_path / "events"
     recorder = SleepRecorder()
     argv = [str(PROBE_SERVER), "--events", str(events)]
-    policy = {"tools": {"slow": rule("write_unsafe", attempt_s=50)}}
+    policy = {"tools": {"slow": rule("write_unsafe", attempt_s=0.5)}}
     pipeline = recording_pipeline(recorder)
     results: list[types.CallToolResult] = []
     async with proxy_over({"probe": {"command": sys.executable, "args": argv}}, policy, pipeline=pipeline) as h:
-        timers = FiringTimers()
+        timers = HeldTimers()
         attempts_timed_by(h, "probe", timers)
 
         async def slow_call() -> None:
@@ -343,7 +353,7 @@ async def test_a_stdio_write_that_outlives_its_attempt_timeout_is_cancelled_in_t
             async with anyio.create_task_group() as tg:
                 tg.start_soon(slow_call)
                 await await_until(lambda: started(events), LIMIT_S, "the tool began in the upstream process")
-                assert len(timers.scopes) == 1, "one attempt, its timeout running"
+                assert len(timers.scopes) == 1, "one attempt, its timeout held"
                 timers.expire()
             await await_until(lambda: any(e.startswith("cancelled") for e in read_events(events)), LIMIT_S, "cancel")
     [result] = results
@@ -410,6 +420,7 @@ async def test_a_write_answered_503_with_retry_after_before_forwarding_is_retrie
 # --- C5 persistent_outage -------------------------------------------------------------------------------------------
 
 
+@virtual_time  # "fails fast" is measured on the virtual clock: no timer of 1 s or more is waited for
 async def test_a_call_to_an_upstream_that_refuses_every_connection_fails_fast_as_a_persistent_outage() -> None:
     up = shop(create_order=lambda args: ok_text("created"))
     recorder = SleepRecorder()
