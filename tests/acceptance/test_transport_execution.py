@@ -6,8 +6,9 @@ real stdio subprocess (tests/fixtures/probe_server.py). Each asserts how many ti
 and the observation's fields. The retry stage sleeps through an injected recorder, so every backoff is asserted as the
 full-jitter delay computed from the seeded random source and no test sleeps to wait; per-attempt timeouts are small
 real timeouts of the proxy (``timeouts.attempt_s``), and waits for the proxy's own supervision are bounded. Tests
-whose outcome depends on an ordinary attempt beating such a timeout run in memory on virtual time (``virtual_time``):
-they hold on a saturated machine.
+whose outcome depends on an ordinary attempt beating such a timeout run in memory on virtual time (``virtual_time``);
+those with a real subprocess hold the attempt timeout (``HeldTimers``) and expire it only after an event the upstream
+process recorded: both hold on a saturated machine.
 """
 
 from __future__ import annotations
