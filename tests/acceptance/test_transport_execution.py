@@ -6,17 +6,20 @@ real stdio subprocess (tests/fixtures/probe_server.py). Each asserts how many ti
 and the observation's fields. The retry stage sleeps through an injected recorder, so every backoff is asserted as the
 full-jitter delay computed from the seeded random source and no test sleeps to wait; per-attempt timeouts are small
 real timeouts of the proxy (``timeouts.attempt_s``), and waits for the proxy's own supervision are bounded. Tests
-whose outcome depends on an ordinary attempt beating such a timeout run in memory on virtual time (``virtual_time``):
-they hold on a saturated machine.
+whose outcome depends on an ordinary attempt beating such a timeout run in memory on virtual time (``virtual_time``);
+those with a real subprocess hold the attempt timeout (``HeldTimers``) and expire it only after an event the upstream
+process recorded: both hold on a saturated machine.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace as dc_replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from resilient_mcp.call.chain import HostEnvelope, Timers
 from tests.fixtures.fault_links import (
     FAULT_META,
     HttpFault,
@@ -168,6 +172,10 @@ async def test_a_write_sent_while_the_stdio_upstream_process_is_dead_is_retried_
     pipeline = recording_pipeline(recorder)
     async with proxy_over({"probe": {"command": sys.executable, "args": argv}}, policy, pipeline=pipeline) as h:
         upstream = h.proxy.upstreams["probe"]
+        # The first attempt fails waiting 1 s for a connection the gate holds back (its outcome whatever the speed);
+        # the retry's answer from the restarted process is waited for without a clock (a running 1 s attempt timeout
+        # raced the subprocess's answer on a loaded machine).
+        attempts_timed_by(h, "probe", HeldTimers())
 
         async def open_gate_and_wait_for_the_restart() -> None:
             gate.write_text("open")
@@ -288,22 +296,77 @@ async def test_a_write_that_commits_then_hangs_runs_once_is_cancelled_upstream_a
     assert recorder.delays == []
 
 
+class HeldTimers(Timers):
+    """Timers of the test's host requests that hold every attempt timeout until the test expires it.
+
+    A real subprocess answers when the machine lets it: a small attempt timeout in front of one races the process. Held,
+    an attempt's own cancel scope (``upstream/calls.py``) has no deadline until ``expire()`` gives it one that has
+    passed; the proxy then times the attempt out exactly as at its deadline. The retry stage's total deadline stays on
+    the host request's own timers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[anyio.CancelScope] = []
+
+    @contextmanager
+    def timing(self, scope: anyio.CancelScope) -> Iterator[anyio.CancelScope]:
+        self.scopes.append(scope)
+        with super().timing(scope):
+            scope.deadline = math.inf
+            yield scope
+
+    def expire(self) -> None:
+        for scope in self.scopes:
+            scope.deadline = anyio.current_time()
+
+
+def attempts_timed_by(h: Harness, upstream: str, timers: HeldTimers) -> None:
+    """Route ``upstream``'s attempts through ``timers``."""
+    send = h.proxy.router.senders[upstream]
+
+    async def timed(*args: Any, host: HostEnvelope | None = None, **kwargs: Any) -> types.CallToolResult:
+        envelope = HostEnvelope(ctx=None, capabilities=frozenset()) if host is None else host
+        return await send(*args, host=dc_replace(envelope, timers=timers), **kwargs)
+
+    h.proxy.router.senders[upstream] = timed
+
+
 async def test_a_stdio_write_that_outlives_its_attempt_timeout_is_cancelled_in_the_upstream_process(
     tmp_path: Path,
 ) -> None:
+    # The premise is an event, not a race: the attempt timeout is held until the upstream process has recorded that
+    # the tool began, then expired (a running 0.5 s timeout on a loaded machine could fire before the subprocess read
+    # the request, and the test then failed or proved nothing).
     events = tmp_path / "events"
     recorder = SleepRecorder()
     argv = [str(PROBE_SERVER), "--events", str(events)]
     policy = {"tools": {"slow": rule("write_unsafe", attempt_s=0.5)}}
     pipeline = recording_pipeline(recorder)
+    results: list[types.CallToolResult] = []
     async with proxy_over({"probe": {"command": sys.executable, "args": argv}}, policy, pipeline=pipeline) as h:
+        timers = HeldTimers()
+        attempts_timed_by(h, "probe", timers)
+
+        async def slow_call() -> None:
+            results.append(await h.client.call_tool("slow", {"seconds": 30, "steps": 1}))
+
         with anyio.fail_after(LIMIT_S):
-            result = await h.client.call_tool("slow", {"seconds": 30, "steps": 1})
-            await await_until(lambda: any(e.startswith("cancelled") for e in read_events(events)), 10, "cancel")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(slow_call)
+                await await_until(lambda: started(events), LIMIT_S, "the tool began in the upstream process")
+                assert len(timers.scopes) == 1, "one attempt, its timeout held"
+                timers.expire()
+            await await_until(lambda: any(e.startswith("cancelled") for e in read_events(events)), LIMIT_S, "cancel")
+    [result] = results
     assert core(observation(result))["attempts"] == ["C3_attempt_timeout"]
     assert observation(result)["repair_action"] == "verify_state"
-    assert len([e for e in read_events(events) if e.startswith("slow_started")]) == 1
+    assert len(started(events)) == 1
+    assert not [e for e in read_events(events) if e.startswith("slow_done")], "the side effect did not complete"
     assert recorder.delays == []
+
+
+def started(events: Path) -> list[str]:
+    return [e for e in read_events(events) if e.startswith("slow_started")]
 
 
 # --- C4 gateway_5xx (streamable HTTP upstream behind a shim) -------------------------------------------------------
@@ -358,6 +421,7 @@ async def test_a_write_answered_503_with_retry_after_before_forwarding_is_retrie
 # --- C5 persistent_outage -------------------------------------------------------------------------------------------
 
 
+@virtual_time  # "fails fast" is measured on the virtual clock: no timer of 1 s or more is waited for
 async def test_a_call_to_an_upstream_that_refuses_every_connection_fails_fast_as_a_persistent_outage() -> None:
     up = shop(create_order=lambda args: ok_text("created"))
     recorder = SleepRecorder()

@@ -31,7 +31,7 @@ from resilient_mcp.chaos.tools import STOCK_OUTPUT
 from resilient_mcp.chaos.transports import connect
 from resilient_mcp.faults.classify import classify_exception, classify_result
 from resilient_mcp.faults.error_results import ERROR_META_KEY
-from tests.helpers import await_until, child_env, proxy_argv
+from tests.helpers import await_until, child_env, proxy_argv, virtual_time
 
 pytestmark = pytest.mark.anyio
 
@@ -220,6 +220,7 @@ async def test_dying_mid_call_closes_the_connection_after_or_before_the_commit(c
     assert not again.is_error and chaos.ledger.commits_for("create_order", "R1") == commits + 1
 
 
+@virtual_time  # on virtual time: the commit before the hang happens before the caller's 0.2 s, by construction
 @pytest.mark.parametrize(("commit", "commits"), [("before_hang", 1), ("never", 0)])
 async def test_a_hang_outlasts_the_callers_timeout_and_commits_before_or_never(commit: str, commits: int) -> None:
     rule = {"match": {"tool": "create_order"}, "fault": "timeout", "params": {"commit": commit}}
@@ -229,6 +230,7 @@ async def test_a_hang_outlasts_the_callers_timeout_and_commits_before_or_never(c
         assert chaos.ledger.commits_for("create_order", "R1") == commits
 
 
+@virtual_time  # on virtual time: the caller's 0.05 s ends before the 0.3 s hang, however slow the machine
 async def test_a_hang_that_commits_late_commits_even_though_the_caller_gave_up() -> None:
     rule = {"match": {"tool": "create_order"}, "fault": "C3", "params": {"commit": "after_hang", "hang_ms": 300}}
     async with chaos_client(rule, clock=RealClock()) as (client, chaos):
@@ -258,6 +260,7 @@ async def test_a_result_of_the_wrong_shape_fails_to_parse_at_the_client_after_th
     assert chaos.ledger.commits_for("create_order", "R1") == 1
 
 
+@virtual_time  # on virtual time: each bad line is read before the caller's 0.3 s ends
 async def test_garbage_on_the_wire_reaches_the_client_as_a_parse_error_and_truncation_loses_the_answer() -> None:
     messages = Messages()
     rules = [
