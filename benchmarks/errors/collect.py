@@ -39,14 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
 
 import resilient_mcp.upstream.errors as seam
 from resilient_mcp.faults import Fault
 from resilient_mcp.policy.config import RemoteUpstream, StdioUpstream
-from resilient_mcp.upstream import Connection, Upstream
+from resilient_mcp.upstream import NoHost, Upstream
 
 from .holdout import HOLDOUT_SOURCES
 from .servers import SOURCES as MORE_SOURCES
@@ -97,23 +95,12 @@ seam.classify_exception = _recording_exception  # type: ignore[assignment]
 seam.classify_http_status = _recording_status  # type: ignore[assignment]
 
 
-class _Hooks:
-    async def catalog_changed(self, upstream: Connection) -> None:
-        return None
-
-    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
-        return None
-
-    async def resource_updated(self, upstream: Connection, uri: str) -> None:
-        return None
-
-    async def server_request(self, upstream: Connection, request: types.ServerRequest) -> BaseModel | types.ErrorData:
-        return types.ErrorData(code=types.INVALID_REQUEST, message="the error corpus collector does not sample")
+_NO_HOST = NoHost("the error corpus collector does not sample")
 
 
 @asynccontextmanager
 async def connected(name: str, config: StdioUpstream | RemoteUpstream) -> AsyncIterator[Upstream]:
-    up = Upstream(name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)
+    up = Upstream(name, config, _NO_HOST, backoff_initial_s=0.2, backoff_max_s=1.0)
     async with anyio.create_task_group() as tg:
         tg.start_soon(up.run)
         try:
@@ -194,7 +181,13 @@ async def collect_startup(source: Source, ws: Workspace, out: list[Record], prob
     gold = dataclasses.replace(gold, retry_safety="not_sent")
     async with source.started(ws) as config:
         _captured.clear()
-        up = Upstream(source.name, config, _Hooks(), backoff_initial_s=0.2, backoff_max_s=1.0)
+        up = Upstream(
+            source.name,
+            config,
+            _NO_HOST,
+            backoff_initial_s=0.2,
+            backoff_max_s=1.0,
+        )
         async with anyio.create_task_group() as tg:
             tg.start_soon(up.run)
             try:  # long enough for a server that retries its own connection a few times and then exits

@@ -16,13 +16,14 @@ What callers import is here; the package, from the bottom up:
 from ..call.chain import HOST_CAPABILITIES, host_capability_names
 from .calls import MAX_INPUT_ROUNDS, ProgressFn, Upstream
 from .catalog import UpstreamCatalog
-from .connection import CLIENT_INFO, Connection, State, TransportFactory, UpstreamHooks
+from .connection import CLIENT_INFO, Connection, NoHost, State, TransportFactory, UpstreamHooks
 
 __all__ = [
     "CLIENT_INFO",
     "HOST_CAPABILITIES",
     "MAX_INPUT_ROUNDS",
     "Connection",
+    "NoHost",
     "ProgressFn",
     "State",
     "TransportFactory",

@@ -83,6 +83,33 @@ class UpstreamHooks(Protocol):
         ...
 
 
+class NoHost:
+    """``UpstreamHooks`` for an upstream used without a host (the error-corpus collector, tests): catalog changes,
+    logs and resource updates are dropped, and a request for the host (sampling, elicitation, roots) is refused with
+    ``reason``."""
+
+    def __init__(self, reason: str = "no host is connected to answer it") -> None:
+        self.reason = reason
+
+    async def catalog_changed(self, upstream: Connection) -> None:
+        return None
+
+    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
+        return None
+
+    async def resource_updated(self, upstream: Connection, uri: str) -> None:
+        return None
+
+    async def server_request(
+        self,
+        upstream: Connection,
+        request: types.ServerRequest,
+        key: str | None = None,
+        host: HostEnvelope | None = None,
+    ) -> BaseModel | types.ErrorData:
+        return types.ErrorData(code=types.INVALID_REQUEST, message=self.reason)
+
+
 class Connection:
     """A supervised connection to one upstream server (the calls are ``calls.Upstream``'s)."""
 

@@ -15,15 +15,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
-from pydantic import BaseModel
 
 from resilient_mcp.policy.config import StdioUpstream
-from resilient_mcp.upstream import Connection, Upstream
+from resilient_mcp.upstream import NoHost, Upstream
 from tests.helpers import (
     STARTUP_S,
     JsonRpcPipe,
@@ -53,28 +50,12 @@ def reaped(*pid_files: Path) -> Iterator[None]:
                     os.kill(pid, signal.SIGKILL)
 
 
-class _Hooks:
-    async def catalog_changed(self, upstream: Connection) -> None:
-        return None
-
-    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
-        return None
-
-    async def resource_updated(self, upstream: Connection, uri: str) -> None:
-        return None
-
-    async def server_request(
-        self, upstream: Connection, request: Any, key: str | None = None
-    ) -> BaseModel | types.ErrorData:
-        return types.ErrorData(code=types.METHOD_NOT_FOUND, message="not in this test")
-
-
 @pytest.mark.anyio
 async def test_the_child_of_an_upstream_is_stopped_when_the_upstream_is_restarted(tmp_path: Path) -> None:
     first, second = tmp_path / "first.pid", tmp_path / "second.pid"
     child_file = tmp_path / "child.pid"
     config = StdioUpstream(command=sys.executable, args=[str(HOSTILE), "--child-file", str(child_file)])
-    upstream = Upstream("hostile", config, _Hooks())
+    upstream = Upstream("hostile", config, NoHost("not in this test"))
     with reaped(first, second):
         async with anyio.create_task_group() as tg:
             tg.start_soon(upstream.run)

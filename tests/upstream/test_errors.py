@@ -15,7 +15,6 @@ import mcp_types as types
 import pytest
 from mcp.client._memory import InMemoryTransport
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
 
 from resilient_mcp.call.meta import ATTEMPT_META, OVERSIZED_META
 from resilient_mcp.faults import (
@@ -29,7 +28,7 @@ from resilient_mcp.faults import (
     RetrySafety,
 )
 from resilient_mcp.policy.config import StdioUpstream
-from resilient_mcp.upstream import Connection, Upstream
+from resilient_mcp.upstream import NoHost, Upstream
 from resilient_mcp.upstream.errors import (
     UPSTREAM_ERROR,
     Attempt,
@@ -201,22 +200,6 @@ async def test_http_statuses_are_kept_for_tagged_posts_only() -> None:
 # --- sent known, through a real Upstream --------------------------------------------------------------------------
 
 
-class _Hooks:
-    async def catalog_changed(self, upstream: Connection) -> None:
-        return None
-
-    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
-        return None
-
-    async def resource_updated(self, upstream: Connection, uri: str) -> None:
-        return None
-
-    async def server_request(
-        self, upstream: Connection, request: types.ServerRequest, key: str | None = None
-    ) -> BaseModel | types.ErrorData:
-        return types.ErrorData(code=types.INVALID_REQUEST, message="no host here")
-
-
 class _BreakableWrite:
     """The proxy's write side of an in-memory connection: refuses every write once ``broken`` (a pipe whose reader
     is gone), while the read side stays open, so the connection still looks alive to the supervisor."""
@@ -252,7 +235,7 @@ async def _upstream_over(scripted: ScriptedUpstream) -> AsyncIterator[tuple[Upst
             writes.append(_BreakableWrite(write))
             yield read, writes[-1]
 
-    upstream = Upstream("shop", StdioUpstream(command="unused"), _Hooks(), transport=connect)
+    upstream = Upstream("shop", StdioUpstream(command="unused"), NoHost(), transport=connect)
     async with anyio.create_task_group() as tg:
         tg.start_soon(upstream.run)
         with anyio.fail_after(30):

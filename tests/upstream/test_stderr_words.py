@@ -13,7 +13,6 @@ import anyio
 import anyio.lowlevel
 import mcp_types as types
 import pytest
-from pydantic import BaseModel
 
 from resilient_mcp.faults import (
     Fault,
@@ -25,31 +24,15 @@ from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.stderr_words import STDERR_META_KEY, exception_words, wordless, wrapper_seen
 from resilient_mcp.faults.vocab import Basis
 from resilient_mcp.policy.config import StdioUpstream
-from resilient_mcp.upstream import Connection, Upstream
+from resilient_mcp.upstream import NoHost, Upstream
 
 SERVER = Path(__file__).resolve().parent.parent / "fixtures" / "wordless_server.py"
-
-
-class _Hooks:
-    async def catalog_changed(self, upstream: Connection) -> None:
-        return None
-
-    async def upstream_log(self, upstream: Connection, params: types.LoggingMessageNotificationParams) -> None:
-        return None
-
-    async def resource_updated(self, upstream: Connection, uri: str) -> None:
-        return None
-
-    async def server_request(
-        self, upstream: Connection, request: types.ServerRequest, key: str | None = None
-    ) -> BaseModel | types.ErrorData:
-        return types.ErrorData(code=types.INVALID_REQUEST, message="no host here")
 
 
 @asynccontextmanager
 async def _wordless_server() -> AsyncIterator[Upstream]:
     config = StdioUpstream(command=sys.executable, args=[str(SERVER)], connect_timeout_s=120)
-    up = Upstream("wordless", config, _Hooks())
+    up = Upstream("wordless", config, NoHost())
     async with anyio.create_task_group() as tg:
         tg.start_soon(up.run)
         try:
