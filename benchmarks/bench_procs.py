@@ -1,8 +1,10 @@
 """Processes and ports for the benchmarks: start a server in its own process group, wait for its port, stop it,
-and make sure nothing a run started outlives it. Only 127.0.0.1 is used."""
+and make sure nothing a run started outlives it; talk to a stdio proxy in raw JSON-RPC lines. Only 127.0.0.1 is
+used."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -11,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import IO
+from typing import IO, Any
 
 import anyio
 from anyio.abc import Process
@@ -118,3 +120,36 @@ def reap_leftovers(run_id: str) -> int:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return len(found)
+
+
+class EchoLines:
+    """A raw JSON-RPC line client of ``raw_upstream.py``'s ``echo`` tool behind a stdio proxy (``proc``'s pipes): one
+    line out, one line back, no SDK on the client side, so a measurement sees only the proxy."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.stdin, self.stdout = proc.stdin, proc.stdout
+        self.calls = 0
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.stdin.write((json.dumps(message) + "\n").encode())
+        self.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.stdout.readline())
+        return answer
+
+    def open(self, client: str) -> None:
+        """The handshake: ``initialize`` as ``client``, then ``notifications/initialized``."""
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": client, "version": "1"}}
+        self.ask({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+        self.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+    def call(self) -> None:
+        """One ``echo`` call; a failed one raises (a figure from failed calls would mean nothing)."""
+        self.calls += 1
+        params = {"name": "echo", "arguments": {"message": f"m{self.calls}"}}
+        answer = self.ask({"jsonrpc": "2.0", "id": self.calls, "method": "tools/call", "params": params})
+        if "result" not in answer or answer["result"].get("isError"):
+            raise RuntimeError(f"call {self.calls} failed: {answer}")
+
+    def close(self) -> None:
+        self.stdin.close()

@@ -13,7 +13,6 @@ call and the context switches per call, and every round's figures. Linux only (`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -21,7 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+
+from bench_procs import EchoLines
 
 HERE = Path(__file__).resolve().parent
 UPSTREAM = HERE / "raw_upstream.py"
@@ -54,39 +54,19 @@ def one_run(code: Path, calls: int, policy: str | None) -> tuple[float, float, f
             cwd=tempfile.gettempdir(),
             env={**os.environ, "PYTHONPATH": str(code)},
         )
-        assert proc.stdin is not None and proc.stdout is not None
-        stdin, stdout = proc.stdin, proc.stdout
-
-        def ask(message: dict[str, Any]) -> dict[str, Any]:
-            stdin.write((json.dumps(message) + "\n").encode())
-            stdin.flush()
-            answer: dict[str, Any] = json.loads(stdout.readline())
-            return answer
-
+        lines = EchoLines(proc)
         try:
-            hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ab", "version": "1"}}
-            ask({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
-            stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-            n = 0
-
-            def call() -> None:
-                nonlocal n
-                n += 1
-                params = {"name": "echo", "arguments": {"message": f"m{n}"}}
-                answer = ask({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
-                if "result" not in answer or answer["result"].get("isError"):
-                    raise RuntimeError(f"call {n} failed: {answer}")
-
+            lines.open("ab")
             for _ in range(50):
-                call()
+                lines.call()
             cpu0, sw0, took = _cpu_s(proc.pid), _switches(proc.pid), []
             for _ in range(calls):
                 started = time.perf_counter()
-                call()
+                lines.call()
                 took.append(time.perf_counter() - started)
             cpu1, sw1 = _cpu_s(proc.pid), _switches(proc.pid)
         finally:
-            stdin.close()
+            lines.close()
             proc.wait(timeout=60)
     return statistics.median(took) * 1000, (cpu1 - cpu0) / calls * 1000, (sw1 - sw0) / calls
 

@@ -17,7 +17,6 @@ a test (cProfile slows the proxy down severalfold: compare counts and shares, no
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pstats
 import signal
@@ -27,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_procs import EchoLines
 
 HERE = Path(__file__).resolve().parent
 UPSTREAM = HERE / "raw_upstream.py"
@@ -118,39 +119,15 @@ def profile(code: Path, calls: int, policy: str | None, clock: str, save: Path |
             cwd=tempfile.gettempdir(),
             env={**os.environ, "PYTHONPATH": str(code), "PROFILE_OUT": str(out), "PROFILE_CLOCK": clock},
         )
-        assert proc.stdin is not None and proc.stdout is not None
-        stdin, stdout = proc.stdin, proc.stdout
-
-        def ask(message: dict[str, Any]) -> dict[str, Any]:
-            stdin.write((json.dumps(message) + "\n").encode())
-            stdin.flush()
-            answer: dict[str, Any] = json.loads(stdout.readline())
-            return answer
-
-        n = 0
-
-        def call() -> None:
-            nonlocal n
-            n += 1
-            params = {"name": "echo", "arguments": {"message": f"m{n}"}}
-            answer = ask({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
-            if "result" not in answer or answer["result"].get("isError"):
-                raise RuntimeError(f"call {n} failed: {answer}")
-
+        lines = EchoLines(proc)
         try:
-            hello = {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "prof", "version": "1"},
-            }
-            ask({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
-            stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+            lines.open("prof")
             for _ in range(100):
-                call()
+                lines.call()
             proc.send_signal(signal.SIGUSR1)
-            ask({"jsonrpc": "2.0", "id": "sync", "method": "ping"})  # the handler has run once this is answered
+            lines.ask({"jsonrpc": "2.0", "id": "sync", "method": "ping"})  # the handler has run once this is answered
             for _ in range(calls):
-                call()
+                lines.call()
             proc.send_signal(signal.SIGUSR2)
             deadline = time.monotonic() + 60
             while not out.exists() and time.monotonic() < deadline:
@@ -159,7 +136,7 @@ def profile(code: Path, calls: int, policy: str | None, clock: str, save: Path |
             if save is not None:
                 stats.dump_stats(str(save))
         finally:
-            stdin.close()
+            lines.close()
             proc.wait(timeout=120)
         return stats
 
