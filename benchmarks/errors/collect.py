@@ -100,14 +100,8 @@ _NO_HOST = NoHost("the error corpus collector does not sample")
 
 @asynccontextmanager
 async def connected(name: str, config: StdioUpstream | RemoteUpstream) -> AsyncIterator[Upstream]:
-    up = Upstream(name, config, _NO_HOST, backoff_initial_s=0.2, backoff_max_s=1.0)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(up.run)
-        try:
-            await up.wait_ready(60.0)
-            yield up
-        finally:
-            tg.cancel_scope.cancel()
+    async with Upstream(name, config, _NO_HOST, backoff_initial_s=0.2, backoff_max_s=1.0).running(60.0) as up:
+        yield up
 
 
 def _fault_dict(fault: Fault) -> dict[str, Any]:

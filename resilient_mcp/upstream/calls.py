@@ -10,8 +10,8 @@ sent again with the answers, round by round.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar, cast
 
@@ -96,6 +96,19 @@ class Upstream(Connection):
                 while twin.state not in ("ready", "failed", "stopped"):
                     await twin.wait_changed()
         return twin if twin.state == "ready" and twin.modern else self
+
+    @asynccontextmanager
+    async def running(self, ready_within_s: float) -> AsyncIterator[Self]:
+        """This upstream supervised in a task group of its own and ready (``wait_ready``: its start-up fault raised)
+        within ``ready_within_s``; stopped on exit. For an upstream used without a proxy (the error-corpus collector,
+        tests)."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.run)
+            try:
+                await self.wait_ready(ready_within_s)
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
 
     async def wait_ready(self, timeout_s: float) -> ClientSession:
         """The live session, waiting up to ``timeout_s`` for a (re)start. Raises a fault when there is none."""

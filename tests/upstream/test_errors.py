@@ -235,15 +235,8 @@ async def _upstream_over(scripted: ScriptedUpstream) -> AsyncIterator[tuple[Upst
             writes.append(_BreakableWrite(write))
             yield read, writes[-1]
 
-    upstream = Upstream("shop", StdioUpstream(command="unused"), NoHost(), transport=connect)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(upstream.run)
-        with anyio.fail_after(30):
-            await upstream.wait_ready(30)
-        try:
-            yield upstream, writes
-        finally:
-            tg.cancel_scope.cancel()
+    async with Upstream("shop", StdioUpstream(command="unused"), NoHost(), transport=connect).running(30) as upstream:
+        yield upstream, writes
 
 
 @pytest.mark.anyio

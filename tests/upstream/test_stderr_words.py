@@ -32,14 +32,8 @@ SERVER = Path(__file__).resolve().parent.parent / "fixtures" / "wordless_server.
 @asynccontextmanager
 async def _wordless_server() -> AsyncIterator[Upstream]:
     config = StdioUpstream(command=sys.executable, args=[str(SERVER)], connect_timeout_s=120)
-    up = Upstream("wordless", config, NoHost())
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(up.run)
-        try:
-            await up.wait_ready(120)
-            yield up
-        finally:
-            tg.cancel_scope.cancel()
+    async with Upstream("wordless", config, NoHost()).running(120) as up:
+        yield up
 
 
 async def _fault(up: Upstream, tool: str, arguments: dict[str, str] | None = None) -> Fault:
