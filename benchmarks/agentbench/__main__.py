@@ -22,7 +22,7 @@ from .digest import write_digest
 from .heldout import every, heldout
 from .honest import split
 from .metrics import aggregate, rows_of
-from .realerrors import real_error_scenarios
+from .realerrors import real_error_scenarios, write_verdicts
 from .report import HERE, heldout_section, real_section, render, write
 from .runner import Job, run_jobs
 from .scenarios import generate, quick
@@ -142,6 +142,8 @@ def run(
         meta["extra"] = [*meta.get("extra", []), *real_section(rows, real, episodes)]
     results["paths"] = write(results, rows, render(meta, rows, lat, episodes), root)
     results["paths"]["digest"] = str(write_digest(episodes, root))
+    if real:
+        results["paths"]["verdicts"] = str(write_verdicts(root))
     return results
 
 

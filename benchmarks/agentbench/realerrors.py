@@ -126,3 +126,57 @@ def real_error_scenarios() -> list[Scenario]:
                 )
             )
     return out
+
+
+def verdict_lines() -> list[str]:
+    """The proxy's verdict on every real-error scenario's text, one line each: ``scenario  tool  hash`` (the
+    scenario id without its position).
+
+    An ``R-`` episode's outcome follows from this verdict (fault type, transient, repair, retry safety, what the
+    model is told), so a classification change that moves one changes its line here. ``VERDICTS.tsv`` is written
+    beside ``DIGEST.tsv`` by every full run; the digest test compares it with the classifier as it is now, which
+    costs milliseconds where re-running every real-error episode would cost minutes.
+    """
+    # imported here: the proxy's classifier is not needed to build scenarios, only to check them
+    import hashlib
+
+    import mcp_types as types
+
+    from resilient_mcp.chaos.tools import default_tools
+    from resilient_mcp.faults.error_results import classify_result
+    from resilient_mcp.text import canonical_json
+
+    tools = {t.name: t for t in default_tools()}
+    lines = []
+    for scenario in real_error_scenarios():
+        if scenario.position != "first":
+            continue  # the last-position twin replays the same text at the same tool
+        target = scenario.steps[scenario.target]
+        text = scenario.server_rules[0]["params"]["message"]
+        result = types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+        fault = classify_result(result, tool=tools[target.tool])
+        assert fault is not None
+        fields = {
+            "fault_type": fault.fault_type,
+            "transient": fault.is_transient,
+            "repair": str(fault.repair_action),
+            "retry_safety": str(fault.retry_safety),
+            "side_effect": str(fault.side_effect_status),
+            "max_retry": fault.max_retry,
+            "message": fault.message,
+            "suggestion": fault.suggestion,
+            "details": {k: str(v) for k, v in fault.details.items()},
+        }
+        digest = hashlib.sha256(canonical_json(fields).encode()).hexdigest()[:12]
+        lines.append(f"{scenario.id.removesuffix('-first')}\t{target.tool}\t{digest}")
+    return lines
+
+
+VERDICTS = "VERDICTS.tsv"
+
+
+def write_verdicts(root: Path) -> Path:
+    """``VERDICTS.tsv`` beside the digest: the verdicts the run's real-error episodes were played with."""
+    path = root / VERDICTS
+    path.write_text("\n".join(verdict_lines()) + "\n", encoding="utf-8")
+    return path

@@ -12,9 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.agentbench.digest import NAME, compare, digest_lines, episode_hash, read_digest
+from benchmarks.agentbench.realerrors import VERDICTS, verdict_lines
 from benchmarks.agentbench.runner import Job, run_jobs
 
 DIGEST = Path(__file__).resolve().parents[2] / "benchmarks" / NAME
+COMMITTED_VERDICTS = DIGEST.with_name(VERDICTS)
 SUBSET = (
     "C3-read_only-hang-first",
     "C3-write_unsafe-no_commit-first",
@@ -35,6 +37,20 @@ def test_a_subset_run_again_matches_the_committed_digest_episode_by_episode() ->
     assert len(episodes) == len(jobs) and not [e for e in episodes if "error" in e]
     assert compare(committed, episodes) == [], (
         "the benchmark's outcome changed: if on purpose, regenerate with `python -m benchmarks.agentbench --seed 7`"
+    )
+
+
+def test_the_real_error_episodes_were_played_with_the_classifier_as_it_is_now() -> None:
+    """The subset above does not hold the real-error episodes (``R-``); their outcome follows from the proxy's
+    verdict on each real text, so a classification change that moves a verdict stales their digest lines: this
+    compares the verdicts the committed run was played with against the classifier now (milliseconds)."""
+    committed = COMMITTED_VERDICTS.read_text(encoding="utf-8").splitlines()
+    now = verdict_lines()
+    changed = sorted(set(now) - set(committed))
+    assert len(now) == len(committed) and not changed, (
+        f"the proxy's verdict changed on {len(changed)} real-error scenario(s) ({', '.join(changed[:3])}...): their "
+        "episodes in benchmarks/DIGEST.tsv may have too; if on purpose, regenerate both with "
+        "`python -m benchmarks.agentbench --seed 7`"
     )
 
 
