@@ -24,6 +24,8 @@ command -v memcached >/dev/null || { apt-get update && apt-get install -y memcac
 command -v openssl >/dev/null || { apt-get update && apt-get install -y openssl; }
 # The third fresh hold-out (benchmarks/errors/holdout3.py): Debian's OpenSSH daemon behind the SSH server.
 [ -x /usr/sbin/sshd ] || { apt-get update && apt-get install -y openssh-server; }
+# The fourth fresh hold-out (benchmarks/errors/holdout4.py): Debian's OpenLDAP slapd behind the LDAP server.
+[ -x /usr/sbin/slapd ] || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y slapd; }
 
 NPM_SERVERS=(
   mcp-fetch-server@1.1.2
@@ -43,6 +45,10 @@ NPM_SERVERS=(
   @sylphx/pdf-reader-mcp@2.4.0
   mcp-server-code-runner@0.1.8
   ssh-mcp@2.11.0
+  kubernetes-mcp-server@0.0.67
+  airtable-mcp-server@1.14.0
+  caldav-mcp@0.10.0
+  @modelcontextprotocol/server-slack@2025.4.25
 )
 if [ ! -f "$CORPUS/npm/.installed" ] || [ "$(cat "$CORPUS/npm/.installed")" != "${NPM_SERVERS[*]}" ]; then
   # No browser downloads (a dependency of desktop-commander pulls puppeteer; Playwright's server drives Debian's
@@ -82,6 +88,10 @@ PY_SERVERS=(
   "grafana-py=mcp-grafana==2.1.1"
   "obsidian-py=mcp-obsidian==0.2.3"
   "couchdb-py=couchdb-mcp-server==0.1.0"
+  "hass=hass-mcp==0.6.1"
+  "ldap=ldap-mcp==0.1.1"
+  "email=mcp-email-server==1.13.3"
+  "radicale=radicale==3.9.0"
 )
 # The interpreter itself, not a pyenv shim (a shim for a version that is not pyenv's global one fails).
 find_python() {
@@ -94,7 +104,8 @@ find_python() {
 # mcp-text-editor 1.2.x needs Python 3.13, mcp-sqlite 3.12+ (pyenv's here). postgres-mcp 0.3.0 is not installed:
 # it pins pglast==7.2.0, which has no build for these Pythons. mcp-server-docker 0.3.0 needs Python 3.12+.
 declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13 [docker-py]=python3.13 [prometheus-py]=python3.13
-  [grafana-py]=python3.13 [obsidian-py]=python3.13 [couchdb-py]=python3.13)
+  [grafana-py]=python3.13 [obsidian-py]=python3.13 [couchdb-py]=python3.13 [hass]=python3.13 [ldap]=python3.13
+  [email]=python3.12)
 for entry in "${PY_SERVERS[@]}"; do
   name=${entry%%=*}
   reqs=${entry#*=}

@@ -320,6 +320,12 @@ HOLDOUT3_SHAPED = CORPUS.with_name("holdout3_success_shaped.jsonl")
 HOLDOUT3_FROZEN_AT = "0c7bf73"
 """The commit that froze the third hold-out (``holdout3.py``): collected and labelled while new rules were being
 written elsewhere, without reading them; "frozen" is main's rules of that day, "now" the rules at measurement."""
+HOLDOUT4 = CORPUS.with_name("holdout4.jsonl")
+HOLDOUT4_SHAPED = CORPUS.with_name("holdout4_success_shaped.jsonl")
+HOLDOUT4_FROZEN_AT = "ddc6016"
+"""The commit that froze the fourth hold-out (``holdout4.py``): collected and labelled while new rules were being
+written elsewhere from documented vocabularies, without reading them; "frozen" is main's rules of that day (29f0914),
+"now" the rules at measurement (after the round's rules are merged: their hold-out figure)."""
 
 _FROZEN_SCRIPT = """
 import dataclasses, json, sys
@@ -450,6 +456,11 @@ def holdout3() -> str:
     return holdout(HOLDOUT3, HOLDOUT3_SHAPED, rev=HOLDOUT3_FROZEN_AT, before=HOLDOUT2_FROZEN_AT)
 
 
+def holdout4() -> str:
+    """The fourth hold-out, with the rules of the third hold-out's freezing commit beside its own."""
+    return holdout(HOLDOUT4, HOLDOUT4_SHAPED, rev=HOLDOUT4_FROZEN_AT, before=HOLDOUT3_FROZEN_AT)
+
+
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
 
 
@@ -499,6 +510,7 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
         out += ["", "## The fresh hold-out (`holdout.jsonl`)", "", holdout()]
         out += ["", "## The second fresh hold-out (`holdout2.jsonl`)", "", holdout2()]
         out += ["", "## The third fresh hold-out (`holdout3.jsonl`)", "", holdout3()]
+        out += ["", "## The fourth fresh hold-out (`holdout4.jsonl`)", "", holdout4()]
     if confusions:
         for axis in ("fault_type", "repair_action", "transient"):
             out += [
@@ -521,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--confusion", action="store_true", help="also print LOSO confusions per field, by server")
     parser.add_argument("--holdout2", action="store_true", help="print only the second fresh hold-out's section")
     parser.add_argument("--holdout3", action="store_true", help="print only the third fresh hold-out's section")
+    parser.add_argument("--holdout4", action="store_true", help="print only the fourth fresh hold-out's section")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
@@ -544,6 +557,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.holdout3:
         sys.stdout.write(holdout3() + "\n")
+        return 0
+    if args.holdout4:
+        sys.stdout.write(holdout4() + "\n")
         return 0
     sys.stdout.write(run(args.corpus, diagnosed, confusions=args.confusion) + "\n")
     return 0
