@@ -60,6 +60,7 @@ from . import (
     TransientExecutionError,
     Unauthenticated,
     UnknownTool,
+    programs,
 )
 
 MAX_SCAN_CHARS = 8192
@@ -92,7 +93,8 @@ class Rule:
     repair: RepairAction | None = None
     sources: tuple[str, ...] = STANDARD
     cut: bool = False
-    """The tool cut the work off midway (its own time limit): what it did before is unknown (maybe executed)."""
+    """The work stopped midway (the tool's own time limit, a signal, the caller's program raising): what it did
+    before is unknown (maybe executed)."""
 
     @property
     def basis(self) -> Basis:
@@ -108,7 +110,7 @@ class Reading:
     at_start: bool = False
 
 
-_CODE_FAMILIES = frozenset({"sqlstate", "redis", "grpc", "errno", "python", "http", "process", "aws"})
+_CODE_FAMILIES = frozenset({"sqlstate", "redis", "grpc", "errno", "python", "http", "process", "aws", "program"})
 
 _held_out: ContextVar[frozenset[str]] = ContextVar("held_out", default=frozenset())
 _rules_off: ContextVar[frozenset[tuple[str, str]]] = ContextVar("rules_off", default=frozenset())
@@ -649,6 +651,20 @@ _RUNTIME: tuple[Phrase, ...] = (
     _p("runtime", "no such host", D4),  # Go's net ("lookup x on ...: no such host"); .NET "No such host is known"
     _p("runtime", "unknownhostexception", D4),  # Java's java.net.UnknownHostException
     _p("runtime", "other side closed", D1, transient=True),  # undici's SocketError
+    # strerror(3)'s texts of the transient socket errnos (glibc, musl, BSD), as programs print them after a colon
+    # ("curl: (7) Failed to connect to db port 80: Connection refused", Go's "connect: connection refused").
+    _p("runtime", "connection refused", D1, transient=True),  # ECONNREFUSED
+    _p("runtime", "connection reset by peer", D1, transient=True),  # ECONNRESET
+    _p("runtime", "connection timed out", D1, transient=True),  # ETIMEDOUT
+    # libcurl's error texts (curl_easy_strerror, libcurl-errors(3)) and curl's own
+    _p("runtime", "couldn't connect to server", D1, transient=True),  # CURLE_COULDNT_CONNECT (7)
+    _p("runtime", "couldn't resolve host", D4),  # CURLE_COULDNT_RESOLVE_HOST (6)
+    _p("runtime", "empty reply from server", D1, transient=True),  # CURLE_GOT_NOTHING (52)
+    _p("runtime", "failure when receiving data from the peer", D1, transient=True),  # CURLE_RECV_ERROR (56)
+    _p("runtime", "failed sending data to the peer", D1, transient=True),  # CURLE_SEND_ERROR (55)
+    _p("runtime", "ssl certificate problem", D4, repair=ASK),  # CURLE_PEER_FAILED_VERIFICATION (60)
+    _p("runtime", "url using bad/illegal format", B4),  # CURLE_URL_MALFORMAT (3)
+    _p("runtime", "unsupported protocol", B4),  # CURLE_UNSUPPORTED_PROTOCOL (1)
     _p("runtime", "network is unreachable", D1, transient=True),  # ENETUNREACH
     _p("runtime", "no route to host", D1, transient=True),  # EHOSTUNREACH
     _p("runtime", "network error", D1, transient=True),  # axios's ERR_NETWORK: the request got no response
@@ -1093,28 +1109,32 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 _EXIT_FAILED = Rule("process", "exit status", B4)
 _EXIT_TIMEOUT = _cut("process", "exit status 124")
+_EXIT_NOT_RUN = Rule("process", "exit status 126/127", B4, repair=FIX)
+_EXIT_KILLED = _cut("process", "exit status 137")
+_EXIT_STOPPED = Rule("process", "exit status 130/143", D4, repair=ASK, cut=True)
+_EXIT_SIGNAL = Rule("process", "exit status 128+n", D4, cut=True)
 
 
-def _exit_status(lowered_words: list[str]) -> Rule | None:
-    """A process's exit status in a tool's error ("exit status 1", "exit code 128", "Exit Code: 2", "exited with
-    code 1", Python's "returned non-zero exit status 1"): the command ran and failed (POSIX: non-zero is failure), so
-    the command is what to change (B4). 124 is GNU ``timeout``'s: the command ran out of its time (D4, the same
-    command meets the same limit). Above 128 a signal ended it: nothing is said."""
-    for i, word in enumerate(lowered_words[:-1]):
-        if word not in ("status", "code"):
-            continue
-        before = lowered_words[max(0, i - 2) : i]
-        if "exit" not in before and "exited" not in before:
-            continue
-        value = lowered_words[i + 1]
-        if not value.isdigit() or len(value) > 3:
-            continue
-        status = int(value)
-        if status == 124:
-            return _EXIT_TIMEOUT
-        if 0 < status <= 128:
-            return _EXIT_FAILED
-    return None
+def _exit_status(lowered_words: list[str], lowered: str = "") -> Rule | None:
+    """A process's exit status in a tool's error (``programs.exit_status``): the command ran and failed (POSIX:
+    non-zero is failure), so the command is what to change (B4). The statuses with a documented meaning: 126 (found,
+    not executable) and 127 (not found) are the shell's: the command never ran (B4, fix it); 124 is GNU
+    ``timeout``'s: the command ran out of its time (D4, the same command meets the same limit); above 128 the signal
+    128+n ended it midway (what it did before is unknown): 137 SIGKILL, the kernel's OOM killer's and ``timeout
+    -s KILL``'s (D4, narrow the work), 130 SIGINT and 143 SIGTERM someone stopped it (D4, ask), any other signal D4.
+    None is transient: no status says that the same command would pass."""
+    status = programs.exit_status(lowered_words, lowered)
+    if status is None or status == 0 or status > 255:
+        return None
+    if status == 124:
+        return _EXIT_TIMEOUT
+    if status in (126, 127):
+        return _EXIT_NOT_RUN
+    if status == 137:
+        return _EXIT_KILLED
+    if status in (130, 143):
+        return _EXIT_STOPPED
+    return _EXIT_SIGNAL if status > 128 else _EXIT_FAILED
 
 
 _WORK = ("command", "process", "script", "execution", "statement", "query")
@@ -1209,11 +1229,53 @@ def retry_after_ms(words: list[str]) -> int | None:
 def _exited(plain: str, words: list[str]) -> Rule | None:
     """A failed command's exit status, unless its output says the world is not as the call assumed ("already
     exists", "nothing to commit"): that state conflict is the more specific reading."""
-    status = _exit_status([w.lower() for w in words])
-    if status is None or status is _EXIT_TIMEOUT:
+    status = _exit_status([w.lower() for w in words], plain)
+    if status is None or status is not _EXIT_FAILED:
         return status
+    return _own_cause(plain, words) or status
+
+
+def _own_cause(plain: str, words: list[str]) -> Rule | None:
+    """What a failed program's output says for itself, where it outranks "the program failed": a state conflict
+    ("already exists", "nothing to commit": the world is not as the call assumed), or a transient cause in a
+    standard's words (an errno, a Python exception, a network text: the service behind the program refused the
+    connection or timed out). A generic word alone never makes the program's failure transient."""
     said = _first_phrase(plain, _SERVERS) or _first_phrase(plain, _KEYWORDS)
-    return said if said is not None and said.fault is StateConflict else status
+    if said is not None and said.fault is StateConflict:
+        return said
+    cause = _named(words, _ERRNO) or _named(words, _PYTHON) or _first_phrase(plain, _RUNTIME)
+    return cause if cause is not None and cause.transient else None
+
+
+_PROGRAM_FAILED = Rule("program", "the program failed", B4, repair=FIX, cut=True)
+_PROGRAM_REFUSED = Rule("program", "refused before it ran", B4, repair=FIX)
+_COMMAND_MISSING = Rule("program", "command not found", B4, repair=FIX)
+
+
+def _program(text: str, plain: str, words: list[str], arguments: frozenset[str]) -> Rule | None:
+    """The output of a program the tool ran for the caller (``programs.ran_program``) read as "the program failed"
+    rather than by the standard words inside it, which are the program's (a ``FileNotFoundError`` in a snippet is
+    the snippet's missing file, not the server's): a shell that could not find the command, or an exception raised
+    before the code ran (``SyntaxError``, a module not installed), is B4 with nothing run; an exception the running
+    code raised, or Node's "Command failed: <cmd>" with no exit status named, is B4 with what ran before it unknown
+    (maybe executed). The output's own cause outranks it (``_own_cause``: a connection refused to the program's
+    service is that service's transient fault). Without a runner's mark or a code/command argument: not read here."""
+    if not programs.ran_program(plain, arguments):
+        return None
+    if programs.shell_command_missing(text):
+        return _COMMAND_MISSING
+    raised = programs.last_exception(text)
+    if raised is not None:
+        name, message = raised
+        if name in programs.REFUSED_BEFORE_RUN:
+            return _PROGRAM_REFUSED
+        python = _PYTHON.get(name)
+        if python is not None and python.transient:
+            return python
+        return _own_cause(message.lower(), tokens(message)) or _PROGRAM_FAILED
+    if programs.node_command_failed(plain) and _exit_status([w.lower() for w in words], plain) is None:
+        return _own_cause(plain, words) or _PROGRAM_FAILED
+    return None
 
 
 def _without_urls(lowered: str) -> str:
@@ -1308,6 +1370,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _pydantic(lowered)
         or _first_phrase(plain, _SDK)
         or _on(_validation_prefix(plain))
+        or (_program(text, plain, words, arguments) if active(_PROGRAM_FAILED) else None)
         or _exited(plain, words)
         or _sqlstate(words)
         or _redis(text)
@@ -1340,6 +1403,13 @@ ALL_CODES: tuple[Rule, ...] = (
     _PYDANTIC_INVALID,
     _EXIT_FAILED,
     _EXIT_TIMEOUT,
+    _EXIT_NOT_RUN,
+    _EXIT_KILLED,
+    _EXIT_STOPPED,
+    _EXIT_SIGNAL,
+    _PROGRAM_FAILED,
+    _PROGRAM_REFUSED,
+    _COMMAND_MISSING,
     _CHOICES,
     _PREFIX_MISSING,
     _PREFIX_INVALID,
