@@ -60,6 +60,7 @@ from . import (
     TransientExecutionError,
     Unauthenticated,
     UnknownTool,
+    bodies,
     programs,
 )
 
@@ -110,7 +111,10 @@ class Reading:
     at_start: bool = False
 
 
-_CODE_FAMILIES = frozenset({"sqlstate", "redis", "grpc", "errno", "python", "http", "process", "aws", "program"})
+_CODE_FAMILIES = frozenset(
+    {"sqlstate", "redis", "grpc", "errno", "python", "http", "process", "aws", "program"}
+    | {"code", "oauth", "k8s", "mongo"}
+)
 
 _held_out: ContextVar[frozenset[str]] = ContextVar("held_out", default=frozenset())
 _rules_off: ContextVar[frozenset[tuple[str, str]]] = ContextVar("rules_off", default=frozenset())
@@ -157,6 +161,7 @@ def _cut(family: str, key: str) -> Rule:
 
 D1, D4, D5 = TransientExecutionError, PermanentExecutionError, StateConflict
 B4 = SemanticArgumentRejection
+B1, B2 = MissingRequiredArgument, SchemaViolation
 F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
 ASK = RepairAction.ASK_USER
 FIX = RepairAction.FIX_PARAMETER
@@ -429,6 +434,293 @@ def _aws(text: str, words: list[str]) -> Rule | None:
     return None
 
 
+# Codes spelled as tokens: a policy engine's, an API's or a protocol's error code in upper-case snake form
+# (``POLICY_DENIED: ...``, ``"code": "NOT_FOUND"``), read where a code stands: opening the text, or after "code",
+# "error", "reason" or "status", or as a JSON body's code field (``bodies.py``). Mapped by the same table as gRPC's
+# status names (Google's API error model uses them as its ``status``), then by the documented code names of Apollo
+# Server (GraphQL ``extensions.code``) and python-ldap (RFC 4511's result codes), then by their parts (``_code_parts``).
+_UPPER_CODES: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        *(_r("code", k, g.fault, g.transient, g.repair) for k, g in _GRPC.items()),
+        # Apollo Server's error codes (apollographql.com/docs/apollo-server/data/errors)
+        _r("code", "UNAUTHENTICATED", F1, repair=ASK),
+        _r("code", "FORBIDDEN", F2, repair=ASK),
+        _r("code", "BAD_USER_INPUT", B4),
+        _r("code", "BAD_REQUEST", B4),
+        _r("code", "GRAPHQL_PARSE_FAILED", B4),
+        _r("code", "GRAPHQL_VALIDATION_FAILED", B4),
+        _r("code", "OPERATION_RESOLUTION_FAILURE", B4),
+        _r("code", "PERSISTED_QUERY_NOT_FOUND", D4, repair=FIX),  # resend the full query
+        _r("code", "PERSISTED_QUERY_NOT_SUPPORTED", D4, repair=FIX),
+        # python-ldap's exception names for RFC 4511 §4.1.9 result codes
+        _r("code", "INVALID_CREDENTIALS", F1, repair=ASK),  # 49
+        _r("code", "STRONG_AUTH_REQUIRED", F1, repair=ASK),  # 8
+        _r("code", "INAPPROPRIATE_AUTH", F1, repair=ASK),  # 48
+        _r("code", "INSUFFICIENT_ACCESS", F2, repair=ASK),  # 50
+        _r("code", "UNWILLING_TO_PERFORM", F2, repair=ASK),  # 53
+        _r("code", "NO_SUCH_OBJECT", D4),  # 32
+        _r("code", "CONSTRAINT_VIOLATION", B4),  # 19
+        _r("code", "INVALID_DN_SYNTAX", B4),  # 34
+        _r("code", "INVALID_SYNTAX", B4),  # 21
+        _r("code", "OBJECT_CLASS_VIOLATION", B4),  # 65
+        _r("code", "UNDEFINED_TYPE", B4),  # 17
+        _r("code", "SIZELIMIT_EXCEEDED", D4, repair=FIX),  # 4
+        _r("code", "SERVER_DOWN", D1, transient=True),  # "Can't contact LDAP server"
+        # policy engines' and APIs' common spellings of the same meanings
+        _r("code", "POLICY_DENIED", F2, repair=ASK),
+        _r("code", "ACCESS_DENIED", F2, repair=ASK),
+        _r("code", "APPROVAL_REQUIRED", F2, repair=ASK),
+        _r("code", "UNAUTHORIZED", F1, repair=ASK),
+        _r("code", "QUOTA_EXCEEDED", F3),
+        _r("code", "RATE_LIMITED", RateLimited, transient=True),
+        _r("code", "RATE_LIMIT_EXCEEDED", RateLimited, transient=True),  # Google's ErrorInfo reason
+        _r("code", "TOO_MANY_REQUESTS", RateLimited, transient=True),
+        _r("code", "SERVICE_UNAVAILABLE", D1, transient=True),
+        # MySQL's and MariaDB's error code names (the server error reference; mysqljs and mysql2's ``err.code``),
+        # named exactly where their parts would mislead: ER_ACCESS_DENIED_ERROR (1045) is a refused login
+        _r("code", "ER_ACCESS_DENIED_ERROR", F1, repair=ASK),
+        _r("code", "ER_DBACCESS_DENIED_ERROR", F2, repair=ASK),  # 1044
+        _r("code", "ER_TABLEACCESS_DENIED_ERROR", F2, repair=ASK),  # 1142
+        _r("code", "ER_DUP_ENTRY", D5),  # 1062
+        _r("code", "ER_NO_SUCH_TABLE", B4),  # 1146
+        _r("code", "ER_BAD_FIELD_ERROR", B4),  # 1054
+        _r("code", "ER_PARSE_ERROR", B4),  # 1064
+        _r("code", "ER_BAD_DB_ERROR", D4, repair=ASK),  # 1049
+        _r("code", "ER_LOCK_DEADLOCK", D1, transient=True),  # 1213
+        _r("code", "ER_LOCK_WAIT_TIMEOUT", D1, transient=True),  # 1205
+        _r("code", "ER_CON_COUNT_ERROR", D1, transient=True),  # 1040
+        _r("code", "ER_USER_LIMIT_REACHED", F3, repair=ASK),  # 1226
+        _r("code", "ER_OPTION_PREVENTS_STATEMENT", F2, repair=ASK),  # 1290 (--read-only)
+        _r("code", "PROTOCOL_CONNECTION_LOST", D1, transient=True),  # mysqljs: the server closed the connection
+    )
+}
+_TIME_CUT = (_cut("code", "TIMELIMIT_EXCEEDED"), _cut("code", "TIME_LIMIT_EXCEEDED"))
+_UPPER_CODES |= {r.key: r for r in _TIME_CUT}
+
+# Lower-case snake codes: OAuth 2.0's token endpoint (RFC 6749 §5.2) and authorization errors (§4.1.2.1), bearer
+# token errors (RFC 6750 §3.1), the Slack Web API's documented ``error`` values, Stripe's error ``type`` and
+# ``code``. Read in a JSON body's ``error``/``code``/``type``, opening the text, or after "error"/"error=".
+_SNAKE_CODES: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("oauth", "invalid_request", B4),
+        _r("oauth", "invalid_client", F1, repair=ASK),
+        _r("oauth", "invalid_grant", F1, repair=ASK),  # the grant or refresh token is invalid, expired or revoked
+        _r("oauth", "unauthorized_client", F2, repair=ASK),
+        _r("oauth", "unsupported_grant_type", B4),
+        _r("oauth", "unsupported_response_type", B4),
+        _r("oauth", "invalid_scope", B4),
+        _r("oauth", "access_denied", F2, repair=ASK),
+        _r("oauth", "server_error", D1, transient=True),  # RFC 6749 §4.1.2.1 (the 500 a redirect cannot carry)
+        _r("oauth", "temporarily_unavailable", D1, transient=True),  # ... (the 503)
+        _r("oauth", "invalid_token", F1, repair=ASK),  # RFC 6750 §3.1
+        _r("oauth", "insufficient_scope", F2, repair=ASK),
+        # Slack Web API (api.slack.com/methods: each method's Errors)
+        _r("oauth", "not_authed", F1, repair=ASK),
+        _r("oauth", "invalid_auth", F1, repair=ASK),
+        _r("oauth", "account_inactive", F1, repair=ASK),
+        _r("oauth", "token_revoked", F1, repair=ASK),
+        _r("oauth", "token_expired", F1, repair=ASK),
+        _r("oauth", "missing_scope", F2, repair=ASK),
+        _r("oauth", "no_permission", F2, repair=ASK),
+        _r("oauth", "not_allowed_token_type", F2, repair=ASK),
+        _r("oauth", "restricted_action", F2, repair=ASK),
+        _r("oauth", "ekm_access_denied", F2, repair=ASK),
+        _r("oauth", "ratelimited", RateLimited, transient=True),
+        _r("oauth", "rate_limited", RateLimited, transient=True),
+        _r("oauth", "channel_not_found", D4),
+        _r("oauth", "user_not_found", D4),
+        _r("oauth", "message_not_found", D4),
+        _r("oauth", "file_not_found", D4),
+        _r("oauth", "not_in_channel", F2, repair=ASK),  # the bot is not a member: someone must invite it
+        _r("oauth", "is_archived", D5),
+        _r("oauth", "already_reacted", D5),
+        _r("oauth", "already_in_channel", D5),
+        _r("oauth", "name_taken", D5),
+        _r("oauth", "cant_update_message", F2, repair=ASK),
+        _r("oauth", "msg_too_long", B4),
+        _r("oauth", "no_text", B4),
+        _r("oauth", "invalid_arguments", B4),
+        _r("oauth", "invalid_arg_name", B4),
+        _r("oauth", "invalid_blocks", B4),
+        _r("oauth", "invalid_cursor", B4),
+        _r("oauth", "internal_error", D1, transient=True),  # documented: "likely due to a transient issue"
+        _r("oauth", "service_unavailable", D1, transient=True),
+        # Stripe (docs.stripe.com/error-codes, /api/errors): types, then codes
+        _r("oauth", "api_error", D1, transient=True),  # "a temporary problem with Stripe's servers"
+        _r("oauth", "authentication_error", F1, repair=ASK),
+        _r("oauth", "idempotency_error", D5),
+        _r("oauth", "invalid_request_error", B4),
+        _r("oauth", "rate_limit_error", RateLimited, transient=True),
+        _r("oauth", "card_error", D4, repair=ASK),  # the card was declined: the user must use another
+        _r("oauth", "resource_missing", D4),
+        _r("oauth", "resource_already_exists", D5),
+        _r("oauth", "idempotency_key_in_use", D5),
+        _r("oauth", "lock_timeout", D1, transient=True),
+        _r("oauth", "api_key_expired", F1, repair=ASK),
+        _r("oauth", "parameter_missing", B1),
+        _r("oauth", "parameter_invalid_integer", B4),
+        _r("oauth", "parameter_invalid_empty", B4),
+        _r("oauth", "parameter_unknown", B2),
+        _r("oauth", "card_declined", D4, repair=ASK),
+        _r("oauth", "expired_card", D4, repair=ASK),
+        _r("oauth", "insufficient_funds", D4, repair=ASK),
+    )
+}
+
+# Kubernetes ``metav1.StatusReason`` (k8s.io/apimachinery/pkg/apis/meta/v1/types.go), as a ``Status`` body's
+# ``reason`` and as kubectl's "Error from server (NotFound): ...".
+_K8S_REASONS: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("k8s", "NotFound", D4),
+        _r("k8s", "AlreadyExists", D5),
+        _r("k8s", "Conflict", D5),  # the object was modified: re-read it
+        _r("k8s", "Forbidden", F2, repair=ASK),
+        _r("k8s", "Unauthorized", F1, repair=ASK),
+        _r("k8s", "Invalid", B4),
+        _r("k8s", "BadRequest", B4),
+        _r("k8s", "MethodNotAllowed", B4),
+        _r("k8s", "NotAcceptable", B4),
+        _r("k8s", "UnsupportedMediaType", B4),
+        _r("k8s", "RequestEntityTooLarge", B4),
+        _r("k8s", "Gone", D5),  # the resource version is too old: re-list
+        _r("k8s", "Expired", D5),  # the continue token expired: re-list
+        _r("k8s", "TooManyRequests", RateLimited, transient=True),
+        _r("k8s", "ServerTimeout", D1, transient=True),
+        _r("k8s", "Timeout", D1, transient=True),
+        _r("k8s", "InternalError", D1, transient=True),
+        _r("k8s", "ServiceUnavailable", D1, transient=True),
+    )
+}
+
+# MongoDB's error codeNames (mongodb/mongo src/mongo/base/error_codes.yml), as a driver's ``codeName``.
+_MONGO: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("mongo", "DuplicateKey", D5),  # 11000
+        _r("mongo", "NamespaceExists", D5),  # 48
+        _r("mongo", "NamespaceNotFound", D4),  # 26
+        _r("mongo", "IndexNotFound", D4),  # 27
+        _r("mongo", "CommandNotFound", D4),  # 59
+        _r("mongo", "Unauthorized", F2, repair=ASK),  # 13: not authorized on the database to run the command
+        _r("mongo", "AuthenticationFailed", F1, repair=ASK),  # 18
+        _r("mongo", "BadValue", B4),  # 2
+        _r("mongo", "FailedToParse", B4),  # 9
+        _r("mongo", "TypeMismatch", B4),  # 14
+        _r("mongo", "InvalidNamespace", B4),  # 73
+        _r("mongo", "DocumentValidationFailure", B4),  # 121
+        _r("mongo", "InvalidOptions", B4),  # 72
+        _r("mongo", "ExceededMemoryLimit", D4, repair=FIX),  # 146
+        _r("mongo", "WriteConflict", D1, transient=True),  # 112: a TransientTransactionError
+        _r("mongo", "LockTimeout", D1, transient=True),  # 24
+        _r("mongo", "NotWritablePrimary", D1, transient=True),  # 10107: a retryable write error (an election)
+        _r("mongo", "NotPrimaryNoSecondaryOk", D1, transient=True),  # 13435
+        _r("mongo", "PrimarySteppedDown", D1, transient=True),  # 189
+        _r("mongo", "InterruptedAtShutdown", D1, transient=True),  # 11600
+        _r("mongo", "ShutdownInProgress", D1, transient=True),  # 91
+        _r("mongo", "HostUnreachable", D1, transient=True),  # 6
+        _r("mongo", "NetworkTimeout", D1, transient=True),  # 89
+        _r("mongo", "HostNotFound", D4),  # 7
+    )
+}
+_MONGO |= {r.key: r for r in (_cut("mongo", "MaxTimeMSExpired"), _cut("mongo", "ExceededTimeLimit"))}  # 50, 262
+
+_PART_DENIED = Rule("code", "*_DENIED", F2, repair=ASK)
+_PART_APPROVAL = Rule("code", "APPROVAL_*", F2, repair=ASK)
+_PART_AUTH = Rule("code", "*AUTH*_FAILED/REQUIRED", F1, repair=ASK)
+_PART_QUOTA = Rule("code", "*QUOTA*", F3)
+_PART_RATE = Rule("code", "RATE_LIMIT*", RateLimited, transient=True)
+_PART_NOT_FOUND = Rule("code", "*_NOT_FOUND", D4)
+_PART_EXISTS = Rule("code", "*_ALREADY_EXISTS", D5)
+_PART_INVALID = Rule("code", "INVALID_*", B4)
+_AUTH_NOUNS = frozenset({"AUTH", "AUTHENTICATION", "LOGIN", "CREDENTIALS", "CREDENTIAL", "TOKEN", "PASSWORD"})
+_AUTH_STATES = frozenset({"FAILED", "REQUIRED", "INVALID", "EXPIRED", "REVOKED", "MISSING"})
+
+
+def _code_parts(code: str) -> Rule | None:
+    """An upper-case code no table names, read by its parts as the tables read theirs: an approval or consent (F2,
+    ask), a denial (F2), a credential that failed, expired or is required (F1), a quota (F3), a rate limit (D2), a
+    thing not found (D4), one that already exists (D5), an invalid value (B4). Nothing transient but a rate limit:
+    a code's "UNAVAILABLE" or "TIMEOUT" part may prefix any cause (``APPROVAL_UNAVAILABLE``)."""
+    parts = code.split("_")
+    words = set(parts)
+    if words & {"APPROVAL", "CONSENT"}:
+        return _PART_APPROVAL
+    if words & {"DENIED", "FORBIDDEN", "DISALLOWED"} or code.endswith("NOT_PERMITTED"):
+        return _PART_DENIED
+    credential = words & _AUTH_NOUNS or {"API", "KEY"} <= words  # Google's API_KEY_INVALID, API_KEY_EXPIRED
+    if {"UNAUTHENTICATED", "UNAUTHORIZED"} & words or (credential and words & _AUTH_STATES):
+        return _PART_AUTH
+    if "QUOTA" in words:
+        return _PART_QUOTA
+    if ("RATE" in words and any(p.startswith("LIMIT") for p in parts)) or "THROTTLED" in words:
+        return _PART_RATE
+    if code.endswith(("NOT_FOUND", "_NOTFOUND", "DOES_NOT_EXIST")) or (parts[0] == "NO" and "SUCH" in words):
+        return _PART_NOT_FOUND
+    if code.endswith(("ALREADY_EXISTS", "_EXISTS", "_CONFLICT")) or "DUPLICATE" in words:
+        return _PART_EXISTS
+    if words & {"INVALID", "MALFORMED"}:
+        return _PART_INVALID
+    return None
+
+
+def _upper_code(code: str) -> Rule | None:
+    if not code.isupper() or len(code) > bodies.MAX_CODE_CHARS:
+        return None
+    return _UPPER_CODES.get(code) or (_code_parts(code) if "_" in code else None)
+
+
+_CODE_INTRODUCERS = frozenset({"code", "error", "reason", "status", "error_code", "errorcode", "err", "codename"})
+
+
+def _code_token(words: list[str]) -> Rule | None:
+    """A code token where a code stands: the text's first word (after an "Error" label), or the word after "code",
+    "error", "reason", "status" or "codeName" (``error=invalid_token``, ``code: NOT_FOUND``). Upper-case codes by
+    ``_upper_code``, lower-case snake codes by the OAuth / Slack / Stripe table; a MongoDB codeName only after
+    "codeName" (its ``Unauthorized`` is also HTTP's reason phrase for 401)."""
+    if not words:
+        return None
+    candidates = [("", words[0])]
+    for i in range(min(len(words) - 1, 400)):
+        if words[i].lower() in _CODE_INTRODUCERS:
+            candidates.append((words[i].lower(), words[i + 1]))
+    for before, word in candidates:
+        rule = _upper_code(word) or _SNAKE_CODES.get(word) or (_MONGO.get(word) if before == "codename" else None)
+        if rule is not None:
+            return rule
+    return None
+
+
+def _body_code(text: str) -> Rule | None:
+    """The first code of a documented JSON error body (``bodies.error_codes``) that a table names."""
+    if "{" not in text:
+        return None
+    for kind, code in bodies.error_codes(text):
+        if kind == "code":
+            rule = _upper_code(code)
+        elif kind == "snake":
+            rule = _SNAKE_CODES.get(code)
+        elif kind == "k8s":
+            rule = _K8S_REASONS.get(code)
+        else:
+            rule = _MONGO.get(code)
+        if rule is not None:
+            return rule
+    return None
+
+
+def _kubectl(text: str) -> Rule | None:
+    """kubectl's (and client-go's) "Error from server (NotFound): pods \"x\" not found": the Status reason."""
+    at = text.find("rror from server (")
+    if at < 0:
+        return None
+    start = at + len("rror from server (")
+    end = text.find(")", start, start + 40)
+    return _K8S_REASONS.get(text[start:end]) if end > start else None
+
+
 # HTTP status codes (RFC 9110 §15) a tool reports about the service behind it (not the MCP endpoint's own status).
 _HTTP: dict[int, Rule] = {
     int(r.key): r
@@ -467,7 +759,6 @@ _HTTP_REASON_FIRST = {  # the first word of each status's reason phrase (RFC 911
 
 # --- wordings -----------------------------------------------------------------------------------------------------
 
-B1, B2 = MissingRequiredArgument, SchemaViolation
 _FS = ("fs",)
 _GIT = ("git",)
 _FETCH = ("fetch",)
@@ -560,6 +851,7 @@ _SDK: tuple[Phrase, ...] = (
 # SQL engines' documented messages: sqlite3_errstr() and the constraint texts, PostgreSQL's error message catalog,
 # MySQL's server error reference.
 _SQL: tuple[Phrase, ...] = (
+    _p("sql", "e11000 duplicate key error", D5),  # MongoDB's DuplicateKey (11000) message
     _p("sql", "database is locked", D1, transient=True),  # SQLITE_BUSY
     _p("sql", "database table is locked", D1, transient=True),  # SQLITE_LOCKED
     _p("sql", "attempt to write a readonly database", F2, repair=ASK),  # SQLITE_READONLY
@@ -1372,6 +1664,9 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _on(_validation_prefix(plain))
         or (_program(text, plain, words, arguments) if active(_PROGRAM_FAILED) else None)
         or _exited(plain, words)
+        or _body_code(text)
+        or _kubectl(text)
+        or _code_token(words)
         or _sqlstate(words)
         or _redis(text)
         or _named(words, _GRPC)
@@ -1424,4 +1719,16 @@ ALL_CODES: tuple[Rule, ...] = (
     *_PYTHON.values(),
     *_HTTP.values(),
     *_AWS.values(),
+    *_UPPER_CODES.values(),
+    *_SNAKE_CODES.values(),
+    *_K8S_REASONS.values(),
+    *_MONGO.values(),
+    _PART_DENIED,
+    _PART_APPROVAL,
+    _PART_AUTH,
+    _PART_QUOTA,
+    _PART_RATE,
+    _PART_NOT_FOUND,
+    _PART_EXISTS,
+    _PART_INVALID,
 )
