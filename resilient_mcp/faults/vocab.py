@@ -113,7 +113,7 @@ class Reading:
 
 _CODE_FAMILIES = frozenset(
     {"sqlstate", "redis", "grpc", "errno", "python", "http", "process", "aws", "program"}
-    | {"code", "oauth", "k8s", "mongo"}
+    | {"code", "oauth", "k8s", "mongo", "exception", "reply"}
 )
 
 _held_out: ContextVar[frozenset[str]] = ContextVar("held_out", default=frozenset())
@@ -719,6 +719,151 @@ def _kubectl(text: str) -> Rule | None:
     start = at + len("rror from server (")
     end = text.find(")", start, start + 40)
     return _K8S_REASONS.get(text[start:end]) if end > start else None
+
+
+# Exception class names of the JVM (java.net, java.nio.file, javax.net.ssl, java.net.http) and .NET (System,
+# System.IO) runtimes, read as whole case-sensitive tokens ("java.net.ConnectException: Connection refused").
+_RUNTIME_EXCEPTIONS: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("exception", "ConnectException", D1, transient=True),  # java.net: the connection was refused
+        _r("exception", "SocketTimeoutException", D1, transient=True),  # java.net: connect or read timed out
+        _r("exception", "NoRouteToHostException", D1, transient=True),
+        _r("exception", "HttpTimeoutException", D1, transient=True),  # java.net.http
+        _r("exception", "HttpConnectTimeoutException", D1, transient=True),
+        _r("exception", "UnknownHostException", D4),  # java.net: the name does not resolve
+        _r("exception", "SSLHandshakeException", D4, repair=ASK),  # javax.net.ssl: the certificate or protocol
+        _r("exception", "NoSuchFileException", D4),  # java.nio.file
+        _r("exception", "FileAlreadyExistsException", D5),
+        _r("exception", "DirectoryNotEmptyException", D5),
+        _r("exception", "NotDirectoryException", B4),
+        _r("exception", "FileNotFoundException", D4),  # java.io, System.IO
+        _r("exception", "DirectoryNotFoundException", D4),  # System.IO
+        _r("exception", "UnauthorizedAccessException", F2, repair=ASK),  # System: a file's permissions
+        _r("exception", "TimeoutException", D1, transient=True),  # System.TimeoutException, java.util.concurrent
+    )
+}
+
+# Mail, file-transfer and directory protocols' numbered replies, read only where the text names the protocol.
+# SMTP (RFC 5321 §4.2.1: 4yz transient, 5yz permanent) with RFC 3463's enhanced status codes (class.subject.detail:
+# X.1 addressing, X.2 mailbox, X.3 mail system, X.5 protocol, X.7 security; RFC 4954's 5.7.8 "authentication
+# credentials invalid"); FTP (RFC 959 §4.2: 4yz transient negative, 5yz permanent negative); LDAP result codes
+# (RFC 4511 §4.1.9 and Appendix A).
+_SMTP_FTP_TRANSIENT = Rule("reply", "4yz transient negative reply", D1, transient=True)
+_SMTP_FTP_PERMANENT = Rule("reply", "5yz permanent negative reply", D4)
+_REPLY_AUTH = Rule("reply", "530/535 x.7.8 authentication", F1, repair=ASK)
+_REPLY_REFUSED = Rule("reply", "x.7.x security or policy", F2, repair=ASK)
+_REPLY_ADDRESS = Rule("reply", "5.1.x addressing / 501 553 syntax", B4)
+_REPLY_FULL = Rule("reply", "552 x.2.2 storage exceeded", F3, repair=ASK)
+_REPLY_NOT_FOUND = Rule("reply", "550 unavailable", D4)
+_LDAP: dict[int, Rule] = {
+    49: Rule("reply", "ldap 49 invalidCredentials", F1, repair=ASK),
+    8: Rule("reply", "ldap 8 strongerAuthRequired", F1, repair=ASK),
+    48: Rule("reply", "ldap 48 inappropriateAuthentication", F1, repair=ASK),
+    50: Rule("reply", "ldap 50 insufficientAccessRights", F2, repair=ASK),
+    53: Rule("reply", "ldap 53 unwillingToPerform", F2, repair=ASK),
+    13: Rule("reply", "ldap 13 confidentialityRequired", F2, repair=ASK),
+    32: Rule("reply", "ldap 32 noSuchObject", D4),
+    68: Rule("reply", "ldap 68 entryAlreadyExists", D5),
+    16: Rule("reply", "ldap 16 noSuchAttribute", B4),
+    17: Rule("reply", "ldap 17 undefinedAttributeType", B4),
+    19: Rule("reply", "ldap 19 constraintViolation", B4),
+    21: Rule("reply", "ldap 21 invalidAttributeSyntax", B4),
+    34: Rule("reply", "ldap 34 invalidDNSyntax", B4),
+    64: Rule("reply", "ldap 64 namingViolation", B4),
+    65: Rule("reply", "ldap 65 objectClassViolation", B4),
+    51: Rule("reply", "ldap 51 busy", D1, transient=True),
+    52: Rule("reply", "ldap 52 unavailable", D1, transient=True),
+    3: Rule("reply", "ldap 3 timeLimitExceeded", D4, repair=FIX, cut=True),
+    4: Rule("reply", "ldap 4 sizeLimitExceeded", D4, repair=FIX),
+    11: Rule("reply", "ldap 11 adminLimitExceeded", D4, repair=FIX),
+}
+_LDAP_NAMES = {  # RFC 4511's names, as ldapjs's error classes (``InvalidCredentialsError``) and ldap3's results
+    "invalidcredentials": 49,
+    "strongerauthrequired": 8,
+    "strongauthrequired": 8,
+    "inappropriateauthentication": 48,
+    "insufficientaccessrights": 50,
+    "unwillingtoperform": 53,
+    "nosuchobject": 32,
+    "entryalreadyexists": 68,
+    "nosuchattribute": 16,
+    "constraintviolation": 19,
+    "invaliddnsyntax": 34,
+    "objectclassviolation": 65,
+    "timelimitexceeded": 3,
+    "sizelimitexceeded": 4,
+}
+
+
+def _smtp(code: int, after: list[str]) -> Rule:
+    """An SMTP reply (RFC 5321) with its enhanced status code (RFC 3463) when one follows it."""
+    cls = code // 100
+    enhanced = len(after) >= 3 and after[0] == str(cls) and after[1].isdigit() and after[2].isdigit()
+    if enhanced:
+        subject, detail = int(after[1][:3]), int(after[2][:3])
+        if cls == 4:  # RFC 5321 §4.2.1: "transient negative completion", whatever the subject
+            return _SMTP_FTP_TRANSIENT
+        if subject == 7:
+            return _REPLY_AUTH if detail in (8, 9) or code in (530, 535) else _REPLY_REFUSED
+        if subject == 1 or subject == 5 or (subject, detail) == (3, 4):
+            return _REPLY_ADDRESS
+        if (subject, detail) == (2, 2):
+            return _REPLY_FULL
+        return _SMTP_FTP_PERMANENT
+    return _reply_by_code(code)
+
+
+def _reply_by_code(code: int) -> Rule:
+    """SMTP's and FTP's basic reply codes, which mean alike (RFC 5321 §4.2.2, RFC 959 §4.2.2)."""
+    if code // 100 == 4:
+        return _SMTP_FTP_TRANSIENT
+    if code in (530, 535, 532):
+        return _REPLY_AUTH
+    if code == 552:
+        return _REPLY_FULL
+    if code in (500, 501, 504, 551, 553, 555):
+        return _REPLY_ADDRESS
+    return _REPLY_NOT_FOUND if code == 550 else _SMTP_FTP_PERMANENT
+
+
+def _reply(words: list[str]) -> Rule | None:
+    """A numbered reply of SMTP, FTP or LDAP where a word names the protocol ("smtp", smtplib's ``SMTP...Error``,
+    "ftp", ftplib's ``error_temp``/``error_perm``, "ldap", ldapjs's error classes): SMTP/FTP's 4yz are transient by
+    their RFCs, 5yz permanent, narrowed by the enhanced status code; LDAP by its result code."""
+    lowered = [w.lower() for w in words[:600]]
+    smtp = any(w.startswith("smtp") for w in lowered)
+    ftp = any(w in ("ftp", "ftplib", "error_temp", "error_perm", "ftperror") for w in lowered)
+    ldap = any(w.startswith("ldap") for w in lowered)
+    if not (smtp or ftp or ldap):
+        return None
+    if ldap:
+        for i, w in enumerate(lowered):
+            numbered = w in ("code", "result", "resultcode") and i + 1 < len(lowered) and lowered[i + 1].isdigit()
+            if numbered and (rule := _LDAP.get(int(lowered[i + 1][:3]))) is not None:
+                return rule
+            name = w.removesuffix("error")
+            if name in _LDAP_NAMES:
+                return _LDAP[_LDAP_NAMES[name]]
+    if smtp or ftp:
+        for i, w in enumerate(lowered):
+            if len(w) == 3 and w.isdigit() and w[0] in "45":
+                return _smtp(int(w), lowered[i + 1 : i + 4]) if smtp else _reply_by_code(int(w))
+        if "error_temp" in lowered:
+            return _SMTP_FTP_TRANSIENT
+    return None
+
+
+def _bracket_status(text: str) -> Rule | None:
+    """go-swagger's client errors, "[POST /dashboards/db][400] postDashboardBadRequest {...}": the status stands in
+    brackets right after the request's."""
+    at = text.find("][")
+    while at >= 0:
+        code = text[at + 2 : at + 5]
+        if code.isdigit() and text[at + 5 : at + 6] == "]" and (rule := _HTTP.get(int(code))) is not None:
+            return rule
+        at = text.find("][", at + 2)
+    return None
 
 
 # HTTP status codes (RFC 9110 §15) a tool reports about the service behind it (not the MCP endpoint's own status).
@@ -1503,6 +1648,9 @@ def _http(words: list[str]) -> Rule | None:
         after = words[i + 1].lower() if i + 1 < len(words) else ""
         if before in _HTTP_BEFORE or after == _HTTP_REASON_FIRST.get(status):
             return rule
+        # Python requests' raise_for_status: "404 Client Error: Not Found for url: ...", "503 Server Error: ..."
+        if after in ("client", "server") and i + 2 < len(words) and words[i + 2].lower() == "error":
+            return rule
     return None
 
 
@@ -1636,13 +1784,16 @@ def _windowed(found: Rule | None, plain: str) -> Rule | None:
 
 
 _SERVER_ERRORS = frozenset({("http", "500"), ("http-reason", "internal server error")})
+_BAD_REQUESTS = frozenset({("http", "400"), ("http-reason", "bad request")})
 
 
 def _server_error_said_how(found: Rule | None, plain: str) -> Rule | None:
     """A 500 says only that the server failed (RFC 9110 §15.6.1: "an unexpected condition"); services answer many a
     permanent refusal with it (Docker's "port is already allocated", a conflict). Where its words name a conflict or a
-    refusal, they decide; otherwise the 500 stands (a transient server error)."""
-    if found is None or (found.family, found.key) not in _SERVER_ERRORS:
+    refusal, they decide; otherwise the 500 stands (a transient server error). A 400 says only that the request was
+    wrong somehow (§15.5.1): a conflict or a refusal its words name decides too; a "not found" stays the request's
+    (a field or a name the request got wrong, B4)."""
+    if found is None or (found.family, found.key) not in _SERVER_ERRORS | _BAD_REQUESTS:
         return found
     said = _first_phrase(plain, _KEYWORDS)
     if said is not None and not said.transient and said.fault in (StateConflict, Unauthenticated, PermissionDenied):
@@ -1673,7 +1824,10 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _named(words, _ERRNO)
         or _named(words, _PYTHON)
         or _aws(text, words)
+        or _named(words, _RUNTIME_EXCEPTIONS)
+        or _reply(words)
         or _http(words)
+        or _bracket_status(text)
         or (_work_limit(plain) if active(_WORK_LIMIT) else None)
         or _first_phrase(plain, _SQL)
         or _first_phrase(plain, _RUNTIME)
@@ -1723,6 +1877,15 @@ ALL_CODES: tuple[Rule, ...] = (
     *_SNAKE_CODES.values(),
     *_K8S_REASONS.values(),
     *_MONGO.values(),
+    *_RUNTIME_EXCEPTIONS.values(),
+    *_LDAP.values(),
+    _SMTP_FTP_TRANSIENT,
+    _SMTP_FTP_PERMANENT,
+    _REPLY_AUTH,
+    _REPLY_REFUSED,
+    _REPLY_ADDRESS,
+    _REPLY_FULL,
+    _REPLY_NOT_FOUND,
     _PART_DENIED,
     _PART_APPROVAL,
     _PART_AUTH,
