@@ -1246,6 +1246,8 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "unauthenticated", F1, sources=GENERIC),
     _p("keyword", "not authenticated", F1, sources=GENERIC),
     _p("keyword", "authentication required", F1, sources=GENERIC),
+    # 401's reason phrase as RFC 2068 §10.4.2 and Apache httpd's error page still name it ("401 Authorization Required")
+    _p("keyword", "authorization required", F1, sources=GENERIC),
     _p("keyword", "authentication failed", F1, sources=GENERIC),
     _p("keyword", "login required", F1, sources=GENERIC),
     _p("keyword", "invalid token", F1, sources=GENERIC),
@@ -1312,6 +1314,8 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "invalid", B4, sources=GENERIC),
     _p("keyword", "not valid", B4, sources=GENERIC),
     _p("keyword", "must be", B4, sources=GENERIC),
+    _p("keyword", "must match", B4, sources=GENERIC),
+    _p("keyword", "ambiguous", B4, sources=GENERIC, whole=True),  # the value names several things: name one
     _p("keyword", "malformed", B4, sources=GENERIC),
     _p("keyword", "out of range", B4, sources=GENERIC),
     _p("keyword", "cannot be empty", B4, sources=GENERIC),
@@ -1385,7 +1389,13 @@ def _zod_missing(lowered: str) -> Rule | None:
     when the path is a top-level name; under an object or a list (``edits[0].newText``) the argument is there and
     malformed (the B2 that follows). zod's other shapes say the same: an issue as JSON (``{"code": "invalid_type",
     "received": "undefined", "path": ["url"]}``, zod 3; or zod 4's message in it) with a one-element path, and
-    zod 4's "path: Invalid input: expected string, received undefined"."""
+    zod 4's "path: Invalid input: expected string, received undefined", and zod 3's default message for an absent
+    value, "Required", in the TypeScript SDK's "Invalid arguments for tool x: Required at path"."""
+    if "invalid arguments for" in lowered:
+        at = lowered.find(": required at ")
+        path = lowered[at + 14 : at + 214].split(maxsplit=1) if at >= 0 else []
+        if path and "." not in path[0] and "[" not in path[0]:
+            return _ZOD_MISSING
     at = lowered.find(_ZOD_UNDEFINED)
     while at >= 0:
         path = lowered[at + len(_ZOD_UNDEFINED) : at + len(_ZOD_UNDEFINED) + 200].split(maxsplit=1)

@@ -8,10 +8,12 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
+    MissingRequiredArgument,
     PermanentExecutionError,
     PermissionDenied,
     QuotaExhausted,
     RateLimited,
+    SchemaViolation,
     SemanticArgumentRejection,
     StateConflict,
     TransientExecutionError,
@@ -28,6 +30,7 @@ B4, D1, D2, D4, D5 = (
     StateConflict,
 )
 F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
+B1, B2 = MissingRequiredArgument, SchemaViolation
 
 
 def of_text(text: str) -> Fault:
@@ -135,3 +138,25 @@ def test_numbered_protocol_replies_where_the_protocol_is_named(text: str, cls: t
 def test_a_number_without_its_protocol_is_not_a_reply(text: str) -> None:
     reading = read(text)
     assert reading is None or reading.rule.family != "reply", (text, reading)
+
+
+@pytest.mark.parametrize(
+    ("text", "cls"),
+    [
+        # zod 3's default message for an absent value ("Required"), as the TypeScript SDK words an issue
+        ("MCP error -32602: Input validation error: Invalid arguments for tool run: Required at code", B1),
+        # 401's reason phrase in RFC 2068 and Apache httpd's error page
+        ("401 Authorization Required", F1),
+        ("Authorization required. Find your API key in the settings.", F1),
+        # a reference that names several things, a count that must agree with another
+        ("Ambiguous heading 'Notes'. Candidates: Plan::Notes, Log::Notes", B4),
+        ("Number of ids (1) must match number of documents (2).", B4),
+    ],
+)
+def test_documented_generic_shapes(text: str, cls: type[Fault]) -> None:
+    assert type(of_text(text)) is cls, text
+
+
+def test_unambiguous_is_not_ambiguous() -> None:
+    reading = read("the unambiguous name was used")
+    assert reading is None or reading.rule.key != "ambiguous"
