@@ -20,9 +20,7 @@ All scans are linear (``str.find``, ``str.split``, slices) over text already cut
 
 from __future__ import annotations
 
-PROGRAM_ARGUMENTS = frozenset(
-    {"code", "command", "cmd", "script", "snippet", "source", "program", "expression", "function", "statement"}
-)
+PROGRAM_ARGUMENTS = frozenset({"code", "command", "cmd", "script", "snippet", "program", "function"})
 """Argument names of a tool that runs what the caller wrote (``run-code``'s ``code``, a shell's ``command``,
 Playwright's ``browser_evaluate`` ``function``): its output is the caller's program's."""
 
@@ -42,7 +40,27 @@ REFUSED_BEFORE_RUN = frozenset(
 )
 """Exceptions raised before the caller's code ran a statement of its own: nothing ran (``executed_failed``)."""
 
-_EXCEPTION_ENDINGS = ("Error", "Exception", "Exit", "Interrupt", "Iteration", "Warning")
+BUILTIN_EXCEPTIONS = frozenset(
+    {
+        # Python's built-in exceptions (docs.python.org/3/library/exceptions.html)
+        *("ArithmeticError", "AssertionError", "AttributeError", "BufferError", "EOFError", "FloatingPointError"),
+        *("ImportError", "ModuleNotFoundError", "IndexError", "KeyError", "KeyboardInterrupt", "LookupError"),
+        *("MemoryError", "NameError", "NotImplementedError", "OSError", "IOError", "EnvironmentError"),
+        *("BlockingIOError", "ChildProcessError", "ConnectionError", "BrokenPipeError", "ConnectionAbortedError"),
+        *("ConnectionRefusedError", "ConnectionResetError", "FileExistsError", "FileNotFoundError"),
+        *("InterruptedError", "IsADirectoryError", "NotADirectoryError", "PermissionError", "ProcessLookupError"),
+        *("TimeoutError", "OverflowError", "RecursionError", "ReferenceError", "RuntimeError", "StopIteration"),
+        *("StopAsyncIteration", "SyntaxError", "IndentationError", "TabError", "SystemError", "SystemExit"),
+        *("TypeError", "UnboundLocalError", "UnicodeError", "UnicodeEncodeError", "UnicodeDecodeError"),
+        *("UnicodeTranslateError", "ValueError", "ZeroDivisionError", "ExceptionGroup", "BaseExceptionGroup"),
+        "Exception",
+        # ECMAScript's native errors (ECMA-262 §20.5), as V8 and Node print them
+        *("Error", "EvalError", "RangeError", "URIError", "AggregateError"),
+    }
+)
+"""The exceptions a language itself raises: in a program's output they say the program failed. A library's own
+exception (``sqlite3.OperationalError``, botocore's ``ResourceNotFoundException``) is left to the vocabularies
+that name it."""
 _IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 MAX_LINES = 200
 """Lines of output read for an exception line (the last ones: a traceback ends with its exception)."""
@@ -83,8 +101,8 @@ def shell_command_missing(text: str) -> bool:
 
 
 def last_exception(text: str) -> tuple[str, str] | None:
-    """The exception a Python traceback or a Node stack names, as (class name without its module, message): the last
-    line of the shape ``pkg.mod.NameError: message`` (or a bare ``KeyboardInterrupt``) that is not a stack frame.
+    """The built-in exception a Python traceback or a Node stack names, as (class name, message): the last line of
+    the shape ``NameError: message`` (or a bare ``KeyboardInterrupt``) that is not a stack frame.
     Python prints it last; Node prints it before its ``    at`` frames, which never have that shape. A bare
     ``Error: ...`` counts only with a stack (servers label any message so)."""
     lines = text.splitlines()[-MAX_LINES:]
@@ -96,7 +114,7 @@ def last_exception(text: str) -> tuple[str, str] | None:
         if not head or " " in head or not set(head) <= _IDENT:
             continue
         name = head.rsplit(".", 1)[-1]
-        if not name[:1].isupper() or not name.endswith(_EXCEPTION_ENDINGS):
+        if name not in BUILTIN_EXCEPTIONS:
             continue
         if name == "Error" and not stack:  # "Error: ..." is how servers label any message; Node's Error has frames
             continue

@@ -210,3 +210,22 @@ def test_a_labelled_message_of_a_runner_is_not_nodes_error_without_a_stack() -> 
 def test_a_success_is_never_a_program_failure() -> None:
     ok = types.CallToolResult(content=[types.TextContent(text=PY_RUNTIME + "\n[exit 1]")], is_error=False)
     assert classify_result(ok, tool=RUNNER) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "cls", "family"),
+    [
+        (
+            'Traceback (most recent call last):\n  File "q.py", line 3\nsqlite3.OperationalError: no such table: users',
+            B4,
+            "sql",
+        ),
+        ("botocore.errorfactory.ResourceNotFoundException: Function not found: arn:aws:lambda:f", D4, "aws"),
+    ],
+)
+def test_a_librarys_exception_in_a_programs_output_is_read_by_its_vocabulary(
+    text: str, cls: type[Fault], family: str
+) -> None:
+    """Only a language's built-in exceptions say "the program failed"; a library's names its own cause."""
+    fault = of_text(text)
+    assert type(fault) is cls and fault.details["vocabulary"] == family, (text, fault)
