@@ -18,6 +18,15 @@ said. Those layers share published vocabularies, and this module reads them (``r
     runtime      "Could not resolve host", "Network Error"    name resolution (getaddrinfo), network texts, undici
     aws-message  "Please reduce your request rate."           AWS's documented messages for its codes, botocore's
     credentials  "API key is not set", "No password given"    a credential noun and a word of absence (F1 ask_user)
+    program      a traceback, a Node stack, "Command failed:"  a program the tool ran for the caller failed (B4),
+                 "sh: 1: x: not found", "[exit 1]"            not the errno or exception inside it (``programs.py``)
+    code         POLICY_DENIED, "code": "NOT_FOUND"           upper-case codes: gRPC/Google status names, Apollo's,
+                                                              python-ldap's, MySQL's ER_ names, CURLE_*, then by parts
+    oauth        invalid_grant, channel_not_found             OAuth 2.0 / RFC 6750, Slack Web API, Stripe codes
+    k8s, mongo   {"kind":"Status","reason":"NotFound"}         Kubernetes Status reasons, MongoDB codeNames, in JSON
+                 "codeName": "DuplicateKey"                   error bodies (``bodies.py``: RFC 9457, Google, GraphQL)
+    exception    java.net.ConnectException                    JVM and .NET network and file exception names
+    reply        "535 5.7.8", "ftplib.error_perm: 550"        SMTP (RFC 5321/3463), FTP (RFC 959), LDAP (RFC 4511)
     cause        "Permission denied (publickey)"              permanent causes in their layers' words (OpenSSH, ssh2,
                  "Host key verification failed"               paramiko, systemd, an approval not obtainable), read
                                                               before the generic transport words that prefix them
@@ -743,6 +752,32 @@ _RUNTIME_EXCEPTIONS: dict[str, Rule] = {
         _r("exception", "TimeoutException", D1, transient=True),  # System.TimeoutException, java.util.concurrent
     )
 }
+
+# libcurl's CURLcode names (libcurl-errors(3)), as bindings (pycurl, node-libcurl, PHP) pass them on.
+_CURL: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("code", "CURLE_UNSUPPORTED_PROTOCOL", B4),  # 1
+        _r("code", "CURLE_URL_MALFORMAT", B4),  # 3
+        _r("code", "CURLE_COULDNT_RESOLVE_PROXY", D4, repair=ASK),  # 5: the proxy setting
+        _r("code", "CURLE_COULDNT_RESOLVE_HOST", D4),  # 6
+        _r("code", "CURLE_COULDNT_CONNECT", D1, transient=True),  # 7
+        _r("code", "CURLE_REMOTE_ACCESS_DENIED", F2, repair=ASK),  # 9
+        _r("code", "CURLE_PARTIAL_FILE", D1, transient=True),  # 18: the transfer was cut short
+        _r("code", "CURLE_OPERATION_TIMEDOUT", D1, transient=True),  # 28
+        _r("code", "CURLE_SSL_CONNECT_ERROR", D4, repair=ASK),  # 35
+        _r("code", "CURLE_TOO_MANY_REDIRECTS", D4),  # 47
+        _r("code", "CURLE_GOT_NOTHING", D1, transient=True),  # 52
+        _r("code", "CURLE_SEND_ERROR", D1, transient=True),  # 55
+        _r("code", "CURLE_RECV_ERROR", D1, transient=True),  # 56
+        _r("code", "CURLE_PEER_FAILED_VERIFICATION", D4, repair=ASK),  # 60
+        _r("code", "CURLE_FILESIZE_EXCEEDED", B4),  # 63
+        _r("code", "CURLE_LOGIN_DENIED", F1, repair=ASK),  # 67
+        _r("code", "CURLE_REMOTE_FILE_NOT_FOUND", D4),  # 78
+        _r("code", "CURLE_AGAIN", D1, transient=True),  # 81
+    )
+}
+_UPPER_CODES |= _CURL  # a code token too: CURLE_LOGIN_DENIED is a refused login (F1), not its parts' denial
 
 # Mail, file-transfer and directory protocols' numbered replies, read only where the text names the protocol.
 # SMTP (RFC 5321 §4.2.1: 4yz transient, 5yz permanent) with RFC 3463's enhanced status codes (class.subject.detail:
@@ -1835,6 +1870,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _named(words, _PYTHON)
         or _aws(text, words)
         or _named(words, _RUNTIME_EXCEPTIONS)
+        or _named(words, _CURL)
         or _reply(words)
         or _http(words)
         or _bracket_status(text)
@@ -1888,6 +1924,7 @@ ALL_CODES: tuple[Rule, ...] = (
     *_K8S_REASONS.values(),
     *_MONGO.values(),
     *_RUNTIME_EXCEPTIONS.values(),
+    *_CURL.values(),
     *_LDAP.values(),
     _SMTP_FTP_TRANSIENT,
     _SMTP_FTP_PERMANENT,

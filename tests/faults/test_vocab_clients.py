@@ -160,3 +160,19 @@ def test_documented_generic_shapes(text: str, cls: type[Fault]) -> None:
 def test_unambiguous_is_not_ambiguous() -> None:
     reading = read("the unambiguous name was used")
     assert reading is None or reading.rule.key != "ambiguous"
+
+
+@pytest.mark.parametrize(
+    ("text", "cls", "transient"),
+    [
+        # libcurl's CURLcode names (libcurl-errors(3)) as pycurl and node-libcurl pass them on
+        ("pycurl.error: (28, 'CURLE_OPERATION_TIMEDOUT')", D1, True),
+        ("CURLE_COULDNT_RESOLVE_HOST: could not resolve api.invalid", D4, False),
+        ("CURLE_LOGIN_DENIED", F1, False),
+        ("transfer failed: CURLE_REMOTE_FILE_NOT_FOUND", D4, False),
+        ("transfer failed: CURLE_PEER_FAILED_VERIFICATION", D4, False),
+    ],
+)
+def test_libcurl_codes(text: str, cls: type[Fault], transient: bool) -> None:
+    fault = of_text(text)
+    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
