@@ -831,6 +831,18 @@ _LDAP_NAMES = {  # RFC 4511's names, as ldapjs's error classes (``InvalidCredent
 }
 
 
+_SMTP_REPLIES = frozenset(
+    {"421", "450", "451", "452", "455", "500", "501", "502", "503", "504", "521", "523", "530", "534", "535", "538"}
+    | {"550", "551", "552", "553", "554", "555", "556"}
+)
+"""SMTP's negative replies (RFC 5321 §4.2.3, RFC 4954 §6, RFC 7504): other numbers are not read as replies."""
+_FTP_REPLIES = frozenset(
+    {"421", "425", "426", "430", "434", "450", "451", "452", "500", "501", "502", "503", "504", "530", "532", "534"}
+    | {"550", "551", "552", "553"}
+)
+"""FTP's negative replies (RFC 959 §4.2.2, RFC 2228)."""
+
+
 def _smtp(code: int, after: list[str]) -> Rule:
     """An SMTP reply (RFC 5321) with its enhanced status code (RFC 3463) when one follows it."""
     cls = code // 100
@@ -874,15 +886,16 @@ def _reply(words: list[str]) -> Rule | None:
         return None
     if ldap:
         for i, w in enumerate(lowered):
-            numbered = w in ("code", "result", "resultcode") and i + 1 < len(lowered) and lowered[i + 1].isdigit()
+            numbered = w in ("code", "resultcode") and i + 1 < len(lowered) and lowered[i + 1].isdigit()
             if numbered and (rule := _LDAP.get(int(lowered[i + 1][:3]))) is not None:
                 return rule
             name = w.removesuffix("error")
             if name in _LDAP_NAMES:
                 return _LDAP[_LDAP_NAMES[name]]
     if smtp or ftp:
+        replies = _SMTP_REPLIES if smtp else _FTP_REPLIES
         for i, w in enumerate(lowered):
-            if len(w) == 3 and w.isdigit() and w[0] in "45":
+            if w in replies:
                 return _smtp(int(w), lowered[i + 1 : i + 4]) if smtp else _reply_by_code(int(w))
         if "error_temp" in lowered:
             return _SMTP_FTP_TRANSIENT
@@ -1595,6 +1608,8 @@ _EXIT_NOT_RUN = Rule("process", "exit status 126/127", B4, repair=FIX)
 _EXIT_KILLED = _cut("process", "exit status 137")
 _EXIT_STOPPED = Rule("process", "exit status 130/143", D4, repair=ASK, cut=True)
 _EXIT_SIGNAL = Rule("process", "exit status 128+n", D4, cut=True)
+_MAX_SIGNAL = 64
+"""Signals run to SIGRTMAX (64 on Linux): a status above 192 (ssh's 255, ``exit(-1)``) is the program's own failure."""
 
 
 def _exit_status(lowered_words: list[str], lowered: str = "") -> Rule | None:
@@ -1616,7 +1631,7 @@ def _exit_status(lowered_words: list[str], lowered: str = "") -> Rule | None:
         return _EXIT_KILLED
     if status in (130, 143):
         return _EXIT_STOPPED
-    return _EXIT_SIGNAL if status > 128 else _EXIT_FAILED
+    return _EXIT_SIGNAL if 128 < status <= 128 + _MAX_SIGNAL else _EXIT_FAILED
 
 
 _WORK = ("command", "process", "script", "execution", "statement", "query")

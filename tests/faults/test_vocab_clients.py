@@ -176,3 +176,15 @@ def test_unambiguous_is_not_ambiguous() -> None:
 def test_libcurl_codes(text: str, cls: type[Fault], transient: bool) -> None:
     fault = of_text(text)
     assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+
+
+def test_only_a_protocols_own_reply_codes_are_read_as_replies() -> None:
+    """A tool named after the protocol passing on an HTTP 404 is not an SMTP 4yz (transient)."""
+    reading = read("Error calling smtp_send: 404 page not found")
+    assert reading is None or not reading.rule.transient
+
+
+def test_an_exit_status_above_the_signals_is_the_programs_own_failure() -> None:
+    ssh = read("exit status 255\nssh: connect to host db port 22: Connection refused")
+    assert ssh is not None and ssh.rule.transient  # the host refused: the service's D1, not a signal
+    assert read("exit status 255") is not None and read("exit status 255").rule.key == "exit status"  # type: ignore[union-attr]
