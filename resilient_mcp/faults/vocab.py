@@ -451,9 +451,8 @@ def _aws(text: str, words: list[str]) -> Rule | None:
 _UPPER_CODES: dict[str, Rule] = {
     r.key: r
     for r in (
-        *(_r("code", k, g.fault, g.transient, g.repair) for k, g in _GRPC.items()),
-        # Apollo Server's error codes (apollographql.com/docs/apollo-server/data/errors)
-        _r("code", "UNAUTHENTICATED", F1, repair=ASK),
+        *_GRPC.values(),  # as themselves (family "grpc")
+        # Apollo Server's error codes (apollographql.com/docs/apollo-server/data/errors; UNAUTHENTICATED is gRPC's)
         _r("code", "FORBIDDEN", F2, repair=ASK),
         _r("code", "BAD_USER_INPUT", B4),
         _r("code", "BAD_REQUEST", B4),
@@ -1934,12 +1933,11 @@ ALL_CODES: tuple[Rule, ...] = (
     *_PYTHON.values(),
     *_HTTP.values(),
     *_AWS.values(),
-    *_UPPER_CODES.values(),
+    *(r for r in _UPPER_CODES.values() if r.family != "grpc"),  # CURLE_* included; gRPC's are listed above
     *_SNAKE_CODES.values(),
     *_K8S_REASONS.values(),
     *_MONGO.values(),
     *_RUNTIME_EXCEPTIONS.values(),
-    *_CURL.values(),
     *_LDAP.values(),
     _SMTP_FTP_TRANSIENT,
     _SMTP_FTP_PERMANENT,
