@@ -18,6 +18,15 @@ said. Those layers share published vocabularies, and this module reads them (``r
     runtime      "Could not resolve host", "Network Error"    name resolution (getaddrinfo), network texts, undici
     aws-message  "Please reduce your request rate."           AWS's documented messages for its codes, botocore's
     credentials  "API key is not set", "No password given"    a credential noun and a word of absence (F1 ask_user)
+    program      a traceback, a Node stack, "Command failed:"  a program the tool ran for the caller failed (B4),
+                 "sh: 1: x: not found", "[exit 1]"            not the errno or exception inside it (``programs.py``)
+    code         POLICY_DENIED, "code": "NOT_FOUND"           upper-case codes: gRPC/Google status names, Apollo's,
+                                                              python-ldap's, MySQL's ER_ names, CURLE_*, then by parts
+    oauth        invalid_grant, channel_not_found             OAuth 2.0 / RFC 6750, Slack Web API, Stripe codes
+    k8s, mongo   {"kind":"Status","reason":"NotFound"}         Kubernetes Status reasons, MongoDB codeNames, in JSON
+                 "codeName": "DuplicateKey"                   error bodies (``bodies.py``: RFC 9457, Google, GraphQL)
+    exception    java.net.ConnectException                    JVM and .NET network and file exception names
+    reply        "535 5.7.8", "ftplib.error_perm: 550"        SMTP (RFC 5321/3463), FTP (RFC 959), LDAP (RFC 4511)
     cause        "Permission denied (publickey)"              permanent causes in their layers' words (OpenSSH, ssh2,
                  "Host key verification failed"               paramiko, systemd, an approval not obtainable), read
                                                               before the generic transport words that prefix them
@@ -60,6 +69,8 @@ from . import (
     TransientExecutionError,
     Unauthenticated,
     UnknownTool,
+    bodies,
+    programs,
 )
 
 MAX_SCAN_CHARS = 8192
@@ -92,7 +103,8 @@ class Rule:
     repair: RepairAction | None = None
     sources: tuple[str, ...] = STANDARD
     cut: bool = False
-    """The tool cut the work off midway (its own time limit): what it did before is unknown (maybe executed)."""
+    """The work stopped midway (the tool's own time limit, a signal, the caller's program raising): what it did
+    before is unknown (maybe executed)."""
 
     @property
     def basis(self) -> Basis:
@@ -108,7 +120,10 @@ class Reading:
     at_start: bool = False
 
 
-_CODE_FAMILIES = frozenset({"sqlstate", "redis", "grpc", "errno", "python", "http", "process", "aws"})
+_CODE_FAMILIES = frozenset(
+    {"sqlstate", "redis", "grpc", "errno", "python", "http", "process", "aws", "program"}
+    | {"code", "oauth", "k8s", "mongo", "exception", "reply"}
+)
 
 _held_out: ContextVar[frozenset[str]] = ContextVar("held_out", default=frozenset())
 _rules_off: ContextVar[frozenset[tuple[str, str]]] = ContextVar("rules_off", default=frozenset())
@@ -155,6 +170,7 @@ def _cut(family: str, key: str) -> Rule:
 
 D1, D4, D5 = TransientExecutionError, PermanentExecutionError, StateConflict
 B4 = SemanticArgumentRejection
+B1, B2 = MissingRequiredArgument, SchemaViolation
 F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
 ASK = RepairAction.ASK_USER
 FIX = RepairAction.FIX_PARAMETER
@@ -427,6 +443,476 @@ def _aws(text: str, words: list[str]) -> Rule | None:
     return None
 
 
+# Codes spelled as tokens: a policy engine's, an API's or a protocol's error code in upper-case snake form
+# (``POLICY_DENIED: ...``, ``"code": "NOT_FOUND"``), read where a code stands: opening the text, or after "code",
+# "error", "reason" or "status", or as a JSON body's code field (``bodies.py``). Mapped by the same table as gRPC's
+# status names (Google's API error model uses them as its ``status``), then by the documented code names of Apollo
+# Server (GraphQL ``extensions.code``) and python-ldap (RFC 4511's result codes), then by their parts (``_code_parts``).
+_UPPER_CODES: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        *_GRPC.values(),  # as themselves (family "grpc")
+        # Apollo Server's error codes (apollographql.com/docs/apollo-server/data/errors; UNAUTHENTICATED is gRPC's)
+        _r("code", "FORBIDDEN", F2, repair=ASK),
+        _r("code", "BAD_USER_INPUT", B4),
+        _r("code", "BAD_REQUEST", B4),
+        _r("code", "GRAPHQL_PARSE_FAILED", B4),
+        _r("code", "GRAPHQL_VALIDATION_FAILED", B4),
+        _r("code", "OPERATION_RESOLUTION_FAILURE", B4),
+        _r("code", "PERSISTED_QUERY_NOT_FOUND", D4, repair=FIX),  # resend the full query
+        _r("code", "PERSISTED_QUERY_NOT_SUPPORTED", D4, repair=FIX),
+        # python-ldap's exception names for RFC 4511 §4.1.9 result codes
+        _r("code", "INVALID_CREDENTIALS", F1, repair=ASK),  # 49
+        _r("code", "STRONG_AUTH_REQUIRED", F1, repair=ASK),  # 8
+        _r("code", "INAPPROPRIATE_AUTH", F1, repair=ASK),  # 48
+        _r("code", "INSUFFICIENT_ACCESS", F2, repair=ASK),  # 50
+        _r("code", "UNWILLING_TO_PERFORM", F2, repair=ASK),  # 53
+        _r("code", "NO_SUCH_OBJECT", D4),  # 32
+        _r("code", "CONSTRAINT_VIOLATION", B4),  # 19
+        _r("code", "INVALID_DN_SYNTAX", B4),  # 34
+        _r("code", "INVALID_SYNTAX", B4),  # 21
+        _r("code", "OBJECT_CLASS_VIOLATION", B4),  # 65
+        _r("code", "UNDEFINED_TYPE", B4),  # 17
+        _r("code", "SIZELIMIT_EXCEEDED", D4, repair=FIX),  # 4
+        _r("code", "SERVER_DOWN", D1, transient=True),  # "Can't contact LDAP server"
+        # policy engines' and APIs' common spellings of the same meanings
+        _r("code", "POLICY_DENIED", F2, repair=ASK),
+        _r("code", "ACCESS_DENIED", F2, repair=ASK),
+        _r("code", "APPROVAL_REQUIRED", F2, repair=ASK),
+        _r("code", "UNAUTHORIZED", F1, repair=ASK),
+        _r("code", "QUOTA_EXCEEDED", F3),
+        _r("code", "RATE_LIMITED", RateLimited, transient=True),
+        _r("code", "RATE_LIMIT_EXCEEDED", RateLimited, transient=True),  # Google's ErrorInfo reason
+        _r("code", "TOO_MANY_REQUESTS", RateLimited, transient=True),
+        _r("code", "SERVICE_UNAVAILABLE", D1, transient=True),
+        # MySQL's and MariaDB's error code names (the server error reference; mysqljs and mysql2's ``err.code``),
+        # named exactly where their parts would mislead: ER_ACCESS_DENIED_ERROR (1045) is a refused login
+        _r("code", "ER_ACCESS_DENIED_ERROR", F1, repair=ASK),
+        _r("code", "ER_DBACCESS_DENIED_ERROR", F2, repair=ASK),  # 1044
+        _r("code", "ER_TABLEACCESS_DENIED_ERROR", F2, repair=ASK),  # 1142
+        _r("code", "ER_DUP_ENTRY", D5),  # 1062
+        _r("code", "ER_NO_SUCH_TABLE", B4),  # 1146
+        _r("code", "ER_BAD_FIELD_ERROR", B4),  # 1054
+        _r("code", "ER_PARSE_ERROR", B4),  # 1064
+        _r("code", "ER_BAD_DB_ERROR", D4, repair=ASK),  # 1049
+        _r("code", "ER_LOCK_DEADLOCK", D1, transient=True),  # 1213
+        _r("code", "ER_LOCK_WAIT_TIMEOUT", D1, transient=True),  # 1205
+        _r("code", "ER_CON_COUNT_ERROR", D1, transient=True),  # 1040
+        _r("code", "ER_USER_LIMIT_REACHED", F3, repair=ASK),  # 1226
+        _r("code", "ER_OPTION_PREVENTS_STATEMENT", F2, repair=ASK),  # 1290 (--read-only)
+        _r("code", "PROTOCOL_CONNECTION_LOST", D1, transient=True),  # mysqljs: the server closed the connection
+    )
+}
+_TIME_CUT = (_cut("code", "TIMELIMIT_EXCEEDED"), _cut("code", "TIME_LIMIT_EXCEEDED"))
+_UPPER_CODES |= {r.key: r for r in _TIME_CUT}
+
+# Lower-case snake codes: OAuth 2.0's token endpoint (RFC 6749 §5.2) and authorization errors (§4.1.2.1), bearer
+# token errors (RFC 6750 §3.1), the Slack Web API's documented ``error`` values, Stripe's error ``type`` and
+# ``code``. Read in a JSON body's ``error``/``code``/``type``, opening the text, or after "error"/"error=".
+_SNAKE_CODES: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("oauth", "invalid_request", B4),
+        _r("oauth", "invalid_client", F1, repair=ASK),
+        _r("oauth", "invalid_grant", F1, repair=ASK),  # the grant or refresh token is invalid, expired or revoked
+        _r("oauth", "unauthorized_client", F2, repair=ASK),
+        _r("oauth", "unsupported_grant_type", B4),
+        _r("oauth", "unsupported_response_type", B4),
+        _r("oauth", "invalid_scope", B4),
+        _r("oauth", "access_denied", F2, repair=ASK),
+        _r("oauth", "server_error", D1, transient=True),  # RFC 6749 §4.1.2.1 (the 500 a redirect cannot carry)
+        _r("oauth", "temporarily_unavailable", D1, transient=True),  # ... (the 503)
+        _r("oauth", "invalid_token", F1, repair=ASK),  # RFC 6750 §3.1
+        _r("oauth", "insufficient_scope", F2, repair=ASK),
+        # Slack Web API (api.slack.com/methods: each method's Errors)
+        _r("oauth", "not_authed", F1, repair=ASK),
+        _r("oauth", "invalid_auth", F1, repair=ASK),
+        _r("oauth", "account_inactive", F1, repair=ASK),
+        _r("oauth", "token_revoked", F1, repair=ASK),
+        _r("oauth", "token_expired", F1, repair=ASK),
+        _r("oauth", "missing_scope", F2, repair=ASK),
+        _r("oauth", "no_permission", F2, repair=ASK),
+        _r("oauth", "not_allowed_token_type", F2, repair=ASK),
+        _r("oauth", "restricted_action", F2, repair=ASK),
+        _r("oauth", "ekm_access_denied", F2, repair=ASK),
+        _r("oauth", "ratelimited", RateLimited, transient=True),
+        _r("oauth", "rate_limited", RateLimited, transient=True),
+        _r("oauth", "channel_not_found", D4),
+        _r("oauth", "user_not_found", D4),
+        _r("oauth", "message_not_found", D4),
+        _r("oauth", "file_not_found", D4),
+        _r("oauth", "not_in_channel", F2, repair=ASK),  # the bot is not a member: someone must invite it
+        _r("oauth", "is_archived", D5),
+        _r("oauth", "already_reacted", D5),
+        _r("oauth", "already_in_channel", D5),
+        _r("oauth", "name_taken", D5),
+        _r("oauth", "cant_update_message", F2, repair=ASK),
+        _r("oauth", "msg_too_long", B4),
+        _r("oauth", "no_text", B4),
+        _r("oauth", "invalid_arguments", B4),
+        _r("oauth", "invalid_arg_name", B4),
+        _r("oauth", "invalid_blocks", B4),
+        _r("oauth", "invalid_cursor", B4),
+        _r("oauth", "internal_error", D1, transient=True),  # documented: "likely due to a transient issue"
+        _r("oauth", "service_unavailable", D1, transient=True),
+        # Stripe (docs.stripe.com/error-codes, /api/errors): types, then codes
+        _r("oauth", "api_error", D1, transient=True),  # "a temporary problem with Stripe's servers"
+        _r("oauth", "authentication_error", F1, repair=ASK),
+        _r("oauth", "idempotency_error", D5),
+        _r("oauth", "invalid_request_error", B4),
+        _r("oauth", "rate_limit_error", RateLimited, transient=True),
+        _r("oauth", "card_error", D4, repair=ASK),  # the card was declined: the user must use another
+        _r("oauth", "resource_missing", D4),
+        _r("oauth", "resource_already_exists", D5),
+        _r("oauth", "idempotency_key_in_use", D5),
+        _r("oauth", "lock_timeout", D1, transient=True),
+        _r("oauth", "api_key_expired", F1, repair=ASK),
+        _r("oauth", "parameter_missing", B1),
+        _r("oauth", "parameter_invalid_integer", B4),
+        _r("oauth", "parameter_invalid_empty", B4),
+        _r("oauth", "parameter_unknown", B2),
+        _r("oauth", "card_declined", D4, repair=ASK),
+        _r("oauth", "expired_card", D4, repair=ASK),
+        _r("oauth", "insufficient_funds", D4, repair=ASK),
+    )
+}
+
+# Kubernetes ``metav1.StatusReason`` (k8s.io/apimachinery/pkg/apis/meta/v1/types.go), as a ``Status`` body's
+# ``reason`` and as kubectl's "Error from server (NotFound): ...".
+_K8S_REASONS: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("k8s", "NotFound", D4),
+        _r("k8s", "AlreadyExists", D5),
+        _r("k8s", "Conflict", D5),  # the object was modified: re-read it
+        _r("k8s", "Forbidden", F2, repair=ASK),
+        _r("k8s", "Unauthorized", F1, repair=ASK),
+        _r("k8s", "Invalid", B4),
+        _r("k8s", "BadRequest", B4),
+        _r("k8s", "MethodNotAllowed", B4),
+        _r("k8s", "NotAcceptable", B4),
+        _r("k8s", "UnsupportedMediaType", B4),
+        _r("k8s", "RequestEntityTooLarge", B4),
+        _r("k8s", "Gone", D5),  # the resource version is too old: re-list
+        _r("k8s", "Expired", D5),  # the continue token expired: re-list
+        _r("k8s", "TooManyRequests", RateLimited, transient=True),
+        _r("k8s", "ServerTimeout", D1, transient=True),
+        _r("k8s", "Timeout", D1, transient=True),
+        _r("k8s", "InternalError", D1, transient=True),
+        _r("k8s", "ServiceUnavailable", D1, transient=True),
+    )
+}
+
+# MongoDB's error codeNames (mongodb/mongo src/mongo/base/error_codes.yml), as a driver's ``codeName``.
+_MONGO: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("mongo", "DuplicateKey", D5),  # 11000
+        _r("mongo", "NamespaceExists", D5),  # 48
+        _r("mongo", "NamespaceNotFound", D4),  # 26
+        _r("mongo", "IndexNotFound", D4),  # 27
+        _r("mongo", "CommandNotFound", D4),  # 59
+        _r("mongo", "Unauthorized", F2, repair=ASK),  # 13: not authorized on the database to run the command
+        _r("mongo", "AuthenticationFailed", F1, repair=ASK),  # 18
+        _r("mongo", "BadValue", B4),  # 2
+        _r("mongo", "FailedToParse", B4),  # 9
+        _r("mongo", "TypeMismatch", B4),  # 14
+        _r("mongo", "InvalidNamespace", B4),  # 73
+        _r("mongo", "DocumentValidationFailure", B4),  # 121
+        _r("mongo", "InvalidOptions", B4),  # 72
+        _r("mongo", "ExceededMemoryLimit", D4, repair=FIX),  # 146
+        _r("mongo", "WriteConflict", D1, transient=True),  # 112: a TransientTransactionError
+        _r("mongo", "LockTimeout", D1, transient=True),  # 24
+        _r("mongo", "NotWritablePrimary", D1, transient=True),  # 10107: a retryable write error (an election)
+        _r("mongo", "NotPrimaryNoSecondaryOk", D1, transient=True),  # 13435
+        _r("mongo", "PrimarySteppedDown", D1, transient=True),  # 189
+        _r("mongo", "InterruptedAtShutdown", D1, transient=True),  # 11600
+        _r("mongo", "ShutdownInProgress", D1, transient=True),  # 91
+        _r("mongo", "HostUnreachable", D1, transient=True),  # 6
+        _r("mongo", "NetworkTimeout", D1, transient=True),  # 89
+        _r("mongo", "HostNotFound", D4),  # 7
+    )
+}
+_MONGO |= {r.key: r for r in (_cut("mongo", "MaxTimeMSExpired"), _cut("mongo", "ExceededTimeLimit"))}  # 50, 262
+
+_PART_DENIED = Rule("code", "*_DENIED", F2, repair=ASK)
+_PART_APPROVAL = Rule("code", "APPROVAL_*", F2, repair=ASK)
+_PART_AUTH = Rule("code", "*AUTH*_FAILED/REQUIRED", F1, repair=ASK)
+_PART_QUOTA = Rule("code", "*QUOTA*", F3)
+_PART_RATE = Rule("code", "RATE_LIMIT*", RateLimited, transient=True)
+_PART_NOT_FOUND = Rule("code", "*_NOT_FOUND", D4)
+_PART_EXISTS = Rule("code", "*_ALREADY_EXISTS", D5)
+_PART_INVALID = Rule("code", "INVALID_*", B4)
+_AUTH_NOUNS = frozenset({"AUTH", "AUTHENTICATION", "LOGIN", "CREDENTIALS", "CREDENTIAL", "TOKEN", "PASSWORD"})
+_AUTH_STATES = frozenset({"FAILED", "REQUIRED", "INVALID", "EXPIRED", "REVOKED", "MISSING"})
+
+
+def _code_parts(code: str) -> Rule | None:
+    """An upper-case code no table names, read by its parts as the tables read theirs: an approval or consent (F2,
+    ask), a denial (F2), a credential that failed, expired or is required (F1), a quota (F3), a rate limit (D2), a
+    thing not found (D4), one that already exists (D5), an invalid value (B4). Nothing transient but a rate limit:
+    a code's "UNAVAILABLE" or "TIMEOUT" part may prefix any cause (``APPROVAL_UNAVAILABLE``)."""
+    parts = code.split("_")
+    words = set(parts)
+    if words & {"APPROVAL", "CONSENT"}:
+        return _PART_APPROVAL
+    if words & {"DENIED", "FORBIDDEN", "DISALLOWED"} or code.endswith("NOT_PERMITTED"):
+        return _PART_DENIED
+    credential = words & _AUTH_NOUNS or {"API", "KEY"} <= words  # Google's API_KEY_INVALID, API_KEY_EXPIRED
+    if {"UNAUTHENTICATED", "UNAUTHORIZED"} & words or (credential and words & _AUTH_STATES):
+        return _PART_AUTH
+    if "QUOTA" in words:
+        return _PART_QUOTA
+    if ("RATE" in words and any(p.startswith("LIMIT") for p in parts)) or "THROTTLED" in words:
+        return _PART_RATE
+    if code.endswith(("NOT_FOUND", "_NOTFOUND", "DOES_NOT_EXIST")) or (parts[0] == "NO" and "SUCH" in words):
+        return _PART_NOT_FOUND
+    if code.endswith(("ALREADY_EXISTS", "_EXISTS", "_CONFLICT")) or "DUPLICATE" in words:
+        return _PART_EXISTS
+    if words & {"INVALID", "MALFORMED"}:
+        return _PART_INVALID
+    return None
+
+
+def _upper_code(code: str) -> Rule | None:
+    if not code.isupper() or len(code) > bodies.MAX_CODE_CHARS:
+        return None
+    return _UPPER_CODES.get(code) or (_code_parts(code) if "_" in code else None)
+
+
+_CODE_INTRODUCERS = frozenset({"code", "error", "reason", "status", "error_code", "errorcode", "err", "codename"})
+
+
+def _code_token(words: list[str]) -> Rule | None:
+    """A code token where a code stands: the text's first word (after an "Error" label), or the word after "code",
+    "error", "reason", "status" or "codeName" (``error=invalid_token``, ``code: NOT_FOUND``). Upper-case codes by
+    ``_upper_code``, lower-case snake codes by the OAuth / Slack / Stripe table; a MongoDB codeName only after
+    "codeName" (its ``Unauthorized`` is also HTTP's reason phrase for 401)."""
+    if not words:
+        return None
+    candidates = [("", words[0])]
+    for i in range(min(len(words) - 1, 400)):
+        if words[i].lower() in _CODE_INTRODUCERS:
+            candidates.append((words[i].lower(), words[i + 1]))
+    for before, word in candidates:
+        rule = _upper_code(word) or _SNAKE_CODES.get(word) or (_MONGO.get(word) if before == "codename" else None)
+        if rule is not None:
+            return rule
+    return None
+
+
+def _body_code(text: str) -> Rule | None:
+    """The first code of a documented JSON error body (``bodies.error_codes``) that a table names."""
+    if "{" not in text:
+        return None
+    for kind, code in bodies.error_codes(text):
+        if kind == "code":
+            rule = _upper_code(code)
+        elif kind == "snake":
+            rule = _SNAKE_CODES.get(code)
+        elif kind == "k8s":
+            rule = _K8S_REASONS.get(code)
+        else:
+            rule = _MONGO.get(code)
+        if rule is not None:
+            return rule
+    return None
+
+
+def _kubectl(text: str) -> Rule | None:
+    """kubectl's (and client-go's) "Error from server (NotFound): pods \"x\" not found": the Status reason."""
+    at = text.find("rror from server (")
+    if at < 0:
+        return None
+    start = at + len("rror from server (")
+    end = text.find(")", start, start + 40)
+    return _K8S_REASONS.get(text[start:end]) if end > start else None
+
+
+# Exception class names of the JVM (java.net, java.nio.file, javax.net.ssl, java.net.http) and .NET (System,
+# System.IO) runtimes, read as whole case-sensitive tokens ("java.net.ConnectException: Connection refused").
+_RUNTIME_EXCEPTIONS: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("exception", "ConnectException", D1, transient=True),  # java.net: the connection was refused
+        _r("exception", "SocketTimeoutException", D1, transient=True),  # java.net: connect or read timed out
+        _r("exception", "NoRouteToHostException", D1, transient=True),
+        _r("exception", "HttpTimeoutException", D1, transient=True),  # java.net.http
+        _r("exception", "HttpConnectTimeoutException", D1, transient=True),
+        _r("exception", "UnknownHostException", D4),  # java.net: the name does not resolve
+        _r("exception", "SSLHandshakeException", D4, repair=ASK),  # javax.net.ssl: the certificate or protocol
+        _r("exception", "NoSuchFileException", D4),  # java.nio.file
+        _r("exception", "FileAlreadyExistsException", D5),
+        _r("exception", "DirectoryNotEmptyException", D5),
+        _r("exception", "NotDirectoryException", B4),
+        _r("exception", "FileNotFoundException", D4),  # java.io, System.IO
+        _r("exception", "DirectoryNotFoundException", D4),  # System.IO
+        _r("exception", "UnauthorizedAccessException", F2, repair=ASK),  # System: a file's permissions
+        _r("exception", "TimeoutException", D1, transient=True),  # System.TimeoutException, java.util.concurrent
+    )
+}
+
+# libcurl's CURLcode names (libcurl-errors(3)), as bindings (pycurl, node-libcurl, PHP) pass them on.
+_CURL: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        _r("code", "CURLE_UNSUPPORTED_PROTOCOL", B4),  # 1
+        _r("code", "CURLE_URL_MALFORMAT", B4),  # 3
+        _r("code", "CURLE_COULDNT_RESOLVE_PROXY", D4, repair=ASK),  # 5: the proxy setting
+        _r("code", "CURLE_COULDNT_RESOLVE_HOST", D4),  # 6
+        _r("code", "CURLE_COULDNT_CONNECT", D1, transient=True),  # 7
+        _r("code", "CURLE_REMOTE_ACCESS_DENIED", F2, repair=ASK),  # 9
+        _r("code", "CURLE_PARTIAL_FILE", D1, transient=True),  # 18: the transfer was cut short
+        _r("code", "CURLE_OPERATION_TIMEDOUT", D1, transient=True),  # 28
+        _r("code", "CURLE_SSL_CONNECT_ERROR", D4, repair=ASK),  # 35
+        _r("code", "CURLE_TOO_MANY_REDIRECTS", D4),  # 47
+        _r("code", "CURLE_GOT_NOTHING", D1, transient=True),  # 52
+        _r("code", "CURLE_SEND_ERROR", D1, transient=True),  # 55
+        _r("code", "CURLE_RECV_ERROR", D1, transient=True),  # 56
+        _r("code", "CURLE_PEER_FAILED_VERIFICATION", D4, repair=ASK),  # 60
+        _r("code", "CURLE_FILESIZE_EXCEEDED", B4),  # 63
+        _r("code", "CURLE_LOGIN_DENIED", F1, repair=ASK),  # 67
+        _r("code", "CURLE_REMOTE_FILE_NOT_FOUND", D4),  # 78
+        _r("code", "CURLE_AGAIN", D1, transient=True),  # 81
+    )
+}
+_UPPER_CODES |= _CURL  # a code token too: CURLE_LOGIN_DENIED is a refused login (F1), not its parts' denial
+
+# Mail, file-transfer and directory protocols' numbered replies, read only where the text names the protocol.
+# SMTP (RFC 5321 §4.2.1: 4yz transient, 5yz permanent) with RFC 3463's enhanced status codes (class.subject.detail:
+# X.1 addressing, X.2 mailbox, X.3 mail system, X.5 protocol, X.7 security; RFC 4954's 5.7.8 "authentication
+# credentials invalid"); FTP (RFC 959 §4.2: 4yz transient negative, 5yz permanent negative); LDAP result codes
+# (RFC 4511 §4.1.9 and Appendix A).
+_SMTP_FTP_TRANSIENT = Rule("reply", "4yz transient negative reply", D1, transient=True)
+_SMTP_FTP_PERMANENT = Rule("reply", "5yz permanent negative reply", D4)
+_REPLY_AUTH = Rule("reply", "530/535 x.7.8 authentication", F1, repair=ASK)
+_REPLY_REFUSED = Rule("reply", "x.7.x security or policy", F2, repair=ASK)
+_REPLY_ADDRESS = Rule("reply", "5.1.x addressing / 501 553 syntax", B4)
+_REPLY_FULL = Rule("reply", "552 x.2.2 storage exceeded", F3, repair=ASK)
+_REPLY_NOT_FOUND = Rule("reply", "550 unavailable", D4)
+_LDAP: dict[int, Rule] = {
+    49: Rule("reply", "ldap 49 invalidCredentials", F1, repair=ASK),
+    8: Rule("reply", "ldap 8 strongerAuthRequired", F1, repair=ASK),
+    48: Rule("reply", "ldap 48 inappropriateAuthentication", F1, repair=ASK),
+    50: Rule("reply", "ldap 50 insufficientAccessRights", F2, repair=ASK),
+    53: Rule("reply", "ldap 53 unwillingToPerform", F2, repair=ASK),
+    13: Rule("reply", "ldap 13 confidentialityRequired", F2, repair=ASK),
+    32: Rule("reply", "ldap 32 noSuchObject", D4),
+    68: Rule("reply", "ldap 68 entryAlreadyExists", D5),
+    16: Rule("reply", "ldap 16 noSuchAttribute", B4),
+    17: Rule("reply", "ldap 17 undefinedAttributeType", B4),
+    19: Rule("reply", "ldap 19 constraintViolation", B4),
+    21: Rule("reply", "ldap 21 invalidAttributeSyntax", B4),
+    34: Rule("reply", "ldap 34 invalidDNSyntax", B4),
+    64: Rule("reply", "ldap 64 namingViolation", B4),
+    65: Rule("reply", "ldap 65 objectClassViolation", B4),
+    51: Rule("reply", "ldap 51 busy", D1, transient=True),
+    52: Rule("reply", "ldap 52 unavailable", D1, transient=True),
+    3: Rule("reply", "ldap 3 timeLimitExceeded", D4, repair=FIX, cut=True),
+    4: Rule("reply", "ldap 4 sizeLimitExceeded", D4, repair=FIX),
+    11: Rule("reply", "ldap 11 adminLimitExceeded", D4, repair=FIX),
+}
+_LDAP_NAMES = {  # RFC 4511's names, as ldapjs's error classes (``InvalidCredentialsError``) and ldap3's results
+    "invalidcredentials": 49,
+    "strongerauthrequired": 8,
+    "strongauthrequired": 8,
+    "inappropriateauthentication": 48,
+    "insufficientaccessrights": 50,
+    "unwillingtoperform": 53,
+    "nosuchobject": 32,
+    "entryalreadyexists": 68,
+    "nosuchattribute": 16,
+    "constraintviolation": 19,
+    "invaliddnsyntax": 34,
+    "objectclassviolation": 65,
+    "timelimitexceeded": 3,
+    "sizelimitexceeded": 4,
+}
+
+
+_SMTP_REPLIES = frozenset(
+    {"421", "450", "451", "452", "455", "500", "501", "502", "503", "504", "521", "523", "530", "534", "535", "538"}
+    | {"550", "551", "552", "553", "554", "555", "556"}
+)
+"""SMTP's negative replies (RFC 5321 §4.2.3, RFC 4954 §6, RFC 7504): other numbers are not read as replies."""
+_FTP_REPLIES = frozenset(
+    {"421", "425", "426", "430", "434", "450", "451", "452", "500", "501", "502", "503", "504", "530", "532", "534"}
+    | {"550", "551", "552", "553"}
+)
+"""FTP's negative replies (RFC 959 §4.2.2, RFC 2228)."""
+
+
+def _smtp(code: int, after: list[str]) -> Rule:
+    """An SMTP reply (RFC 5321) with its enhanced status code (RFC 3463) when one follows it."""
+    cls = code // 100
+    enhanced = len(after) >= 3 and after[0] == str(cls) and after[1].isdigit() and after[2].isdigit()
+    if enhanced:
+        subject, detail = int(after[1][:3]), int(after[2][:3])
+        if cls == 4:  # RFC 5321 §4.2.1: "transient negative completion", whatever the subject
+            return _SMTP_FTP_TRANSIENT
+        if subject == 7:
+            return _REPLY_AUTH if detail in (8, 9) or code in (530, 535) else _REPLY_REFUSED
+        if subject == 1 or subject == 5 or (subject, detail) == (3, 4):
+            return _REPLY_ADDRESS
+        if (subject, detail) == (2, 2):
+            return _REPLY_FULL
+        return _SMTP_FTP_PERMANENT
+    return _reply_by_code(code)
+
+
+def _reply_by_code(code: int) -> Rule:
+    """SMTP's and FTP's basic reply codes, which mean alike (RFC 5321 §4.2.2, RFC 959 §4.2.2)."""
+    if code // 100 == 4:
+        return _SMTP_FTP_TRANSIENT
+    if code in (530, 535, 532):
+        return _REPLY_AUTH
+    if code == 552:
+        return _REPLY_FULL
+    if code in (500, 501, 504, 551, 553, 555):
+        return _REPLY_ADDRESS
+    return _REPLY_NOT_FOUND if code == 550 else _SMTP_FTP_PERMANENT
+
+
+def _reply(words: list[str]) -> Rule | None:
+    """A numbered reply of SMTP, FTP or LDAP where a word names the protocol ("smtp", smtplib's ``SMTP...Error``,
+    "ftp", ftplib's ``error_temp``/``error_perm``, "ldap", ldapjs's error classes): SMTP/FTP's 4yz are transient by
+    their RFCs, 5yz permanent, narrowed by the enhanced status code; LDAP by its result code."""
+    lowered = [w.lower() for w in words[:600]]
+    smtp = any(w.startswith("smtp") for w in lowered)
+    ftp = any(w in ("ftp", "ftplib", "error_temp", "error_perm", "ftperror") for w in lowered)
+    ldap = any(w.startswith("ldap") for w in lowered)
+    if not (smtp or ftp or ldap):
+        return None
+    if ldap:
+        for i, w in enumerate(lowered):
+            numbered = w in ("code", "resultcode") and i + 1 < len(lowered) and lowered[i + 1].isdigit()
+            if numbered and (rule := _LDAP.get(int(lowered[i + 1][:3]))) is not None:
+                return rule
+            name = w.removesuffix("error")
+            if name in _LDAP_NAMES:
+                return _LDAP[_LDAP_NAMES[name]]
+    if smtp or ftp:
+        replies = _SMTP_REPLIES if smtp else _FTP_REPLIES
+        for i, w in enumerate(lowered):
+            if w in replies:
+                return _smtp(int(w), lowered[i + 1 : i + 4]) if smtp else _reply_by_code(int(w))
+        if "error_temp" in lowered:
+            return _SMTP_FTP_TRANSIENT
+    return None
+
+
+def _bracket_status(text: str) -> Rule | None:
+    """go-swagger's client errors, "[POST /dashboards/db][400] postDashboardBadRequest {...}": the status stands in
+    brackets right after the request's."""
+    at = text.find("][")
+    while at >= 0:
+        code = text[at + 2 : at + 5]
+        if code.isdigit() and text[at + 5 : at + 6] == "]" and (rule := _HTTP.get(int(code))) is not None:
+            return rule
+        at = text.find("][", at + 2)
+    return None
+
+
 # HTTP status codes (RFC 9110 §15) a tool reports about the service behind it (not the MCP endpoint's own status).
 _HTTP: dict[int, Rule] = {
     int(r.key): r
@@ -465,7 +951,6 @@ _HTTP_REASON_FIRST = {  # the first word of each status's reason phrase (RFC 911
 
 # --- wordings -----------------------------------------------------------------------------------------------------
 
-B1, B2 = MissingRequiredArgument, SchemaViolation
 _FS = ("fs",)
 _GIT = ("git",)
 _FETCH = ("fetch",)
@@ -558,6 +1043,7 @@ _SDK: tuple[Phrase, ...] = (
 # SQL engines' documented messages: sqlite3_errstr() and the constraint texts, PostgreSQL's error message catalog,
 # MySQL's server error reference.
 _SQL: tuple[Phrase, ...] = (
+    _p("sql", "e11000 duplicate key error", D5),  # MongoDB's DuplicateKey (11000) message
     _p("sql", "database is locked", D1, transient=True),  # SQLITE_BUSY
     _p("sql", "database table is locked", D1, transient=True),  # SQLITE_LOCKED
     _p("sql", "attempt to write a readonly database", F2, repair=ASK),  # SQLITE_READONLY
@@ -649,6 +1135,20 @@ _RUNTIME: tuple[Phrase, ...] = (
     _p("runtime", "no such host", D4),  # Go's net ("lookup x on ...: no such host"); .NET "No such host is known"
     _p("runtime", "unknownhostexception", D4),  # Java's java.net.UnknownHostException
     _p("runtime", "other side closed", D1, transient=True),  # undici's SocketError
+    # strerror(3)'s texts of the transient socket errnos (glibc, musl, BSD), as programs print them after a colon
+    # ("curl: (7) Failed to connect to db port 80: Connection refused", Go's "connect: connection refused").
+    _p("runtime", "connection refused", D1, transient=True),  # ECONNREFUSED
+    _p("runtime", "connection reset by peer", D1, transient=True),  # ECONNRESET
+    _p("runtime", "connection timed out", D1, transient=True),  # ETIMEDOUT
+    # libcurl's error texts (curl_easy_strerror, libcurl-errors(3)) and curl's own
+    _p("runtime", "couldn't connect to server", D1, transient=True),  # CURLE_COULDNT_CONNECT (7)
+    _p("runtime", "couldn't resolve host", D4),  # CURLE_COULDNT_RESOLVE_HOST (6)
+    _p("runtime", "empty reply from server", D1, transient=True),  # CURLE_GOT_NOTHING (52)
+    _p("runtime", "failure when receiving data from the peer", D1, transient=True),  # CURLE_RECV_ERROR (56)
+    _p("runtime", "failed sending data to the peer", D1, transient=True),  # CURLE_SEND_ERROR (55)
+    _p("runtime", "ssl certificate problem", D4, repair=ASK),  # CURLE_PEER_FAILED_VERIFICATION (60)
+    _p("runtime", "url using bad/illegal format", B4),  # CURLE_URL_MALFORMAT (3)
+    _p("runtime", "unsupported protocol", B4),  # CURLE_UNSUPPORTED_PROTOCOL (1)
     _p("runtime", "network is unreachable", D1, transient=True),  # ENETUNREACH
     _p("runtime", "no route to host", D1, transient=True),  # EHOSTUNREACH
     _p("runtime", "network error", D1, transient=True),  # axios's ERR_NETWORK: the request got no response
@@ -793,6 +1293,8 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "unauthenticated", F1, sources=GENERIC),
     _p("keyword", "not authenticated", F1, sources=GENERIC),
     _p("keyword", "authentication required", F1, sources=GENERIC),
+    # 401's reason phrase as RFC 2068 §10.4.2 and Apache httpd's error page still name it ("401 Authorization Required")
+    _p("keyword", "authorization required", F1, sources=GENERIC),
     _p("keyword", "authentication failed", F1, sources=GENERIC),
     _p("keyword", "login required", F1, sources=GENERIC),
     _p("keyword", "invalid token", F1, sources=GENERIC),
@@ -859,6 +1361,8 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "invalid", B4, sources=GENERIC),
     _p("keyword", "not valid", B4, sources=GENERIC),
     _p("keyword", "must be", B4, sources=GENERIC),
+    _p("keyword", "must match", B4, sources=GENERIC),
+    _p("keyword", "ambiguous", B4, sources=GENERIC, whole=True),  # the value names several things: name one
     _p("keyword", "malformed", B4, sources=GENERIC),
     _p("keyword", "out of range", B4, sources=GENERIC),
     _p("keyword", "cannot be empty", B4, sources=GENERIC),
@@ -932,7 +1436,13 @@ def _zod_missing(lowered: str) -> Rule | None:
     when the path is a top-level name; under an object or a list (``edits[0].newText``) the argument is there and
     malformed (the B2 that follows). zod's other shapes say the same: an issue as JSON (``{"code": "invalid_type",
     "received": "undefined", "path": ["url"]}``, zod 3; or zod 4's message in it) with a one-element path, and
-    zod 4's "path: Invalid input: expected string, received undefined"."""
+    zod 4's "path: Invalid input: expected string, received undefined", and zod 3's default message for an absent
+    value, "Required", in the TypeScript SDK's "Invalid arguments for tool x: Required at path"."""
+    if "invalid arguments for" in lowered:
+        at = lowered.find(": required at ")
+        path = lowered[at + 14 : at + 214].split(maxsplit=1) if at >= 0 else []
+        if path and "." not in path[0] and "[" not in path[0]:
+            return _ZOD_MISSING
     at = lowered.find(_ZOD_UNDEFINED)
     while at >= 0:
         path = lowered[at + len(_ZOD_UNDEFINED) : at + len(_ZOD_UNDEFINED) + 200].split(maxsplit=1)
@@ -1093,28 +1603,34 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 _EXIT_FAILED = Rule("process", "exit status", B4)
 _EXIT_TIMEOUT = _cut("process", "exit status 124")
+_EXIT_NOT_RUN = Rule("process", "exit status 126/127", B4, repair=FIX)
+_EXIT_KILLED = _cut("process", "exit status 137")
+_EXIT_STOPPED = Rule("process", "exit status 130/143", D4, repair=ASK, cut=True)
+_EXIT_SIGNAL = Rule("process", "exit status 128+n", D4, cut=True)
+_MAX_SIGNAL = 64
+"""Signals run to SIGRTMAX (64 on Linux): a status above 192 (ssh's 255, ``exit(-1)``) is the program's own failure."""
 
 
-def _exit_status(lowered_words: list[str]) -> Rule | None:
-    """A process's exit status in a tool's error ("exit status 1", "exit code 128", "Exit Code: 2", "exited with
-    code 1", Python's "returned non-zero exit status 1"): the command ran and failed (POSIX: non-zero is failure), so
-    the command is what to change (B4). 124 is GNU ``timeout``'s: the command ran out of its time (D4, the same
-    command meets the same limit). Above 128 a signal ended it: nothing is said."""
-    for i, word in enumerate(lowered_words[:-1]):
-        if word not in ("status", "code"):
-            continue
-        before = lowered_words[max(0, i - 2) : i]
-        if "exit" not in before and "exited" not in before:
-            continue
-        value = lowered_words[i + 1]
-        if not value.isdigit() or len(value) > 3:
-            continue
-        status = int(value)
-        if status == 124:
-            return _EXIT_TIMEOUT
-        if 0 < status <= 128:
-            return _EXIT_FAILED
-    return None
+def _exit_status(lowered_words: list[str], lowered: str = "") -> Rule | None:
+    """A process's exit status in a tool's error (``programs.exit_status``): the command ran and failed (POSIX:
+    non-zero is failure), so the command is what to change (B4). The statuses with a documented meaning: 126 (found,
+    not executable) and 127 (not found) are the shell's: the command never ran (B4, fix it); 124 is GNU
+    ``timeout``'s: the command ran out of its time (D4, the same command meets the same limit); above 128 the signal
+    128+n ended it midway (what it did before is unknown): 137 SIGKILL, the kernel's OOM killer's and ``timeout
+    -s KILL``'s (D4, narrow the work), 130 SIGINT and 143 SIGTERM someone stopped it (D4, ask), any other signal D4.
+    None is transient: no status says that the same command would pass."""
+    status = programs.exit_status(lowered_words, lowered)
+    if status is None or status == 0 or status > 255:
+        return None
+    if status == 124:
+        return _EXIT_TIMEOUT
+    if status in (126, 127):
+        return _EXIT_NOT_RUN
+    if status == 137:
+        return _EXIT_KILLED
+    if status in (130, 143):
+        return _EXIT_STOPPED
+    return _EXIT_SIGNAL if 128 < status <= 128 + _MAX_SIGNAL else _EXIT_FAILED
 
 
 _WORK = ("command", "process", "script", "execution", "statement", "query")
@@ -1191,6 +1707,9 @@ def _http(words: list[str]) -> Rule | None:
         after = words[i + 1].lower() if i + 1 < len(words) else ""
         if before in _HTTP_BEFORE or after == _HTTP_REASON_FIRST.get(status):
             return rule
+        # Python requests' raise_for_status: "404 Client Error: Not Found for url: ...", "503 Server Error: ..."
+        if after in ("client", "server") and i + 2 < len(words) and words[i + 2].lower() == "error":
+            return rule
     return None
 
 
@@ -1209,11 +1728,53 @@ def retry_after_ms(words: list[str]) -> int | None:
 def _exited(plain: str, words: list[str]) -> Rule | None:
     """A failed command's exit status, unless its output says the world is not as the call assumed ("already
     exists", "nothing to commit"): that state conflict is the more specific reading."""
-    status = _exit_status([w.lower() for w in words])
-    if status is None or status is _EXIT_TIMEOUT:
+    status = _exit_status([w.lower() for w in words], plain)
+    if status is None or status is not _EXIT_FAILED:
         return status
+    return _own_cause(plain, words) or status
+
+
+def _own_cause(plain: str, words: list[str]) -> Rule | None:
+    """What a failed program's output says for itself, where it outranks "the program failed": a state conflict
+    ("already exists", "nothing to commit": the world is not as the call assumed), or a transient cause in a
+    standard's words (an errno, a Python exception, a network text: the service behind the program refused the
+    connection or timed out). A generic word alone never makes the program's failure transient."""
     said = _first_phrase(plain, _SERVERS) or _first_phrase(plain, _KEYWORDS)
-    return said if said is not None and said.fault is StateConflict else status
+    if said is not None and said.fault is StateConflict:
+        return said
+    cause = _named(words, _ERRNO) or _named(words, _PYTHON) or _first_phrase(plain, _RUNTIME)
+    return cause if cause is not None and cause.transient else None
+
+
+_PROGRAM_FAILED = Rule("program", "the program failed", B4, repair=FIX, cut=True)
+_PROGRAM_REFUSED = Rule("program", "refused before it ran", B4, repair=FIX)
+_COMMAND_MISSING = Rule("program", "command not found", B4, repair=FIX)
+
+
+def _program(text: str, plain: str, words: list[str], arguments: frozenset[str]) -> Rule | None:
+    """The output of a program the tool ran for the caller (``programs.ran_program``) read as "the program failed"
+    rather than by the standard words inside it, which are the program's (a ``FileNotFoundError`` in a snippet is
+    the snippet's missing file, not the server's): a shell that could not find the command, or an exception raised
+    before the code ran (``SyntaxError``, a module not installed), is B4 with nothing run; an exception the running
+    code raised, or Node's "Command failed: <cmd>" with no exit status named, is B4 with what ran before it unknown
+    (maybe executed). The output's own cause outranks it (``_own_cause``: a connection refused to the program's
+    service is that service's transient fault). Without a runner's mark or a code/command argument: not read here."""
+    if not programs.ran_program(plain, arguments):
+        return None
+    if programs.shell_command_missing(text):
+        return _COMMAND_MISSING
+    raised = programs.last_exception(text)
+    if raised is not None:
+        name, message = raised
+        if name in programs.REFUSED_BEFORE_RUN:
+            return _PROGRAM_REFUSED
+        python = _PYTHON.get(name)
+        if python is not None and python.transient:
+            return python
+        return _own_cause(message.lower(), tokens(message)) or _PROGRAM_FAILED
+    if programs.node_command_failed(plain) and _exit_status([w.lower() for w in words], plain) is None:
+        return _own_cause(plain, words) or _PROGRAM_FAILED
+    return None
 
 
 def _without_urls(lowered: str) -> str:
@@ -1282,13 +1843,16 @@ def _windowed(found: Rule | None, plain: str) -> Rule | None:
 
 
 _SERVER_ERRORS = frozenset({("http", "500"), ("http-reason", "internal server error")})
+_BAD_REQUESTS = frozenset({("http", "400"), ("http-reason", "bad request")})
 
 
 def _server_error_said_how(found: Rule | None, plain: str) -> Rule | None:
     """A 500 says only that the server failed (RFC 9110 §15.6.1: "an unexpected condition"); services answer many a
     permanent refusal with it (Docker's "port is already allocated", a conflict). Where its words name a conflict or a
-    refusal, they decide; otherwise the 500 stands (a transient server error)."""
-    if found is None or (found.family, found.key) not in _SERVER_ERRORS:
+    refusal, they decide; otherwise the 500 stands (a transient server error). A 400 says only that the request was
+    wrong somehow (§15.5.1): a conflict or a refusal its words name decides too; a "not found" stays the request's
+    (a field or a name the request got wrong, B4)."""
+    if found is None or (found.family, found.key) not in _SERVER_ERRORS | _BAD_REQUESTS:
         return found
     said = _first_phrase(plain, _KEYWORDS)
     if said is not None and not said.transient and said.fault in (StateConflict, Unauthenticated, PermissionDenied):
@@ -1308,14 +1872,22 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _pydantic(lowered)
         or _first_phrase(plain, _SDK)
         or _on(_validation_prefix(plain))
+        or (_program(text, plain, words, arguments) if active(_PROGRAM_FAILED) else None)
         or _exited(plain, words)
+        or _body_code(text)
+        or _kubectl(text)
+        or _code_token(words)
         or _sqlstate(words)
         or _redis(text)
         or _named(words, _GRPC)
         or _named(words, _ERRNO)
         or _named(words, _PYTHON)
         or _aws(text, words)
+        or _named(words, _RUNTIME_EXCEPTIONS)
+        or _named(words, _CURL)
+        or _reply(words)
         or _http(words)
+        or _bracket_status(text)
         or (_work_limit(plain) if active(_WORK_LIMIT) else None)
         or _first_phrase(plain, _SQL)
         or _first_phrase(plain, _RUNTIME)
@@ -1340,6 +1912,13 @@ ALL_CODES: tuple[Rule, ...] = (
     _PYDANTIC_INVALID,
     _EXIT_FAILED,
     _EXIT_TIMEOUT,
+    _EXIT_NOT_RUN,
+    _EXIT_KILLED,
+    _EXIT_STOPPED,
+    _EXIT_SIGNAL,
+    _PROGRAM_FAILED,
+    _PROGRAM_REFUSED,
+    _COMMAND_MISSING,
     _CHOICES,
     _PREFIX_MISSING,
     _PREFIX_INVALID,
@@ -1354,4 +1933,25 @@ ALL_CODES: tuple[Rule, ...] = (
     *_PYTHON.values(),
     *_HTTP.values(),
     *_AWS.values(),
+    *(r for r in _UPPER_CODES.values() if r.family != "grpc"),  # CURLE_* included; gRPC's are listed above
+    *_SNAKE_CODES.values(),
+    *_K8S_REASONS.values(),
+    *_MONGO.values(),
+    *_RUNTIME_EXCEPTIONS.values(),
+    *_LDAP.values(),
+    _SMTP_FTP_TRANSIENT,
+    _SMTP_FTP_PERMANENT,
+    _REPLY_AUTH,
+    _REPLY_REFUSED,
+    _REPLY_ADDRESS,
+    _REPLY_FULL,
+    _REPLY_NOT_FOUND,
+    _PART_DENIED,
+    _PART_APPROVAL,
+    _PART_AUTH,
+    _PART_QUOTA,
+    _PART_RATE,
+    _PART_NOT_FOUND,
+    _PART_EXISTS,
+    _PART_INVALID,
 )

@@ -97,11 +97,12 @@ def test_a_failed_commands_exit_status_says_the_command_is_what_to_change(text: 
     assert fault.repair_action is RepairAction.FIX_PARAMETER
 
 
-def test_exit_status_gives_way_to_a_state_conflict_and_says_nothing_of_signals() -> None:
+def test_exit_status_gives_way_to_a_state_conflict_and_a_signal_is_never_transient() -> None:
     assert type(of_text("exit status 128 stderr: fatal: a branch named 'topic' already exists")) is D5
     assert type(of_text("Command failed with exit status 1: nothing to commit, working tree clean")) is D5
-    killed = of_text("the job ended with exit code 137")  # 128 + SIGKILL: nothing is said about the command
-    assert killed.details.get("vocabulary") != "process"
+    killed = of_text("the job ended with exit code 137")  # 128 + SIGKILL: cut midway, the same work meets it again
+    assert type(killed) is D4 and not killed.is_transient
+    assert killed.retry_safety is RetrySafety.MAYBE_EXECUTED
     timeout = of_text("exit status 124")  # GNU timeout: the same command meets the same limit
     assert type(timeout) is D4 and timeout.details["vocabulary"] == "process"
 
