@@ -24,6 +24,18 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _structlog_config() -> Iterator[None]:
+    """Whatever a test configures structlog with (a command's ``main`` binds its logger to the ``sys.stderr`` of the
+    moment, which is pytest's capture of that test) is undone after it: otherwise the next test in the worker logs
+    into a closed capture file and its handlers fail with "I/O operation on closed file"."""
+    import structlog
+
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
