@@ -122,6 +122,11 @@ def http_session_transport(manager: Any, session_id: str, requestor: Any) -> Any
     return transport
 
 
+def http_session_ids(manager: Any) -> Any:
+    """The ids of the stateful sessions a ``StreamableHTTPSessionManager`` serves now (a live view)."""
+    return manager._server_instances.keys()
+
+
 def http_json_response(manager: Any) -> bool:
     """Whether the session manager answers requests with a JSON body (else with an SSE stream)."""
     return bool(manager.json_response)

@@ -61,6 +61,7 @@ from ..adapters.sdk import (
     http_related_messages,
     http_request_metadata,
     http_security_refusal,
+    http_session_ids,
     http_session_transport,
     loop_dispatcher,
     open_request,
@@ -82,7 +83,8 @@ _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
 ]
 """As the SDK's POST handler sends them (``EventSourceResponse`` adds ``x-accel-buffering`` after the session id)."""
-_MAX_SESSIONS_KEPT_SLACK = 64
+_SESSIONS_SLACK = 64
+"""Ended sessions the lane may still remember beyond twice the live ones before it forgets them."""
 
 
 class HttpToolCalls:
@@ -111,8 +113,8 @@ class HttpToolCalls:
         )
         if not session_id or dispatcher is None or ctx.session.client_params is None or relays:
             return
-        if self._manager is not None and len(self._sessions) > 2 * len(self._manager._server_instances) + 64:
-            live = self._manager._server_instances
+        live = http_session_ids(self._manager) if self._manager is not None else None
+        if live is not None and len(self._sessions) > 2 * len(live) + _SESSIONS_SLACK:  # forget the ended ones
             self._sessions = {sid: entry for sid, entry in self._sessions.items() if sid in live}
         self._sessions[session_id] = (ctx.session, dispatcher)
 
