@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import suppress as contextlib_suppress
 from typing import Any
 
 import anyio
@@ -174,28 +173,41 @@ def spawn_handler(dispatcher: JSONRPCDispatcher[Any], fn: Callable[[], Any]) -> 
     contextvars.copy_context().run(dispatcher._tg.start_soon, fn)
 
 
-def http_related_messages(transport: Any, request_id: str) -> Any:
-    """Register a request stream for ``request_id`` on ``transport`` as its POST handler does, unbounded (nobody reads
-    it until the answer), so messages the proxy sends related to the request (an upstream's log lines) are kept for
-    the answer's SSE stream instead of dropped; ``None`` when the id is in use (the SDK's path serves it)."""
-    from mcp.server.streamable_http import EventMessage
+class _Related:
+    """Both ends of a request stream the transport's message router writes to (``send``) and its clean-up closes:
+    the messages are only kept, for the answer (a list, not a memory stream: nobody reads them before it)."""
 
+    def __init__(self) -> None:
+        self.held: list[Any] = []
+        self.closed = False
+
+    async def send(self, event: Any) -> None:
+        if self.closed:
+            raise anyio.ClosedResourceError
+        self.held.append(event.message)
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def http_related_messages(transport: Any, request_id: str) -> Any:
+    """Register a request stream for ``request_id`` on ``transport`` as its POST handler does, so messages the proxy
+    sends related to the request (an upstream's log lines) are kept for the answer's SSE stream instead of dropped;
+    ``None`` when the id is in use (the SDK's path serves it)."""
     if request_id in transport._request_streams:
         return None
-    send, receive = anyio.create_memory_object_stream[EventMessage](float("inf"))
-    transport._request_streams[request_id] = (send, receive)
-    return receive
+    related = _Related()
+    transport._request_streams[request_id] = (related, related)
+    return related
 
 
-def http_forget_related(transport: Any, request_id: str, receive: Any) -> list[Any]:
-    """Unregister ``request_id``'s stream (if it is still ``receive``'s) and return the messages it holds."""
+def http_forget_related(transport: Any, request_id: str, related: Any) -> list[Any]:
+    """Unregister ``request_id``'s stream (if it is still ``related``) and return the messages it holds."""
     streams = transport._request_streams.get(request_id)
-    if streams is not None and streams[1] is receive:
+    if streams is not None and streams[1] is related:
         del transport._request_streams[request_id]
-        streams[0].close()
-    held: list[Any] = []
-    with contextlib_suppress(anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-        while True:
-            held.append(receive.receive_nowait().message)
-    receive.close()
-    return held
+    related.close()
+    return list(related.held)

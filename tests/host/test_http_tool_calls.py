@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,13 +40,23 @@ CANCELLED = {"code": -32800, "message": "Request cancelled"}
 VOLATILE_HEADERS = {"date", "server", "transfer-encoding", "content-length"}
 
 
+CONFORMANCE_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "conformance_server.py"
+
+
 @contextmanager
 def _proxy(
-    tmp_path: Path, name: str, *, raw: bool, policy: str | None = None, tokens: list[str] | None = None
+    tmp_path: Path,
+    name: str,
+    *,
+    raw: bool,
+    policy: str | None = None,
+    tokens: list[str] | None = None,
+    upstream: list[str] | None = None,
 ) -> Iterator[tuple[str, Path, Path]]:
-    """``serve --http`` on a free loopback port in front of the probe server: (its MCP URL, stderr, probe events)."""
+    """``serve --http`` on a free loopback port in front of the probe server (or ``upstream``): (its MCP URL,
+    stderr, probe events)."""
     err, events = tmp_path / f"{name}.stderr", tmp_path / f"{name}.events"
-    probe = probe_argv(events=events)
+    probe = upstream or probe_argv(events=events)
     config: dict[str, Any] = {
         "upstreams": {"probe": {"command": probe[0], "args": probe[1:]}},
         "logging": {"level": "debug", "format": "json"},
@@ -252,3 +263,16 @@ def test_a_client_that_disconnects_does_not_cancel_its_call_and_the_session_goes
         after = events(session.call(9, "echo", {"text": "still here"}))[-1]
         assert after["result"]["content"] == [{"type": "text", "text": "still here"}]
         assert lane_ids(err) == [8, 9]
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["lane", "sdk-path"])
+def test_an_upstreams_log_lines_during_a_call_come_before_its_answer_on_its_stream(tmp_path: Path, raw: bool) -> None:
+    upstream = [sys.executable, str(CONFORMANCE_SERVER), "--stdio"]
+    name = "logs-lane" if raw else "logs-sdk"
+    with _proxy(tmp_path, name, raw=raw, upstream=upstream) as (url, err, _), httpx.Client(timeout=CALL_S) as client:
+        session = Session(client, url)
+        messages = events(session.call(5, "test_tool_with_logging", {}))
+        assert lane_ids(err) == ([5] if raw else [])
+    logs = [m["params"]["data"] for m in messages if m.get("method") == "notifications/message"]
+    assert logs == ["Tool execution started", "Tool processing data", "Tool execution completed"], messages
+    assert messages[-1]["id"] == 5 and "result" in messages[-1], messages
