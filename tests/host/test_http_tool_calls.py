@@ -276,3 +276,23 @@ def test_an_upstreams_log_lines_during_a_call_come_before_its_answer_on_its_stre
     logs = [m["params"]["data"] for m in messages if m.get("method") == "notifications/message"]
     assert logs == ["Tool execution started", "Tool processing data", "Tool execution completed"], messages
     assert messages[-1]["id"] == 5 and "result" in messages[-1], messages
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["lane", "sdk-path"])
+def test_a_session_ended_during_a_call_cancels_it_and_ends_its_stream_unanswered(tmp_path: Path, raw: bool) -> None:
+    name = "ended-lane" if raw else "ended-sdk"
+    with _proxy(tmp_path, name, raw=raw) as (url, err, probe_events), httpx.Client(timeout=CALL_S) as client:
+        session = Session(client, url)
+        answer: dict[str, httpx.Response] = {}
+        slow = threading.Thread(target=lambda: answer.update(r=session.call(7, "slow", {"seconds": 60})))
+        slow.start()
+        try:
+            wait_until(lambda: _started(probe_events), CALL_S, "the slow call upstream", stderr=err)
+            assert client.delete(url, headers=session.headers).status_code == 200
+        finally:
+            slow.join(CALL_S)
+        assert answer["r"].status_code == 200 and events(answer["r"]) == [], answer["r"].text
+        cancelled = lambda: any(e.startswith("cancelled") for e in read_events(probe_events))  # noqa: E731
+        wait_until(cancelled, CALL_S, "the upstream's cancel", stderr=err)
+        assert session.call(8, "echo", {"text": "x"}).status_code == 404
+        assert lane_ids(err) == ([7] if raw else [])
