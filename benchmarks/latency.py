@@ -374,12 +374,12 @@ def _version(dist: str) -> str:
 
 def show(result: dict[str, Any]) -> None:
     print(f"\n{'mode':<22}{'median':>9}{'p95':>9}{'p99':>9}{'x direct':>10}{'added':>9}   (ms)")
-    for name, s in result["modes"].items():
+    for name, s in result.get("modes", {}).items():
         print(
             f"{name:<22}{s['median_ms']:>9.3f}{s['p95_ms']:>9.3f}{s['p99_ms']:>9.3f}{s['ratio_to_direct']:>10.2f}"
             f"{s['added_ms']:>9.3f}"
         )
-    for name, why in result["skipped"].items():
+    for name, why in result.get("skipped", {}).items():
         print(f"{name:<22}skipped: {why}")
     if "http_load" in result:
         load = result["http_load"]
@@ -464,11 +464,19 @@ async def http_load_rounds(args: argparse.Namespace, tmp: Path, run_id: str) -> 
     proxy = [*resilient_cmd(), "wrap", "--state-dir", state, "--http", f"127.0.0.1:{proxy_port}", "--"]
     proxy += [PY, RAW, "--run-id", run_id]
     targets = {"direct_sdk_http": (direct, direct_port), "resilient_http_load": (proxy, proxy_port)}
+    envs: dict[str, dict[str, str]] = {}
+    if args.baseline is not None:  # the same ``wrap --http``, the package found in DIR (the script, not ``-m``: the
+        # working directory would come first on ``sys.path``)
+        base_port = free_port()
+        base = [*resilient_cmd(), "wrap", "--state-dir", str(tmp / "state-http-baseline")]
+        base += ["--http", f"127.0.0.1:{base_port}", "--", PY, RAW, "--run-id", run_id]
+        targets["resilient_http_baseline"] = (base, base_port)
+        envs["resilient_http_baseline"] = {**os.environ, "PYTHONPATH": str(args.baseline)}
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
     async with AsyncExitStack() as stack:
         for name, (command, port) in targets.items():
             err = stack.enter_context((OUT / f"stderr-{name}.log").open("a"))
-            await stack.enter_async_context(process_group(command, err))
+            await stack.enter_async_context(process_group(command, err, envs.get(name)))
             await wait_for_port("127.0.0.1", port, timeout_s=30)
         for r in range(args.http_rounds):
             for name in targets if r % 2 == 0 else reversed(list(targets)):
@@ -485,6 +493,10 @@ async def http_load_rounds(args: argparse.Namespace, tmp: Path, run_id: str) -> 
     d, p = out["targets"]["direct_sdk_http"], out["targets"]["resilient_http_load"]
     out["throughput_ratio"] = p["throughput_per_s"] / d["throughput_per_s"]
     out["p99_ratio"] = p["p99_ms"] / d["p99_ms"]
+    if "resilient_http_baseline" in out["targets"]:
+        b = out["targets"]["resilient_http_baseline"]
+        out["baseline_throughput_ratio"] = b["throughput_per_s"] / d["throughput_per_s"]
+        out["baseline_p99_ratio"] = b["p99_ms"] / d["p99_ms"]
     return out
 
 
@@ -498,6 +510,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         otlp_sink() as sink,
     ):
         try:
+            if args.http_only:
+                load = await http_load_rounds(args, Path(tmp_name), run_id)
+                return {"http_load": load, "summary": http_summary(load)}
             modes, skipped = build_modes(args, Path(tmp_name), run_id, None if args.skip_ops else sink.url)
             async with AsyncExitStack() as stack:
                 sessions = {}
@@ -518,15 +533,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     result = report(modes, skipped, args, paired)
     if load is not None:
         result["http_load"] = load
-        summary = result["summary"]
-        summary["http_load"] = f"{load['sessions']} sessions x {load['calls_per_session']} calls"
-        summary["http_throughput_ratio_to_direct_sdk"] = load["throughput_ratio"]
-        summary["http_p99_ratio_to_direct_sdk"] = load["p99_ratio"]
-        summary["target_http_throughput_ratio"] = HTTP_THROUGHPUT_TARGET
-        summary["meets_http_target"] = load["throughput_ratio"] >= HTTP_THROUGHPUT_TARGET and load["p99_ratio"] <= 1
+        result["summary"].update(http_summary(load))
     if not args.skip_ops:
         result["summary"]["ops_spans_exported_bytes"] = sink.received
     return result
+
+
+def http_summary(load: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"http_load": f"{load['sessions']} sessions x {load['calls_per_session']} calls"}
+    summary["http_throughput_ratio_to_direct_sdk"] = load["throughput_ratio"]
+    summary["http_p99_ratio_to_direct_sdk"] = load["p99_ratio"]
+    if "baseline_throughput_ratio" in load:
+        summary["http_baseline_throughput_ratio_to_direct_sdk"] = load["baseline_throughput_ratio"]
+        summary["http_baseline_p99_ratio_to_direct_sdk"] = load["baseline_p99_ratio"]
+    summary["target_http_throughput_ratio"] = HTTP_THROUGHPUT_TARGET
+    summary["meets_http_target"] = load["throughput_ratio"] >= HTTP_THROUGHPUT_TARGET and load["p99_ratio"] <= 1
+    return summary
 
 
 def main() -> None:
@@ -544,6 +566,7 @@ def main() -> None:
     p.add_argument("--http-calls", type=int, default=100, help="calls per session of the HTTP load (default 100)")
     p.add_argument("--http-rounds", type=int, default=2, help="alternating rounds of the HTTP load (default 2)")
     p.add_argument("--skip-http-load", action="store_true")
+    p.add_argument("--http-only", action="store_true", help="only the HTTP load (with --baseline: a third target)")
     p.add_argument("--short", action="store_true", help="the CI version: few calls, a 10 x 20 load, floors on")
     p.add_argument("--out", type=Path, default=OUT / "latency.json")
     args = p.parse_args()

@@ -1,7 +1,7 @@
 """Where one ``tools/call`` spends the proxy's time: a cProfile of the proxy's event-loop thread, per call.
 
     python benchmarks/profile_calls.py [--calls 1000] [--policy FILE] [--top 25] [--clock cpu|wall] [--code DIR]
-                                       [--save FILE]
+                                       [--save FILE] [--http SESSIONS]
 
 Starts ``wrap`` in front of ``raw_upstream.py`` with a profiler installed but off, and a plain JSON-RPC client
 (legacy handshake, sequential calls of ``echo``, each with a new message). After 100 warm-up calls SIGUSR1 turns the
@@ -12,6 +12,8 @@ most own time. ``--clock cpu`` (default) times the event-loop thread's CPU (``ti
 spends, not what it waits for); ``wall`` includes waiting (GIL, pipes). ``--policy`` e.g. a file marking echo
 ``read_only``; ``--code DIR`` profiles another copy of the package; ``--save FILE`` keeps the profile. A figure, not
 a test (cProfile slows the proxy down severalfold: compare counts and shares, not milliseconds, with latency.py).
+``--http N``: ``wrap --http`` instead, driven by N concurrent SDK client sessions over streamable HTTP (20 warm-up
+calls each, then ``--calls`` shared between them); ``RESILIENT_MCP_RAW_TOOL_CALLS=off`` profiles the SDK's path.
 """
 
 from __future__ import annotations
@@ -141,6 +143,69 @@ def profile(code: Path, calls: int, policy: str | None, clock: str, save: Path |
         return stats
 
 
+def profile_http(
+    code: Path, calls: int, sessions: int, policy: str | None, clock: str, save: Path | None = None
+) -> pstats.Stats:
+    """As ``profile``, over streamable HTTP: ``wrap --http`` and ``sessions`` concurrent SDK client sessions (in this
+    process) sharing ``calls`` calls of ``echo``, after 20 warm-up calls each."""
+    import anyio
+    from bench_procs import free_port, wait_for_port
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    with tempfile.TemporaryDirectory(prefix="rmcp-prof-") as tmp:
+        out = Path(tmp) / "proxy.prof"
+        port = free_port()
+        extra = ["--policy", policy] if policy else []
+        argv = [sys.executable, "-c", _WRAPPER, "--log-level", "warning", "wrap", "--state-dir", str(Path(tmp) / "s")]
+        argv += ["--http", f"127.0.0.1:{port}", *extra, "--", sys.executable, str(UPSTREAM)]
+        env = {**os.environ, "PYTHONPATH": str(code), "PROFILE_OUT": str(out), "PROFILE_CLOCK": clock}
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir(), env=env
+        )
+
+        async def drive() -> None:
+            await wait_for_port("127.0.0.1", port, timeout_s=60)
+            url = f"http://127.0.0.1:{port}/mcp"
+            warm = anyio.Event()
+            counts = {"warm": 0}
+            go = anyio.Event()
+
+            async def one(s: int) -> None:
+                async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    for i in range(20):
+                        await session.call_tool("echo", {"message": f"warm-{s}-{i}"})
+                    counts["warm"] += 1
+                    if counts["warm"] == sessions:
+                        warm.set()
+                    await go.wait()
+                    for i in range(calls // sessions):
+                        await session.call_tool("echo", {"message": f"m-{s}-{i}"})
+
+            async with anyio.create_task_group() as tg:
+                for s in range(sessions):
+                    tg.start_soon(one, s)
+                await warm.wait()
+                proc.send_signal(signal.SIGUSR1)
+                await anyio.sleep(0.2)  # a figure, not a test: the handler runs at the proxy's next bytecode
+                go.set()
+            proc.send_signal(signal.SIGUSR2)
+
+        try:
+            anyio.run(drive)
+            deadline = time.monotonic() + 60
+            while not out.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            stats = pstats.Stats(str(out))
+            if save is not None:
+                stats.dump_stats(str(save))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=120)
+        return stats
+
+
 def per_call(stats: pstats.Stats, calls: int) -> dict[Key, tuple[float, float, float]]:
     """key -> (calls, own seconds, cumulative seconds) per tools/call."""
     raw: dict[Key, Any] = stats.stats  # type: ignore[attr-defined]
@@ -155,8 +220,14 @@ def main() -> None:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--code", type=Path, default=HERE.parent)
     p.add_argument("--save", type=Path, help="also write the profile there (for pstats' print_callers)")
+    p.add_argument("--http", type=int, metavar="SESSIONS", help="over streamable HTTP, this many sessions at once")
     args = p.parse_args()
-    rows = per_call(profile(args.code.resolve(), args.calls, args.policy, args.clock, args.save), args.calls)
+    if args.http:
+        args.calls -= args.calls % args.http
+        stats = profile_http(args.code.resolve(), args.calls, args.http, args.policy, args.clock, args.save)
+    else:
+        stats = profile(args.code.resolve(), args.calls, args.policy, args.clock, args.save)
+    rows = per_call(stats, args.calls)
     total = sum(tt for _, tt, _ in rows.values())
     print(f"per tools/call ({args.calls} calls, {args.clock} clock): {total * 1e6:.0f} µs under cProfile")
     print("\ncounts per call:")

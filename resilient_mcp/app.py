@@ -6,7 +6,6 @@ upstream's owner task closes its transport, which terminates a stdio server's wh
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -16,7 +15,7 @@ import anyio
 import structlog
 
 from .host.opening import declared_capabilities, read_opening, speaks_2026
-from .host.rawcall import RAW_SWITCH, RawToolCalls
+from .host.rawcall import RawToolCalls, raw_lanes_on
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
 from .ops.runtime import Ops, OpsUnavailable
@@ -62,7 +61,7 @@ async def _serve(proxy: Proxy, config: ProxyConfig, listen_at: str | None, base:
         await _serve_on(proxy, config, listen_at, base, ops, None)
         return
     refused: CatalogConflict | StateError | None = None
-    raw = RawToolCalls() if os.environ.get(RAW_SWITCH, "").lower() != "off" else None
+    raw = RawToolCalls() if raw_lanes_on() else None
     async with stdio_transport(raw) as (read, write):
         # The host's opening request first: each upstream then starts once, with the host's own capabilities, in
         # the host's own era (``protocol: auto``).
@@ -85,7 +84,11 @@ async def _serve_on(
     async with proxy.running() as p, anyio.create_task_group() as tg:
         if config.policy_paths():
             tg.start_soon(PolicyWatcher(config.policy_paths, p.set_policy, base=base).run)
-        raw = stdio[2] if stdio else None
+        raw: Any = stdio[2] if stdio else None
+        if listen_at and raw_lanes_on():
+            from .host.httpcall import HttpToolCalls
+
+            raw = HttpToolCalls()
         server = build_server(p, instructions=_with_notice(_instructions(), startup_notice(p)), raw=raw)
         ops.instrument(server)
         if raw is not None:
@@ -98,7 +101,7 @@ async def _serve_on(
             from .host.http import serve_http
 
             host, port = split_host_port(listen_at)
-            await serve_http(p, server, host, port, config.listen, ops)
+            await serve_http(p, server, host, port, config.listen, ops, lane=raw)
         else:
             read, write, _ = stdio
             await server.run(read, write, init_options(server))

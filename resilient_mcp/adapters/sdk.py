@@ -49,16 +49,20 @@ def loop_dispatcher(session: object) -> JSONRPCDispatcher[Any] | None:
 
 
 def open_request(
-    dispatcher: JSONRPCDispatcher[Any], request_id: Any, progress_token: Any
+    dispatcher: JSONRPCDispatcher[Any], request_id: Any, progress_token: Any, message_metadata: Any = None
 ) -> tuple[_JSONRPCDispatchContext[Any], anyio.CancelScope]:
     """A request context of ``dispatcher`` for an inbound request it did not read (the raw tools/call path), and its
     cancel scope, registered as the dispatcher registers its own: a ``notifications/cancelled`` for ``request_id``
     sets ``cancel_requested`` and cancels the scope; progress, server→client requests and notifications ride the
-    dispatcher, related to ``request_id``. ``close_request`` undoes it."""
+    dispatcher, related to ``request_id``. ``message_metadata``: what the transport would have framed the request
+    with (over HTTP: the request, and whether its response can carry the server's requests). ``close_request``
+    undoes it."""
+    can_send = getattr(message_metadata, "can_send_request", True)
     dctx = _JSONRPCDispatchContext(
-        transport=TransportContext(kind="jsonrpc", can_send_request=True),
+        transport=TransportContext(kind="jsonrpc", can_send_request=can_send),
         _dispatcher=dispatcher,
         _request_id=request_id,
+        message_metadata=message_metadata,
         _progress_token=progress_token,
     )
     scope = anyio.CancelScope()
@@ -91,3 +95,119 @@ def close_request(dispatcher: JSONRPCDispatcher[Any], dctx: _JSONRPCDispatchCont
 def sdk_tracing_middleware(middleware: object) -> bool:
     """Whether ``middleware`` is the SDK's own OpenTelemetry server middleware (on every ``Server`` by default)."""
     return isinstance(middleware, OpenTelemetryMiddleware)
+
+
+# --- streamable HTTP (the raw tools/call lane of ``host/httpcall.py``) ------------------------------------------------
+
+
+def http_request_metadata(request: Any, *, can_send_request: bool) -> Any:
+    """The metadata the SDK's streamable HTTP transport frames an inbound request with (``request_context`` is what
+    a handler reads as ``ctx.request``)."""
+    from mcp.shared.message import ServerMessageMetadata
+
+    return ServerMessageMetadata(request_context=request, can_send_request=can_send_request)
+
+
+def http_session_transport(manager: Any, session_id: str, requestor: Any) -> Any:
+    """The live transport of stateful session ``session_id`` of a ``StreamableHTTPSessionManager`` when the SDK would
+    serve ``requestor`` (an ``AuthorizationContext`` or ``None``) on it, else ``None`` (unknown, ended, another
+    principal's, or idle-expired: the SDK's own path answers those)."""
+    transport = manager._server_instances.get(session_id)
+    if transport is None or transport.is_terminated or requestor != manager._session_owners.get(session_id):
+        return None
+    idle = transport.idle_scope
+    if idle is not None and idle.cancel_called:
+        return None
+    return transport
+
+
+def http_session_ids(manager: Any) -> Any:
+    """The ids of the stateful sessions a ``StreamableHTTPSessionManager`` serves now (a live view)."""
+    return manager._server_instances.keys()
+
+
+def http_json_response(manager: Any) -> bool:
+    """Whether the session manager answers requests with a JSON body (else with an SSE stream)."""
+    return bool(manager.json_response)
+
+
+async def http_security_refusal(transport: Any, request: Any) -> Any:
+    """What the transport's DNS-rebinding and Content-Type check answers a POST (``None``: it passes). It never
+    suspends (no await inside), so a caller's view of the session registry stays current across it."""
+    return await transport._security.validate_request(request, is_post=True)
+
+
+class HttpRequestHold:
+    """A request in flight on ``transport`` as its own ``handle_request`` counts one: the session's idle countdown
+    is suspended while it runs and restarts when the last request ends."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+
+    def __enter__(self) -> None:
+        t = self._transport
+        if t.idle_scope is not None and t._idle_timeout is not None:
+            t._requests_in_flight += 1
+            t.idle_scope.deadline = float("inf")
+
+    def __exit__(self, *exc: object) -> None:
+        t = self._transport
+        if t.idle_scope is not None and t._idle_timeout is not None:
+            t._requests_in_flight -= 1
+            if not t._requests_in_flight:
+                t.idle_scope.deadline = anyio.current_time() + t._idle_timeout
+
+
+def dispatcher_live(dispatcher: JSONRPCDispatcher[Any]) -> bool:
+    """Whether ``dispatcher``'s receive loop still runs (its task group takes new handlers)."""
+    return dispatcher._running and dispatcher._tg is not None
+
+
+def spawn_handler(dispatcher: JSONRPCDispatcher[Any], fn: Callable[[], Any]) -> None:
+    """Run ``fn()`` in ``dispatcher``'s task group, where the SDK runs its own request handlers (cancelled, as they
+    are, when the connection ends), in the caller's context (contextvars), as the dispatcher spawns a handler in
+    the context of the task that wrote its request. ``dispatcher_live`` must hold."""
+    import contextvars
+
+    assert dispatcher._tg is not None
+    contextvars.copy_context().run(dispatcher._tg.start_soon, fn)
+
+
+class _Related:
+    """Both ends of a request stream the transport's message router writes to (``send``) and its clean-up closes:
+    the messages are only kept, for the answer (a list, not a memory stream: nobody reads them before it)."""
+
+    def __init__(self) -> None:
+        self.held: list[Any] = []
+        self.closed = False
+
+    async def send(self, event: Any) -> None:
+        if self.closed:
+            raise anyio.ClosedResourceError
+        self.held.append(event.message)
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def http_related_messages(transport: Any, request_id: str) -> Any:
+    """Register a request stream for ``request_id`` on ``transport`` as its POST handler does, so messages the proxy
+    sends related to the request (an upstream's log lines) are kept for the answer's SSE stream instead of dropped;
+    ``None`` when the id is in use (the SDK's path serves it)."""
+    if request_id in transport._request_streams:
+        return None
+    related = _Related()
+    transport._request_streams[request_id] = (related, related)
+    return related
+
+
+def http_forget_related(transport: Any, request_id: str, related: Any) -> list[Any]:
+    """Unregister ``request_id``'s stream (if it is still ``related``) and return the messages it holds."""
+    streams = transport._request_streams.get(request_id)
+    if streams is not None and streams[1] is related:
+        del transport._request_streams[request_id]
+    related.close()
+    return list(related.held)

@@ -58,6 +58,7 @@ from ..text.jsoncount import TooComplex, count_items, items_at_most
 
 if TYPE_CHECKING:
     from ..ops.runtime import Ops
+    from .httpcall import HttpToolCalls
 
 log = structlog.get_logger(__name__)
 
@@ -437,7 +438,15 @@ def security_settings(host: str, listen: ListenConfig) -> TransportSecuritySetti
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig, ops: Ops | None = None) -> ASGIApp:
+def build_app(
+    proxy: Proxy,
+    server: Server[Any],
+    host: str,
+    listen: ListenConfig,
+    ops: Ops | None = None,
+    lane: HttpToolCalls | None = None,
+) -> ASGIApp:
+    """The listener's ASGI app. ``lane``: the raw tools/call lane (``httpcall``) in front of the SDK's endpoint."""
     security = security_settings(host, listen)
     manager = StreamableHTTPSessionManager(app=server, stateless=listen.stateless, security_settings=security)
 
@@ -456,7 +465,10 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
         async with manager.run():
             yield
 
-    mcp_endpoint = JsonBodyGuard(StreamableHTTPASGIApp(manager), listen.max_json_items)
+    sdk_endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    if lane is not None and not listen.stateless:
+        sdk_endpoint = lane.wrap(sdk_endpoint, manager)
+    mcp_endpoint = JsonBodyGuard(sdk_endpoint, listen.max_json_items)
     app: ASGIApp = Starlette(
         routes=[
             Route(listen.path, endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),
@@ -471,10 +483,17 @@ def build_app(proxy: Proxy, server: Server[Any], host: str, listen: ListenConfig
 
 
 async def serve_http(
-    proxy: Proxy, server: Server[Any], host: str, port: int, listen: ListenConfig, ops: Ops | None = None
+    proxy: Proxy,
+    server: Server[Any],
+    host: str,
+    port: int,
+    listen: ListenConfig,
+    ops: Ops | None = None,
+    *,
+    lane: HttpToolCalls | None = None,
 ) -> None:
     _warn_of_risky_listen(host, port, listen)
-    app = build_app(proxy, server, host, listen, ops)
+    app = build_app(proxy, server, host, listen, ops, lane)
     limits = _connection_limits(listen)
     protocol = cast(type[asyncio.Protocol], functools.partial(GuardedH11Protocol, limits=limits))
     config = uvicorn.Config(

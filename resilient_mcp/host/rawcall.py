@@ -34,6 +34,7 @@ Each call the lane runs logs ``tool_call_raw`` at debug level. The environment v
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -70,7 +71,14 @@ SendLine = Callable[[bytes], Awaitable[None]]
 """Writes one whole line to the host (the transport's writer, shared with the SDK's messages)."""
 
 RAW_SWITCH = "RESILIENT_MCP_RAW_TOOL_CALLS"
-"""``off`` turns the lane off."""
+"""``off`` turns the lane off (and the HTTP one, ``httpcall``)."""
+
+
+def raw_lanes_on() -> bool:
+    """Whether the raw tools/call lanes serve (``RESILIENT_MCP_RAW_TOOL_CALLS`` is not ``off``)."""
+    return os.environ.get(RAW_SWITCH, "").lower() != "off"
+
+
 _ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAMS = frozenset({"name", "arguments", "_meta"})
 _SDK_META = frozenset({PROGRESS_TOKEN, "traceparent", "tracestate"})
@@ -108,22 +116,7 @@ class RawToolCalls:
         session = self._session
         if self._proxy is None or session is None or session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return False
-        if type(message) is not dict or message.keys() != _ENVELOPE or message.get("jsonrpc") != "2.0":
-            return False
-        rid, params = message["id"], message["params"]
-        if message["method"] != "tools/call" or type(rid) not in (int, str) or type(params) is not dict:
-            return False
-        name = params.get("name")
-        if not _PARAMS.issuperset(params) or type(name) is not str or handoff_after(self._proxy, name) is not None:
-            return False
-        args, meta = params.get("arguments"), params.get("_meta", {})
-        if args is not None and type(args) is not dict:
-            return False
-        if type(meta) is not dict or not _SDK_META.isdisjoint(meta):
-            return False
-        if any(k.startswith(RESERVED_META_PREFIX) for k in meta):
-            return False
-        return not meta or _meta(params) is not _INVALID
+        return plain_tool_call(self._proxy, message)
 
     def cancelled(self, message: Any) -> None:
         """A ``notifications/cancelled`` of one of the lane's calls takes effect before the transport reads the next
@@ -141,7 +134,7 @@ class RawToolCalls:
         assert self._proxy is not None and self._session is not None
         rid, params = message["id"], message["params"]
         log.debug("tool_call_raw", request_id=rid)
-        meta = _meta(params)  # readable: ``accepts`` checked
+        meta = request_meta(params)  # readable: ``accepts`` checked
         dctx, scope = open_request(self._dispatcher, rid, progress_token_from_params(params))
         key = coerce_request_id(rid)
         self._running.add(key)
@@ -187,10 +180,31 @@ class RawToolCalls:
         return await tool_call_answer(self._proxy, ctx, params["name"], params.get("arguments"))
 
 
+def plain_tool_call(proxy: Proxy, message: Any) -> bool:
+    """Whether ``message`` (parsed JSON) is a tools/call whose envelope a raw lane serves as the SDK's path would
+    (the envelope rules of the module's docstring; the HTTP lane, ``httpcall``, asks the same)."""
+    if type(message) is not dict or message.keys() != _ENVELOPE or message.get("jsonrpc") != "2.0":
+        return False
+    rid, params = message["id"], message["params"]
+    if message["method"] != "tools/call" or type(rid) not in (int, str) or type(params) is not dict:
+        return False
+    name = params.get("name")
+    if not _PARAMS.issuperset(params) or type(name) is not str or handoff_after(proxy, name) is not None:
+        return False
+    args, meta = params.get("arguments"), params.get("_meta", {})
+    if args is not None and type(args) is not dict:
+        return False
+    if type(meta) is not dict or not _SDK_META.isdisjoint(meta):
+        return False
+    if any(k.startswith(RESERVED_META_PREFIX) for k in meta):
+        return False
+    return not meta or request_meta(params) is not _INVALID
+
+
 _INVALID: Any = object()
 
 
-def _meta(params: dict[str, Any]) -> Any:
+def request_meta(params: dict[str, Any]) -> Any:
     """The request's ``_meta`` as the SDK reads it (``None`` when absent, ``_INVALID`` when it cannot)."""
     if "_meta" not in params:
         return None
