@@ -112,6 +112,29 @@ async def test_a_call_cancelled_after_it_was_sent_sends_notifications_cancelled(
 
 
 @pytest.mark.anyio
+async def test_a_call_in_flight_when_the_connection_restarts_fails_as_closed_not_died(lane: str) -> None:
+    failed: list[BaseException] = []
+
+    async def hang(up: Upstream) -> None:
+        try:
+            await up.call_tool("hang", {}, None)
+        except Fault as exc:
+            failed.append(exc)
+
+    with anyio.fail_after(BOUND_S):
+        async with _upstream(lane) as up:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(hang, up)
+                while not any(c["name"] == "hang" for c in (await _seen(up))["calls"]):
+                    pass
+                up.request_restart()
+            assert _text(await up.call_tool("echo", {"text": "new"}, timeout_s=60)) == "new"
+    [fault] = failed
+    assert isinstance(fault.__cause__, MCPError) and fault.__cause__.error.code == types.CONNECTION_CLOSED
+    assert fault.details.get("upstream_state") != "died"
+
+
+@pytest.mark.anyio
 async def test_an_oversized_answer_is_e4_and_the_connection_goes_on(lane: str) -> None:
     with anyio.fail_after(BOUND_S):
         async with _upstream(lane, max_message_bytes=20_000) as up:
