@@ -51,7 +51,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from ..adapters.process import close_transport
+from ..adapters.process import close_transport, stdin_writer
 from ..call.meta import OVERSIZED_META
 from ..spawn.prestart import Watchdog, adopt, unadopted
 from ..spawn.prestart import arm_watchdog as _arm_watchdog
@@ -304,6 +304,7 @@ class _Pump:
         assert process.stdout is not None and process.stdin is not None
         self._process, self._limit, self._tail, self._errlog = process, limit, tail, errlog
         self._raw = raw
+        self._writer = stdin_writer(process) if raw is not None else None
         self.spawn: Callable[..., Any] = _no_spawn
         self._to_session, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         self.write_stream, self._from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -356,11 +357,23 @@ class _Pump:
 
     async def send_line(self, data: bytes) -> None:
         """A line of the raw lane to the server's stdin, beside the SDK's messages (each write is whole: asyncio
-        buffers it at once). A server that stopped reading ends the session, as ``write`` does."""
+        buffers it at once), written to asyncio's writer directly where there is one: no checkpoint after it, as
+        anyio's ``send`` ends with (the caller goes on to wait for the answer anyway). A server that stopped reading
+        ends the session, as ``write`` does."""
         stdin = self._process.stdin
         assert stdin is not None
+        writer = self._writer
         try:
-            await stdin.send(data)
+            if writer is None:
+                await stdin.send(data)
+            elif writer.is_closing():  # closed by ``_stop``, or the pipe is gone: asyncio would drop the line
+                raise anyio.BrokenResourceError
+            else:
+                try:
+                    writer.write(data)
+                    await writer.drain()
+                except (ConnectionError, RuntimeError) as exc:  # what anyio's send maps so
+                    raise anyio.BrokenResourceError from exc
         except (anyio.BrokenResourceError, OSError):
             await self._to_session.aclose()
             raise
