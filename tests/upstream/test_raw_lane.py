@@ -70,6 +70,28 @@ async def test_a_call_and_what_the_upstream_received(lane: str) -> None:
 
 
 @pytest.mark.anyio
+async def test_concurrent_calls_each_get_their_own_answer_and_sdk_requests_pass_meanwhile(lane: str) -> None:
+    answers: dict[int, str] = {}
+    all_in = anyio.Event()
+
+    async def echo(i: int) -> None:
+        answers[i] = _text(await up.call_tool("echo", {"text": f"n{i}"}, timeout_s=60))
+        if len(answers) == 20:
+            all_in.set()
+
+    with anyio.fail_after(BOUND_S):
+        async with _upstream(lane) as up, anyio.create_task_group() as tg:
+            tg.start_soon(up.call_tool, "hang", {}, None)  # in flight the whole time
+            for i in range(20):
+                tg.start_soon(echo, i)
+            listed = await up.request(types.ListToolsRequest(), types.ListToolsResult)  # the SDK's path
+            assert "echo" in {t.name for t in listed.tools}
+            await all_in.wait()
+            tg.cancel_scope.cancel()
+    assert answers == {i: f"n{i}" for i in range(20)}
+
+
+@pytest.mark.anyio
 async def test_an_error_result_and_a_json_rpc_error(lane: str) -> None:
     with anyio.fail_after(BOUND_S):
         async with _upstream(lane) as up:
