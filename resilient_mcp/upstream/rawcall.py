@@ -30,6 +30,8 @@ What is kept, and how:
   as every line did: unreadable (logged, kept in the stderr tail), the call left waiting, as it was;
 - an answer too large (``max_message_bytes``): the reader's stand-in error (``OVERSIZED_META``, E4) is handed to the
   call as it is to an SDK request, matched by the id found at the line's edges or as the one request in flight;
+- order: what the server wrote before an answer (a log message, a notification) reaches the proxy's handlers
+  before the call's result, as on the SDK's path (``RawCalls.after_session_message``);
 - progress: ``notifications/progress`` for one of our tokens is routed by the reader to the call's callback (in a task
   of its own, its exceptions logged, as the SDK runs it): the attempt's deadline moves on and the host is told;
 - cancellation and timeouts: a call cancelled after its line was written (the attempt's deadline, the host's cancel,
@@ -133,6 +135,8 @@ class _Waiting:
     done: anyio.Event
     on_progress: ProgressFnT | None
     outcome: dict[str, Any] | types.ErrorData | None = None
+    after_session: bool = False
+    """A message went to the SDK's session while this call waited (see ``after_session_message``)."""
 
 
 class RawCalls:
@@ -197,6 +201,14 @@ class RawCalls:
             return False
         self._resolve(key, outcome)
         return True
+
+    def after_session_message(self) -> None:
+        """The reader handed a message to the SDK's session while calls wait: a log or a notification the server
+        wrote before an answer must reach the proxy before the call's result does, as on the SDK's path (where the
+        session spawns its handler before it wakes the request's waiter, which then takes one more step). The reader
+        lets the session run before it takes the next line; the call takes one step after it wakes."""
+        for waiting in self._pending.values():
+            waiting.after_session = True
 
     def fail(self, request_id: int | str, error: types.ErrorData) -> bool:
         """Answer the lane's call ``request_id`` with ``error`` (the reader's stand-in for an oversized answer).
@@ -302,6 +314,8 @@ class RawCalls:
                 raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed") from None
             attempt.sent = True
             await waiting.done.wait()
+            if waiting.after_session:
+                await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
             if written and waiting.outcome is None and not self.closed:
                 await self._cancel(wire, rid)

@@ -304,6 +304,8 @@ class _Pump:
         assert process.stdout is not None and process.stdin is not None
         self._process, self._limit, self._tail, self._errlog = process, limit, tail, errlog
         self._raw = raw
+        self._handed = False
+        """A message went to the session while a raw call waited, and the session has not run since."""
         self._writer = stdin_writer(process) if raw is not None else None
         self.spawn: Callable[..., Any] = _no_spawn
         self._to_session, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -317,12 +319,21 @@ class _Pump:
         else:
             log.warning("upstream_message_unreadable", error=str(item)[:500])
         await self._to_session.send(item)
+        if self._raw is not None and self._raw.waiting:
+            self._handed = True
+            self._raw.after_session_message()
 
     async def _on_line(self, line: bytes) -> None:
         if line.strip():
             raw = self._raw
-            if raw is not None and raw.waiting and await raw.take(line):
-                return
+            if raw is not None and raw.waiting:
+                if self._handed:
+                    # What the server wrote before an answer is handled first, as on the SDK's path (where one
+                    # dispatcher reads both): its session takes the message just handed before the call wakes.
+                    self._handed = False
+                    await anyio.lowlevel.checkpoint()
+                if await raw.take(line):
+                    return
             item = await parse_line(line)
             if self._tail is not None and not isinstance(item, SessionMessage):
                 self._tail.unreadable(line)

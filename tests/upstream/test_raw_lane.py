@@ -184,6 +184,29 @@ async def test_progress_of_the_call_reaches_its_callback(lane: str) -> None:
     assert sorted(events) == [(1.0, 2.0, "step 1"), (2.0, 2.0, "step 2")]
 
 
+class _Logs(NoHost):
+    def __init__(self, order: list[str]) -> None:
+        super().__init__()
+        self.order = order
+
+    async def upstream_log(self, upstream: Any, params: types.LoggingMessageNotificationParams) -> None:
+        self.order.append(f"log {params.data}")
+
+
+@pytest.mark.anyio
+async def test_a_log_written_before_the_answer_reaches_the_proxy_before_the_result(lane: str) -> None:
+    # The proxy relays an upstream's log to the host of the call in flight; once the call has returned, the log is no
+    # longer the call's (conformance "tools-call-with-logging" lost it so through wrap).
+    order: list[str] = []
+    cfg = StdioUpstream(command=sys.executable, args=[str(SERVER)], connect_timeout_s=BOUND_S)
+    with anyio.fail_after(BOUND_S):
+        async with Upstream("raw", cfg, _Logs(order)).running(BOUND_S) as up:
+            for _ in range(3):
+                result = await up.call_tool("logs", {}, timeout_s=60)
+                order.append(_text(result))
+    assert order == ["log working", "logged"] * 3
+
+
 @pytest.mark.anyio
 async def test_a_wordless_error_gets_the_stderr_words_of_the_call(lane: str) -> None:
     with anyio.fail_after(BOUND_S):
