@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import suppress
 
 import anyio.abc
@@ -15,3 +16,10 @@ def close_transport(process: anyio.abc.Process) -> None:
     if callable(close):
         with suppress(PermissionError):
             close()
+
+
+def stdin_writer(process: anyio.abc.Process) -> asyncio.StreamWriter | None:
+    """The asyncio ``StreamWriter`` under an anyio process's stdin (``None`` on other backends): written to directly,
+    a line costs no scheduling step (anyio's ``send`` ends with a checkpoint, one more turn of the event loop)."""
+    writer = getattr(process.stdin, "_stream", None)
+    return writer if isinstance(writer, asyncio.StreamWriter) else None

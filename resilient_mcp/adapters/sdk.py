@@ -7,13 +7,23 @@ from typing import Any
 
 import anyio
 from mcp import ClientSession
+from mcp.client.session import _later_revision_fields
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _InFlight, _JSONRPCDispatchContext
+from mcp.shared.jsonrpc_dispatcher import _ABANDON_WRITE_TIMEOUT, JSONRPCDispatcher, _InFlight, _JSONRPCDispatchContext
 from mcp.shared.transport_context import TransportContext
 
 SDK_SERIES = "2.3."
 """The mcp releases these adapters were written against (``tests/adapters/test_adapters.py`` checks it)."""
+
+ABANDON_WRITE_TIMEOUT_S: float = _ABANDON_WRITE_TIMEOUT
+"""How long the SDK's dispatcher gives the courtesy ``notifications/cancelled`` of an abandoned request."""
+
+
+def later_revision_fields(method: str, version: str) -> frozenset[str]:
+    """Result keys of ``method`` that a revision later than ``version`` declares and ``version`` does not: what the
+    SDK's ``ClientSession.send_request`` drops from a result before validating it (cached there)."""
+    return _later_revision_fields(method, version)
 
 
 def after_envelope_stamp(

@@ -1,10 +1,11 @@
 """What is asked of a live upstream connection: tool calls, other requests, and 2026-07-28 input rounds.
 
 Calls go through ``send_request`` (never ``ClientSession.call_tool``, which validates output and lists tools behind
-our back), each inside the exception seam of ``errors``: a tool call's attempt raises only ``Fault``; any other
-request passes the upstream's ``MCPError`` to the host as it is. A 2026-07-28 upstream that answers
-``InputRequiredResult`` has its questions relayed to the host (``UpstreamHooks.server_request``) and the request
-sent again with the answers, round by round.
+our back), or, for a tool call to a stdio upstream that ``_raw_lane`` allows, through the raw lane of ``rawcall``
+(the same request and result without the SDK's dispatcher); each inside the exception seam of ``errors``: a tool
+call's attempt raises only ``Fault``; any other request passes the upstream's ``MCPError`` to the host as it is. A
+2026-07-28 upstream that answers ``InputRequiredResult`` has its questions relayed to the host
+(``UpstreamHooks.server_request``) and the request sent again with the answers, round by round.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..faults.stderr_words import STDERR_META_KEY, exception_words, wordless, wr
 from ..policy.config import RemoteUpstream
 from .connection import Connection, host_meta, set_level
 from .errors import Attempt, HostDidNotAnswer, upstream_errors, upstream_faults
+from .rawcall import RawCalls, untraced
 
 log = structlog.get_logger(__name__)
 
@@ -189,12 +191,16 @@ class Upstream(Connection):
     ) -> types.CallToolResult:
         with upstream_faults(self._attempt()) as attempt:
             meta = attempt.tag(host_meta(meta, host) if self.modern else meta)
-            params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
-            request = types.CallToolRequest(params=params)
+            raw = self._raw_lane()
             began = anyio.current_time()
             # Registered with the host request's timers: stopped while the upstream waits for the host to answer.
             with anyio.CancelScope(deadline=began + timeout_s if timeout_s else math.inf) as scope, timing(host, scope):
                 progress = _extending(scope, timeout_s if progress_extends else None, on_progress)
+                if raw is not None:
+                    version = session.protocol_version or "2025-11-25"  # as the SDK's send_request
+                    return await raw.call_tool(name, arguments, meta, attempt, progress, version)
+                params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
+                request = types.CallToolRequest(params=params)
                 if self.modern:
                     result: types.CallToolResult = await self._with_input(session, request, progress, host)
                     return result
@@ -207,6 +213,14 @@ class Upstream(Connection):
                 elapsed_s=elapsed,
                 details={"timeout_ms": int(elapsed * 1000), "upstream": self.name},
             )
+
+    def _raw_lane(self) -> RawCalls | None:
+        """The raw lane, when this tool call may take it (the predicate of ``rawcall``'s docstring): a stdio process
+        with a live lane, a handshake-era connection, no tracing the SDK's path would take part in."""
+        raw = self._raw
+        if raw is None or not raw.live or self.modern or not untraced():
+            return None
+        return raw
 
     # --- a wordless error result and the server's stderr ------------------------------------------------------------
 

@@ -49,6 +49,8 @@ from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
 from .catalog import Relists, UpstreamCatalog, list_catalog, list_pages
 from .errors import HttpStatuses, WatchedRead, WatchedWrite, reason
 from .http_cap import SDK_SSE_EVENT_LIMIT, CappedTransport, capped_client_factory
+from .rawcall import RawCalls
+from .rawcall import enabled as raw_lane_enabled
 from .startup import STOP_AFTER, StartFailure, StderrTail, classify_start_failure, exited_for_good
 from .stdio import stdio_upstream
 
@@ -173,6 +175,8 @@ class Connection:
         self._twins: anyio.abc.TaskGroup | None = None
         self._connecting = True
         self._tail = StderrTail() if isinstance(config, StdioUpstream) else None
+        self._raw: RawCalls | None = None
+        """The raw tools/call lane of the current stdio process (``rawcall``), when it has one."""
         self._windows: set[Any] = set()
         """The requests in flight whose stderr is watched (``Upstream._stderr_window``)."""
         self.handshake_began: float | None = None
@@ -284,6 +288,7 @@ class Connection:
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport())
             session = await stack.enter_async_context(self._session_over(read, write))
+            stack.callback(self._close_raw)  # before the session closes: the lane's calls fail as the SDK's do
             self.handshake_began = anyio.current_time()
             self._notify()
             with anyio.fail_after(self.config.connect_timeout_s):
@@ -304,6 +309,11 @@ class Connection:
             # connection to a database): a failed start, reported as what it is, and backed off to a stop.
             self._connecting = True
             raise failure
+
+    def _close_raw(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
 
     def _starting(self) -> None:
         self.handshake_began = None
@@ -451,8 +461,15 @@ class Connection:
             return stdio_client(params, errlog=sys.stderr)
         # linear-time reader, size guard, process-group teardown (stdio_upstream)
         env = get_default_environment() | stdio_environment(cfg)
+        raw = self._raw = RawCalls(self._ended.set) if raw_lane_enabled() else None
         return stdio_upstream(
-            cfg.command, list(cfg.args), env, cfg.cwd, max_message_bytes=cfg.max_message_bytes, tail=self._tail
+            cfg.command,
+            list(cfg.args),
+            env,
+            cfg.cwd,
+            max_message_bytes=cfg.max_message_bytes,
+            tail=self._tail,
+            raw=raw,
         )
 
     @asynccontextmanager

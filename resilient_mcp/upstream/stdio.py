@@ -15,6 +15,9 @@ Here:
   timeout. The answered request is found from the message's ``"id"`` (read from its first or last bytes), or,
   failing that, is the one request in flight;
 - large lines are parsed in a worker thread, so the event loop serves other sessions meanwhile;
+- with a ``RawCalls`` lane (``rawcall``), a line answering one of the lane's tool calls (or its progress) is handed
+  to that call before any pydantic parsing (``RawCalls.take``); the lane writes its requests to stdin itself. Every
+  other line goes to the SDK's session as before;
 - stopping (restart, EOF, SIGTERM of the proxy, an upstream that exits) follows the spec's order (close stdin, wait
   up to 2 s) and then *always* terminates the process group (SIGTERM, SIGKILL after 2 s), even when the server
   itself already exited: what it started in its group goes with it;
@@ -48,10 +51,11 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from ..adapters.process import close_transport
+from ..adapters.process import close_transport, stdin_writer
 from ..call.meta import OVERSIZED_META
 from ..spawn.prestart import Watchdog, adopt, unadopted
 from ..spawn.prestart import arm_watchdog as _arm_watchdog
+from .rawcall import RawCalls
 from .startup import StderrTail
 
 log = structlog.get_logger(__name__)
@@ -178,14 +182,18 @@ async def parse_line(line: bytes) -> SessionMessage | Exception:
     return _parse(line)
 
 
-def oversized_response(request_id: int | str, size: int, limit: int) -> SessionMessage:
-    """The stand-in answer to a request whose response was too large to read."""
-    error = types.ErrorData(
+def oversized_error(size: int, limit: int) -> types.ErrorData:
+    """The stand-in error of a request whose response was too large to read."""
+    return types.ErrorData(
         code=OVERSIZED_CODE,
         message=f"the upstream's response ({size} bytes) is larger than max_message_bytes ({limit}); not read",
         data={OVERSIZED_META: {"original_size_bytes": size, "max_message_bytes": limit}},
     )
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def oversized_response(request_id: int | str, size: int, limit: int) -> SessionMessage:
+    """The stand-in answer to a request whose response was too large to read."""
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=oversized_error(size, limit)))
 
 
 class _InFlight:
@@ -202,6 +210,15 @@ class _InFlight:
             self._ids[message.id] = None
         elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             self._ids.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]
+
+    def track(self, request_id: int, on: bool) -> None:
+        """A request of the raw lane was written (``on``), or is answered or abandoned."""
+        if not on:
+            self._ids.pop(request_id, None)
+            return
+        if len(self._ids) >= _MAX_PENDING_IDS:
+            self._ids.pop(next(iter(self._ids)))
+        self._ids[request_id] = None
 
     def answered(self, message: Any) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
@@ -223,6 +240,7 @@ async def stdio_upstream(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     errlog: Any = None,
     tail: StderrTail | None = None,
+    raw: RawCalls | None = None,
 ) -> AsyncIterator[Streams]:
     """Start ``command`` in a new process group and yield ``(read_stream, write_stream)`` as the SDK's
     ``stdio_client`` does. Raises ``OSError`` when it cannot be started.
@@ -231,17 +249,25 @@ async def stdio_upstream(
     ``tail``, with the lines of stdout that are not JSON-RPC: what the server said when it fails to start.
 
     A process ``prestart`` started for exactly this command line, environment and directory is adopted instead of
-    starting another (only with ``tail``, whose piped stderr it was started with)."""
+    starting another (only with ``tail``, whose piped stderr it was started with).
+
+    With ``raw``, that lane's tool calls are written and answered here (``rawcall``); it is closed (its calls
+    failed) when stdout ends or the transport closes."""
     process, watchdog = await _start([command, *args], env, cwd, tail, errlog)
-    pump = _Pump(process, max_message_bytes, tail, errlog)
+    pump = _Pump(process, max_message_bytes, tail, errlog, raw)
     async with anyio.create_task_group() as tg:
+        pump.spawn = tg.start_soon
         tg.start_soon(pump.read)
         tg.start_soon(pump.write)
         if tail is not None:
             tg.start_soon(pump.relay_stderr)
+        if raw is not None:
+            raw.attach(pump)
         try:
             yield pump.read_stream, pump.write_stream
         finally:
+            if raw is not None:
+                raw.close()
             with anyio.CancelScope(shield=True):
                 pump.read_stream.close()
                 pump.write_stream.close()
@@ -272,9 +298,16 @@ class _Pump:
     """The session's side of one server process: its stdout read into messages, messages written to its stdin, its
     stderr relayed (and its end kept in ``tail``)."""
 
-    def __init__(self, process: anyio.abc.Process, limit: int, tail: StderrTail | None, errlog: Any) -> None:
+    def __init__(
+        self, process: anyio.abc.Process, limit: int, tail: StderrTail | None, errlog: Any, raw: RawCalls | None = None
+    ) -> None:
         assert process.stdout is not None and process.stdin is not None
         self._process, self._limit, self._tail, self._errlog = process, limit, tail, errlog
+        self._raw = raw
+        self._handed = False
+        """A message went to the session while a raw call waited, and the session has not run since."""
+        self._writer = stdin_writer(process) if raw is not None else None
+        self.spawn: Callable[..., Any] = _no_spawn
         self._to_session, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         self.write_stream, self._from_session = anyio.create_memory_object_stream[SessionMessage](0)
         self._in_flight = _InFlight()
@@ -286,9 +319,21 @@ class _Pump:
         else:
             log.warning("upstream_message_unreadable", error=str(item)[:500])
         await self._to_session.send(item)
+        if self._raw is not None and self._raw.waiting:
+            self._handed = True
+            self._raw.after_session_message()
 
     async def _on_line(self, line: bytes) -> None:
         if line.strip():
+            raw = self._raw
+            if raw is not None and raw.waiting:
+                if self._handed:
+                    # What the server wrote before an answer is handled first, as on the SDK's path (where one
+                    # dispatcher reads both): its session takes the message just handed before the call wakes.
+                    self._handed = False
+                    await anyio.lowlevel.checkpoint()
+                if await raw.take(line):
+                    return
             item = await parse_line(line)
             if self._tail is not None and not isinstance(item, SessionMessage):
                 self._tail.unreadable(line)
@@ -303,6 +348,9 @@ class _Pump:
             answered_request=request_id is not None,
         )
         if request_id is not None:
+            raw = self._raw
+            if raw is not None and raw.fail(request_id, oversized_error(big.size, self._limit)):
+                return
             await self._deliver(oversized_response(request_id, big.size, self._limit))
 
     async def read(self) -> None:
@@ -313,6 +361,36 @@ class _Pump:
                 await read_lines(lambda: stdout.receive(_CHUNK), self._limit, self._on_line, self._on_oversized)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
             pass  # the session or the pipe is gone: the read stream's end tells the session
+        if self._raw is not None:
+            self._raw.ended()  # and the lane's calls, as the session's
+
+    # --- what the raw lane needs (``rawcall.Wire``) ---
+
+    async def send_line(self, data: bytes) -> None:
+        """A line of the raw lane to the server's stdin, beside the SDK's messages (each write is whole: asyncio
+        buffers it at once), written to asyncio's writer directly where there is one: no checkpoint after it, as
+        anyio's ``send`` ends with (the caller goes on to wait for the answer anyway). A server that stopped reading
+        ends the session, as ``write`` does."""
+        stdin = self._process.stdin
+        assert stdin is not None
+        writer = self._writer
+        try:
+            if writer is None:
+                await stdin.send(data)
+            elif writer.is_closing():  # closed by ``_stop``, or the pipe is gone: asyncio would drop the line
+                raise anyio.BrokenResourceError
+            else:
+                try:
+                    writer.write(data)
+                    await writer.drain()
+                except (ConnectionError, RuntimeError) as exc:  # what anyio's send maps so
+                    raise anyio.BrokenResourceError from exc
+        except (anyio.BrokenResourceError, OSError):
+            await self._to_session.aclose()
+            raise
+
+    def track(self, request_id: int, on: bool) -> None:
+        self._in_flight.track(request_id, on)
 
     async def write(self) -> None:
         stdin = self._process.stdin
@@ -338,6 +416,10 @@ class _Pump:
                     _write_all(fd, chunk)
         finally:
             self.stderr_done.set()
+
+
+def _no_spawn(*args: Any) -> None:
+    raise RuntimeError("the pump's task group is not running")
 
 
 async def stop_unadopted() -> None:
