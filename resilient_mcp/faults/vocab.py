@@ -17,6 +17,7 @@ said. Those layers share published vocabularies, and this module reads them (``r
     sql          "no such table", "duplicate key value"       sqlite, PostgreSQL and MySQL's documented messages
     runtime      "Could not resolve host", "Network Error"    name resolution (getaddrinfo), network texts, undici
     aws-message  "Please reduce your request rate."           AWS's documented messages for its codes, botocore's
+    k8s-message  "the object has been modified"               Kubernetes's fixed sentences (apimachinery, client-go)
     credentials  "API key is not set", "No password given"    a credential noun and a word of absence (F1 ask_user)
     program      a traceback, a Node stack, "Command failed:"  a program the tool ran for the caller failed (B4),
                  "sh: 1: x: not found", "[exit 1]"            not the errno or exception inside it (``programs.py``)
@@ -1174,6 +1175,26 @@ _AWS_MESSAGES: tuple[Phrase, ...] = (
     _p("aws-message", "could not connect to the endpoint url", D1, transient=True),  # botocore EndpointConnectionError
 )
 
+# Kubernetes's fixed sentences, as Go servers pass on a ``StatusError``'s message without its reason: client-go's for a
+# status the API server sent without a Status body (k8s.io/apimachinery/pkg/api/errors ``NewGenericServerResponse``),
+# the API server's conflict (``NewConflict``: "Operation cannot be fulfilled on <resource> "<name>": <why>") and its
+# optimistic-lock message (k8s.io/apiserver registry ``OptimisticLockErrorMsg``), which ends in "try again": re-read
+# the object and re-apply, not repeat.
+_K8S_MESSAGES: tuple[Phrase, ...] = (
+    _p("k8s-message", "operation cannot be fulfilled on", D5),  # 409 Conflict
+    _p("k8s-message", "the object has been modified", D5),  # 409 Conflict, a stale resourceVersion
+    _p("k8s-message", "the server reported a conflict", D5),  # 409
+    _p("k8s-message", "the server has asked for the client to provide credentials", F1, repair=ASK),  # 401
+    _p("k8s-message", "the server could not find the requested resource", D4),  # 404
+    _p("k8s-message", "the server does not allow this method on the requested resource", B4),  # 405
+    _p("k8s-message", "the server rejected our request due to an error in our request", B4),  # 422
+    _p("k8s-message", "the server rejected our request for an unknown reason", B4),  # 400
+    _p("k8s-message", "the server has received too many requests", RateLimited, transient=True),  # 429
+    _p("k8s-message", "the server is currently unable to handle the request", D1, transient=True),  # 503
+    # 504: "..., but may still be processing the request": transient, and what ran is unknown (maybe executed)
+    _p("k8s-message", "the server was unable to return a response in the time allotted", D1, transient=True),
+)
+
 # HTTP reason phrases (RFC 9110 §15) standing alone: a server that passes on only the phrase of the status the service
 # behind it answered ("GitLab API error: Bad Gateway"). "Not Found", "Forbidden", "Unauthorized", "Conflict" and "Too
 # Many Requests" are read by the generic words.
@@ -1335,7 +1356,6 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "temporarily", D1, transient=True, sources=GENERIC),
     _p("keyword", "temporary", D1, transient=True, sources=GENERIC),
     _p("keyword", "unavailable", D1, transient=True, sources=GENERIC),
-    _p("keyword", "try again", D1, transient=True, sources=GENERIC),
     _p("keyword", "overloaded", D1, transient=True, sources=GENERIC),
     _p("keyword", "connection reset", D1, transient=True, sources=GENERIC),
     _p("keyword", "connection refused", D1, transient=True, sources=GENERIC),
@@ -1344,10 +1364,11 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "failed to connect", D1, transient=True, sources=GENERIC),
     _p("keyword", "could not connect", D1, transient=True, sources=GENERIC),
     _p("keyword", "unable to connect", D1, transient=True, sources=GENERIC),
+    # Evidence of a state conflict (RFC 9110 §15.5.10 409 Conflict, §15.5.13 412 Precondition Failed): the request
+    # met a state other than the one it assumed. It outranks the advice word "try again" below, wherever that stands:
+    # after a conflict, "try again" means re-read, then re-apply (Kubernetes's "the object has been modified; please
+    # apply your changes to the latest version and try again"); the same request meets the same stale version.
     _p("keyword", "already exists", D5, sources=GENERIC),
-    _p("keyword", "already allocated", D5, sources=GENERIC),
-    _p("keyword", "already in use", D5, sources=GENERIC),
-    _p("keyword", "is in use", D5, sources=GENERIC),
     _p("keyword", "conflict", D5, sources=GENERIC),
     _p("keyword", "precondition", D5, sources=GENERIC),
     _p("keyword", "version mismatch", D5, sources=GENERIC),
@@ -1358,6 +1379,15 @@ _KEYWORDS: tuple[Phrase, ...] = (
     _p("keyword", "has been modified", D5, sources=GENERIC),
     _p("keyword", "may have been modified", D5, sources=GENERIC),
     _p("keyword", "modified since", D5, sources=GENERIC),
+    _p("keyword", ("stale", "version"), D5, sources=GENERIC, near=24),  # a stale version, resourceVersion
+    _p("keyword", ("stale", "etag"), D5, sources=GENERIC, near=24),
+    # An advice word, not evidence: transient only where nothing above said what happened ("Too many requests, try
+    # again later" and "temporarily unavailable, try again" are read by their own words, above).
+    _p("keyword", "try again", D1, transient=True, sources=GENERIC),
+    # A resource someone else holds (a port, a name, a lock) may be released: read after the advice word.
+    _p("keyword", "already allocated", D5, sources=GENERIC),
+    _p("keyword", "already in use", D5, sources=GENERIC),
+    _p("keyword", "is in use", D5, sources=GENERIC),
     _p("keyword", "invalid", B4, sources=GENERIC),
     _p("keyword", "not valid", B4, sources=GENERIC),
     _p("keyword", "must be", B4, sources=GENERIC),
@@ -1892,6 +1922,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _SQL)
         or _first_phrase(plain, _RUNTIME)
         or _first_phrase(plain, _AWS_MESSAGES)
+        or _first_phrase(plain, _K8S_MESSAGES)
         or _on(_credentials(plain, arguments))
         or _first_phrase(plain.translate(_CAUSE_SPACE), _CAUSES)
         or _reason(plain)
@@ -1904,7 +1935,17 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
     return Reading(found, retry_after_ms(words) if found.transient else None)
 
 
-ALL_PHRASES: tuple[Phrase, ...] = (*_SDK, *_SQL, *_RUNTIME, *_AWS_MESSAGES, *_CAUSES, *_REASONS, *_SERVERS, *_KEYWORDS)
+ALL_PHRASES: tuple[Phrase, ...] = (
+    *_SDK,
+    *_SQL,
+    *_RUNTIME,
+    *_AWS_MESSAGES,
+    *_K8S_MESSAGES,
+    *_CAUSES,
+    *_REASONS,
+    *_SERVERS,
+    *_KEYWORDS,
+)
 ALL_CODES: tuple[Rule, ...] = (
     _WORK_LIMIT,
     _ZOD_MISSING,
