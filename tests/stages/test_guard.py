@@ -30,7 +30,7 @@ from resilient_mcp.faults import (
 from resilient_mcp.policy import SessionRule, ToolRule
 from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from tests.conftest import FakeClock
 from tests.harness import ScriptedNext
 
