@@ -31,7 +31,7 @@ from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.call.meta import TRUNCATED_META
 from resilient_mcp.policy import OutputRule, ToolRule
 from resilient_mcp.stages.output import OutputCap, StoredOutputs
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from resilient_mcp.text import utf8_len
 
 CALL = ToolCall(name="bench__dump", arguments={}, upstream="bench", upstream_tool="dump", rule=ToolRule())

@@ -182,7 +182,7 @@ def _known_tools(config: ProxyConfig, policy: Policy) -> dict[str, tuple[str, st
 
 def audit(args: argparse.Namespace) -> int:
     from .policy.config import load_config
-    from .state import recent_audit
+    from .state.sqlite import recent_audit
 
     config = load_config(args.config) if args.config else ProxyConfig()
     state_dir = args.state_dir or str(config.state_path())

@@ -12,10 +12,20 @@ function) or typing-only (under ``if TYPE_CHECKING:``). Import cycles are the st
 module-level graph (a real import-order cycle), and separately of all arrows (modules that know each other).
 Levels: the longest chain of module-level arrows, cycles collapsed.
 
-The call path is measured: one ``tools/call`` through the real client -> proxy -> in-memory upstream path
-(``tests/harness.py`` of the checkout, in a subprocess run with the checkout first on ``sys.path``), recorded with
-``sys.setprofile``. Files entered: the package's files whose code ran during the call. Entries: how many times the
-call moved into that file from another of the package's files (a resumed coroutine counts as moving back in).
+The call path is measured, in a subprocess run with the checkout first on ``sys.path``, recorded with
+``sys.setprofile`` on the event loop's thread, for one successful ``tools/call`` of an unannotated tool (the default
+policy: a ``write_unsafe`` tool, so idempotency, retry and breaker are all composed) after a first, warming one, on
+two paths:
+
+- **stdio**: ``wrap`` as the host runs it, in-process: ``app._serve`` on pipes in place of fds 0 and 1 (the stdio
+  transport and the raw tools/call lane, ``host/stdio.py`` -> ``host/rawcall.py``), a host thread writing JSON-RPC
+  lines to them, an in-memory upstream;
+- **SDK**: the real client -> proxy -> in-memory upstream path of ``tests/harness.py`` (the SDK's server session and
+  the tools/call fast path: what the HTTP host and a stdio host the raw lane does not serve go through).
+
+Files entered: the package's files whose code ran during the call. Entries: how many times the call moved into that
+file from another of the package's files (a resumed coroutine counts as moving back in). Work of the state store's
+worker thread is not counted (the profile is the loop's).
 
 ``--write FILE`` writes the document form (``docs/architecture.md``): every package and module with the first line
 of its docstring, the arrows between packages, the cycles, the functions over ``LONG_FUNCTION`` lines and the files
@@ -249,14 +259,26 @@ def fmt_skips(root: Path) -> dict[str, int]:
     return counts
 
 
-PROBE = r"""
-import json, sys, anyio
+PROBE_COMMON = r"""
+import json, os, sys, anyio
 import mcp_types as types
 from mcp.server import Server
-from tests.harness import proxied
 
 ROOT = sys.argv[1]
 PKG = ROOT.rstrip("/") + "/resilient_mcp/"
+entries, last = [], [None]
+
+
+def profile(frame, event, arg):
+    if event != "call":
+        return
+    filename = frame.f_code.co_filename
+    if not filename.startswith(PKG):
+        return
+    rel = filename[len(PKG):]
+    if rel != last[0]:
+        entries.append(rel)
+        last[0] = rel
 
 
 def upstream():
@@ -268,23 +290,13 @@ def upstream():
         return types.CallToolResult(content=[types.TextContent(text=str(params.arguments))])
 
     return Server("echo", on_list_tools=list_tools, on_call_tool=call_tool)
+"""
+
+PROBE_SDK = r"""
+from tests.harness import proxied
 
 
 async def main():
-    entries, seen_frames, last = [], {}, [None]
-
-    def profile(frame, event, arg):
-        if event != "call":
-            return
-        filename = frame.f_code.co_filename
-        if not filename.startswith(PKG):
-            return
-        rel = filename[len(PKG):]
-        if rel != last[0]:
-            entries.append(rel)
-            last[0] = rel
-        seen_frames[id(frame)] = frame
-
     async with proxied({"only": upstream()}) as h:
         await h.client.call_tool("echo", {"text": "warm"})
         sys.setprofile(profile)
@@ -297,14 +309,88 @@ async def main():
 anyio.run(main)
 """
 
+PROBE_STDIO = r"""
+import anyio.from_thread, anyio.to_thread
+from mcp.client._memory import InMemoryTransport
+from resilient_mcp import app
+from resilient_mcp.ops.logs import configure_logging
+from resilient_mcp.ops.runtime import Ops
+from resilient_mcp.policy import Policy, PolicyFile
+from resilient_mcp.policy.config import ProxyConfig
+from resilient_mcp.proxy.proxy import Proxy
 
-def trace_call(root: Path) -> list[str]:
+
+def host(wire_in, reader):
+    def request(rid, method, params):
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        os.write(wire_in, json.dumps(message).encode() + b"\n")
+        while True:
+            answer = json.loads(reader.readline())
+            if answer.get("id") == rid:
+                return answer
+
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}
+    assert "result" in request(1, "initialize", hello)
+    os.write(wire_in, b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    assert "result" in request(2, "ping", {})  # answered after the notification: the raw lane knows the connection
+    assert not request(3, "tools/call", {"name": "echo", "arguments": {"text": "warm"}})["result"].get("isError")
+    anyio.from_thread.run_sync(sys.setprofile, profile)
+    answer = request(4, "tools/call", {"name": "echo", "arguments": {"text": "hello"}})
+    anyio.from_thread.run_sync(sys.setprofile, None)
+    assert not answer["result"].get("isError"), answer
+    os.close(wire_in)  # the host's input ends: the proxy stops
+
+
+async def main():
+    configure_logging("warning", "json")
+    result_out = os.dup(1)
+    proxy_in, wire_in = os.pipe()
+    reader_fd, proxy_out = os.pipe()
+    os.dup2(proxy_in, 0)
+    os.dup2(proxy_out, 1)
+    os.close(proxy_in)
+    os.close(proxy_out)
+    config = ProxyConfig.model_validate(
+        {"upstreams": {"only": {"command": "in-memory", "protocol": "legacy"}}, "state_dir": ":memory:"}
+    )
+    server = upstream()
+    ops = Ops.from_config(config, http=False)
+    proxy = Proxy(
+        config,
+        Policy(PolicyFile.model_validate({})),
+        app.pipeline_factory(ops),
+        transports={"only": lambda: InMemoryTransport(server)},
+        calls=app.chaos_calls(config),
+    )
+    with os.fdopen(reader_fd, "rb") as reader:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(app._serve, proxy, config, None, None, ops)
+            await anyio.to_thread.run_sync(host, wire_in, reader)
+    ops.shutdown()
+    os.write(result_out, json.dumps(entries).encode() + b"\n")
+
+
+anyio.run(main)
+"""
+
+LANES = {"stdio": PROBE_STDIO, "sdk": PROBE_SDK}
+"""The two paths a traced call takes (see the module's docstring)."""
+
+
+def trace_call(root: Path, lane: str = "stdio") -> list[str]:
+    """The package files one successful tools/call enters on ``lane``, in order, one item per entry."""
     env = dict(os.environ, PYTHONPATH=str(root))
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, str(root)], cwd=root, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROBE_COMMON + LANES[lane], str(root)],
+        cwd=root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if out.returncode != 0:
-        raise SystemExit(f"the traced call failed:\n{out.stderr}")
+        raise SystemExit(f"the traced call ({lane}) failed:\n{out.stderr}")
     entries: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
     return entries
 
@@ -373,11 +459,15 @@ def report(root: Path, trace: bool, top: int) -> None:
     print("- " + ", ".join(f"{k} {v}" for k, v in skips.items()))
 
     if trace:
-        entries = trace_call(root)
-        per_file = Counter(entries)
-        first_seen = list(dict.fromkeys(entries))
-        print(f"\n## One tools/call: {len(per_file)} files entered, {len(entries)} entries\n")
-        print("- in order of first entry (entries): " + ", ".join(f"{f} ({per_file[f]})" for f in first_seen))
+        for lane, title in TRACE_TITLES.items():
+            entries = trace_call(root, lane)
+            per_file = Counter(entries)
+            first_seen = list(dict.fromkeys(entries))
+            print(f"\n## One tools/call, {title}: {len(per_file)} files entered, {len(entries)} entries\n")
+            print("- in order of first entry (entries): " + ", ".join(f"{f} ({per_file[f]})" for f in first_seen))
+
+
+TRACE_TITLES = {"stdio": "stdio (the raw lane)", "sdk": "the SDK's path"}
 
 
 def _first_line(path: Path) -> str:
@@ -475,15 +565,25 @@ def document(root: Path, trace: bool = True) -> str:
     md += ["", f"## Functions over {LONG_FUNCTION} lines", ""]
     md += [f"- `{name}`" for name in sorted(long)] or ["- none"]
     if trace:
-        first_seen = list(dict.fromkeys(trace_call(root)))
+        stdio = list(dict.fromkeys(trace_call(root, "stdio")))
+        sdk = list(dict.fromkeys(trace_call(root, "sdk")))
         md += [
             "",
             "## One tools/call",
             "",
-            f"A successful `tools/call` through the in-memory harness (`tests/harness.py`: client → proxy → upstream) "
-            f"enters {len(first_seen)} files of the package, in this order of first entry:",
+            "A successful `tools/call` of an unannotated tool under the default policy (`write_unsafe`: idempotency, "
+            "retry and breaker composed), traced on the event loop's thread "
+            "(`scripts/architecture_report.py` says how).",
             "",
-            " → ".join(first_seen) + ".",
+            f"Over stdio, as `wrap` serves a host (the stdio transport and its raw tools/call lane), it enters "
+            f"{len(stdio)} files of the package, in this order of first entry:",
+            "",
+            " → ".join(stdio) + ".",
+            "",
+            f"Through the SDK's server path (the in-memory harness `tests/harness.py`: client → proxy → upstream), "
+            f"{len(sdk)} files:",
+            "",
+            " → ".join(sdk) + ".",
         ]
     return "\n".join(md) + "\n"
 

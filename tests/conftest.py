@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from resilient_mcp.state import StateStore
+    from resilient_mcp.state.sqlite import StateStore
     from tests.fixtures.fault_links import Shop
     from tests.redis_server import RedisServer
 
@@ -85,7 +85,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 async def store(clock: FakeClock) -> AsyncIterator[StateStore]:
     """An in-memory state store on the test's ``clock``."""
-    from resilient_mcp.state import StateStore
+    from resilient_mcp.state.sqlite import StateStore
 
     async with await StateStore.open(":memory:", clock=clock) as s:
         yield s

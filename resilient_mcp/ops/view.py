@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ..stages.breaker import BreakerBoard
-    from ..state import StateStore
     from ..state.redis import RedisStateStore
+    from ..state.sqlite import StateStore
     from ..tasks.manager import TaskManager
     from ..upstream import Upstream
 

@@ -49,7 +49,7 @@ from ..stages.provenance import Provenance, SessionTaint
 from ..stages.result_errors import success_shaped_failure
 from ..stages.retry import Retry, RetryBudgets
 from ..stages.validate import Validate, suggest_tools
-from ..state import StateStore
+from ..state.sqlite import StateStore
 from ..state.stored_outputs import (
     OUTPUT_URI_PREFIX,
     READ_STORED_OUTPUT_TOOL,

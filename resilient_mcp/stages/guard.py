@@ -157,17 +157,19 @@ class Guard:
     async def __call__(self, call: ToolCall, call_next: CallNext, /) -> types.CallToolResult:
         state = self._guards.session(call.session_id)
         self._check_budgets(call, state)
-        key = fingerprint(call)
-        record = state.failures.get(key)
+        # The fingerprint only matters where this session has failed calls to match: a session that has none (the
+        # common case) neither hashes the arguments nor looks them up, before the call or after its success.
+        key = fingerprint(call) if state.failures else None
+        record = state.failures.get(key) if key is not None else None
         state.calls += 1
-        if record is not None and self._blocks(record, call):
+        if record is not None and key is not None and self._blocks(record, call):
             state.calls_failed += 1
             raise self._short_circuit(call, state, key, record)
         try:
             result = await call_next(call)
         except Fault as failed:
             state.calls_failed += 1
-            fault = self._record_failure(call, state, key, failed)
+            fault = self._record_failure(call, state, key or fingerprint(call), failed)
             if answered_by_tool(fault):  # a read the server answered, "not found" included, shows the state
                 self._record_verification(call, state)
             if fault is failed:
@@ -180,7 +182,8 @@ class Guard:
             state.calls_failed += 1
         else:
             state.calls_ok += 1
-            state.failures.pop(key, None)
+            if state.failures:  # (an identical call may have failed meanwhile)
+                state.failures.pop(key or fingerprint(call), None)
             self._record_verification(call, state)
         return result
 

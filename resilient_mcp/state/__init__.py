@@ -1,60 +1,27 @@
-"""The embedded state store: idempotency records, stored large outputs and the audit trail, in SQLite (WAL).
+"""The state store as the stages see it: its records, its protocols and its bounds (the backends are beside it).
 
-One SQLite file (``state.sqlite3``) in the state directory: ``$XDG_STATE_HOME/resilient-mcp``, else
-``~/.local/state/resilient-mcp``; ``":memory:"`` gives a private in-memory database for tests. The schema is
-versioned in a ``meta`` table; a newer schema than this code knows is refused rather than damaged.
+The stages see only the narrow protocols ``IdempotencyStore``, ``OutputStore`` and ``AuditStore`` (and the records
+they exchange), so a call's path enters the backend that serves it, never this face. Two backends implement them:
 
-Nothing here blocks the event loop: one dedicated thread owns the connection and runs every query, one at a time,
-in the order asked (``sqlite.Worker``; that module also holds the schema and the queries). Audit entries are
-fire-and-forget: ``record`` appends to a bounded in-memory queue (entries beyond it are dropped and counted) and the
-worker writes them in batches. Between jobs the worker deletes expired rows and trims each table to its row and
-byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an output also trims the outputs table
-(that path is rare, never the hot path).
+- ``sqlite.StateStore``: the embedded store (the default), one SQLite file in the state directory
+  (``default_state_dir()``), with its worker thread and in-memory index; ``schema`` holds its tables and queries;
+- ``redis.RedisStateStore``: a shared store that several proxy replicas use at once (``state.backend: redis``).
 
-Idempotency records are also kept in memory (``sqlite.IdempotencyIndex``: loaded from SQLite when the store
-opens, updated by every operation) while this store is the only user of its database, so a held record and ``get``
-answer without a round trip to the worker; only the replay of a completed result reads SQLite. A claim is the one
-write a call waits for: ``begin`` (and ``begin_write``, both records of a derived-key write in one transaction) is
-committed before it returns, so once the call is sent a crash of the proxy leaves a record that reads as "outcome
-unknown" after a restart. Every other write to the records (``settle_write``, ``complete``, ``release``...) is queued
-to the worker (write-behind, in order) and returns at once. A record loaded from a previous process keeps its status:
-``in_flight`` (that process stopped mid-call) reads as "outcome unknown", ``completed`` replays. As soon as another
-process (or another store of this process) opens the same database, the store stops trusting its index and asks
-SQLite on every call, atomically across processes, as it always did where POSIX locks are missing.
-
-Stored outputs are UTF-8 text written and read in chunks through SQLite's incremental blob I/O, so a 50 MB result
-is never copied whole in memory. Writes survive a crash of the proxy (WAL, ``synchronous=NORMAL``); several proxy
-processes may share one directory (``BEGIN IMMEDIATE`` and a busy timeout).
-
-The stages see only the narrow protocols ``IdempotencyStore``, ``OutputStore`` and ``AuditStore``, so a shared
-backend (Redis) can serve several replicas later.
+``StateLimits`` bounds either backend; ``errors`` maps their failures to the fault tree.
 """
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import os
-import secrets
-import sqlite3
-import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import anyio
 import mcp_types as types
-import structlog
 
-from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
-from ..text import iter_utf8, utf8_len
-from . import sqlite as sql
-from .errors import StateError, StateUnavailable, state_errors
-from .sqlite import Claim, Held, IdempotencyIndex, SoleUser, StateLimits
-from .tasks import TaskRecord
+from .errors import StateError, StateUnavailable
 
 if TYPE_CHECKING:
     from ..call.chain import ToolCall
@@ -68,16 +35,11 @@ __all__ = [
     "OutputStore",
     "StateError",
     "StateLimits",
-    "StateStore",
     "StateUnavailable",
     "default_state_dir",
-    "recent_audit",
+    "output_key",
 ]
 
-log = structlog.get_logger(__name__)
-
-T = TypeVar("T")
-Clock = Callable[[], float]
 IdempotencyStatus = Literal["in_flight", "completed", "unknown"]
 
 
@@ -202,416 +164,35 @@ def default_state_dir() -> Path:
     return root / "resilient-mcp"
 
 
-def _locate(state_dir: str | Path | None) -> tuple[str, str, Path | None]:
-    """(read-write URI, read-only URI, database file) of a state directory; ``":memory:"`` has no file."""
-    if str(state_dir) == ":memory:":
-        uri = f"file:resilient-mcp-{uuid.uuid4().hex}?mode=memory&cache=shared"
-        return uri, uri, None
-    path = (Path(state_dir) if state_dir is not None else default_state_dir()).absolute() / "state.sqlite3"
-    uri = path.as_uri()
-    return uri, f"{uri}?mode=ro", path
+@dataclass(frozen=True, slots=True)
+class StateLimits:
+    """Bounds of the store. Every table expires rows and is trimmed (oldest first) to its row and byte bounds."""
+
+    idempotency_max_rows: int = 50_000
+    idempotency_max_bytes: int = 64_000_000
+    idempotency_max_result_bytes: int = 1_000_000
+    """A completed result larger than this (as JSON) is not kept: its replay only says that the write completed."""
+    outputs_max_rows: int = 200
+    outputs_max_bytes: int = 256_000_000
+    """Also the largest single stored output."""
+    output_ttl_s: float = 3600.0
+    audit_max_rows: int = 100_000
+    audit_ttl_s: float = 30 * 86_400.0
+    audit_queue: int = 10_000
+    """Audit entries waiting for the worker; more are dropped and counted (``StateStore.audit_dropped``)."""
+    audit_batch: int = 256
+    flush_interval_s: float = 0.5
+    prune_interval_s: float = 60.0
 
 
-def recent_audit(
-    state_dir: str | Path | None = None, limit: int = 50, session: str | None = None
-) -> list[dict[str, Any]]:
-    """The newest audit rows of a state directory, read beside a running proxy (for ``resilient-mcp audit``)."""
-    _, read_uri, path = _locate(state_dir)
-    if path is None or not path.exists():
-        return []
-    with state_errors(path, doing="read the state database"):
-        return sql.read_audit(read_uri, limit, session)
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What ``IdempotencyStore.begin_write`` writes: the call's fingerprint and tool, when, and the two expiries."""
 
-
-SECRET_FILE = "secret.key"
-"""The per-installation key of the audit's argument hashes, in the state directory (0600, 64 hex digits)."""
-
-
-def load_secret(directory: Path) -> bytes:
-    """The installation's secret in ``directory``, created (0600, published atomically) if missing."""
-    path = directory / SECRET_FILE
-    with state_errors(path, doing="create", hint="; check the state directory's owner"):
-        _publish_secret(path)
-    sql.private(path)
-    try:
-        key = bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except (OSError, ValueError) as exc:
-        key, reason = b"", str(exc)
-    else:
-        reason = f"{len(key)} bytes"
-    if len(key) < 32:
-        raise StateError(
-            f"{path} is not a resilient-mcp secret ({reason}; 64 hex digits expected): delete it and a new one is "
-            "made (argument hashes already in the audit will no longer match new ones)"
-        )
-    return key
-
-
-def _publish_secret(path: Path) -> None:
-    if path.exists():
-        return
-    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, (secrets.token_hex(32) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(temp, path)  # atomic, and never replaces a secret another proxy published meanwhile
-    except FileExistsError:
-        pass
-    finally:
-        temp.unlink()
-
-
-class StateStore:
-    """The SQLite implementation of ``IdempotencyStore``, ``OutputStore`` and ``AuditStore`` (and of the observe
-    stage's ``AuditSink``). Open with ``await StateStore.open(state_dir)``, close with ``aclose()``."""
-
-    def __init__(self, state_dir: str | Path | None, *, clock: Clock, limits: StateLimits) -> None:
-        self._uri, self._read_uri, self.path = _locate(state_dir)
-        self.limits = limits
-        self.journal_mode = ""
-        """``wal`` for a file database (``memory`` for ``":memory:"``)."""
-        self.audit_dropped = 0
-        self._clock = clock
-        self._conn: sqlite3.Connection | None = None
-        self._worker: sql.Worker | None = None
-        self._audit: collections.deque[AuditFields] = collections.deque()
-        self._next_flush = self._next_prune = 0.0
-        self._index = IdempotencyIndex(limits.idempotency_max_rows)
-        self._sole: SoleUser | None = None
-        self._next_index_prune = 0.0
-        self._hash_key = secrets.token_bytes(32)
-        """Replaced by the state directory's secret when the store opens (``":memory:"`` keeps this one)."""
-
-    @classmethod
-    async def open(
-        cls, state_dir: str | Path | None = None, *, clock: Clock = time.time, limits: StateLimits | None = None
-    ) -> StateStore:
-        """Open (creating if needed) the store of ``state_dir`` (default ``default_state_dir()``; ``":memory:"``)."""
-        store = cls(state_dir, clock=clock, limits=limits or StateLimits())
-        worker = sql.Worker(store._maintain, store.limits.flush_interval_s)
-        try:
-            await worker.call(store._connect)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await worker.stop()
-            raise
-        store._worker = worker
-        return store
-
-    async def aclose(self) -> None:
-        """Write queued audit entries, close the database and stop the worker. Idempotent."""
-        worker, self._worker = self._worker, None
-        if worker is None:
-            return
-        with anyio.CancelScope(shield=True):
-            try:
-                await worker.call(self._shutdown)
-            finally:
-                await worker.stop()
-
-    async def __aenter__(self) -> StateStore:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    # --- worker-side helpers (these run in the worker thread) ----------------------------------------------------
-
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StateError("the state store is closed")
-        return self._conn
-
-    def _connect(self) -> None:
-        self._conn, self.journal_mode = sql.connect(self._uri, self.path)
-        try:
-            if self.path is not None:
-                self._hash_key = load_secret(self.path.parent)
-            # The first reads of the tables: a file damaged in the middle (a valid header, garbage pages) fails
-            # here, and is the same one-line error as a file that is not a database at all.
-            with state_errors(self.path or self._uri):
-                sql.prune(self._conn, self.limits, self._clock())
-                live = sql.idem_live(self._conn, self._clock())
-        except BaseException:
-            self._conn.close()
-            self._conn = None  # the worker's maintenance never touches a database that failed to open
-            raise
-        self._sole = SoleUser(self.path)
-        self._index.load(live)
-        self._next_index_prune = time.monotonic() + self.limits.prune_interval_s
-        self._next_prune = time.monotonic() + self.limits.prune_interval_s
-        self._next_flush = time.monotonic() + self.limits.flush_interval_s
-
-    def _shutdown(self) -> None:
-        try:
-            self._write_audit()
-        finally:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                conn.close()
-            if self._sole is not None:
-                self._sole.close()
-
-    def _maintain(self) -> None:
-        if self._conn is None:
-            return
-        if self._sole is not None:
-            self._sole.check()
-        now = time.monotonic()
-        if self._audit and (len(self._audit) >= self.limits.audit_batch or now >= self._next_flush):
-            self._write_audit()
-            self._next_flush = now + self.limits.flush_interval_s
-        if now >= self._next_prune:
-            self._next_prune = now + self.limits.prune_interval_s
-            sql.prune(self._conn, self.limits, self._clock())
-
-    def _write_audit(self) -> None:
-        entries = [self._audit.popleft() for _ in range(len(self._audit))]
-        if entries:
-            sql.audit_write(self._db(), entries)
-
-    @property
-    def backend_errors(self) -> int:
-        """Failed SQLite jobs, writes and maintenance runs since the store opened (``/metrics``)."""
-        return self._worker.errors if self._worker is not None else 0
-
-    def idempotency_counts(self) -> dict[str, int]:
-        """Live idempotency records by status (in_flight, completed, unknown), from the in-memory index."""
-        return self._index.count_by_status()
-
-    async def _run(self, fn: Callable[[], T]) -> T:
-        if self._worker is None:
-            raise StateError("the state store is closed")
-        return await self._worker.call(fn)
-
-    def _queue(self, fn: Callable[[], object]) -> None:
-        if self._worker is None:
-            raise StateError("the state store is closed")
-        self._worker.submit(fn)
-
-    # --- IdempotencyStore ----------------------------------------------------------------------------------------
-
-    async def begin(
-        self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
-    ) -> IdempotencyRecord | None:
-        if not self._indexed():
-            return await self._run(lambda: _record(sql.idem_begin(self._db(), key, args_hash, tool, now, expires_at)))
-        if self._index.over_bound() or time.monotonic() >= self._next_index_prune:
-            self._prune_index()
-        held = self._index.get(key, now)
-        if held is not None and held.status == "completed":  # a replay: its result is in SQLite
-            record = await self._run(lambda: _record(sql.idem_get(self._db(), key, now)))
-            if record is not None:
-                return record
-            self._index.delete(key)  # trimmed from the disk by its byte bound: the claim is free
-        elif held is not None:
-            return _from_held(key, held)
-        self._index.claim(key, Held(args_hash, tool, "in_flight", now, expires_at))
-        # Committed before the call is sent (one synchronous write): a crash from here on reads as outcome unknown.
-        try:
-            await self._run(lambda: sql.idem_claim(self._db(), key, args_hash, tool, now, expires_at))
-        except Exception:
-            self._index.delete(key)
-            raise
-        return None
-
-    async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
-        if not self._indexed():
-            rows = await self._run(lambda: sql.idem_begin_write(self._db(), key, marker, claim))
-            return _record(rows[0]), _record(rows[1])
-        if self._index.over_bound() or time.monotonic() >= self._next_index_prune:
-            self._prune_index()
-        mine = self._index.get(key, claim.now)
-        if mine is not None and mine.status == "completed":  # a replay: its result is in SQLite
-            record = await self._run(lambda: _record(sql.idem_get(self._db(), key, claim.now)))
-            if record is not None:
-                return record, None
-        held = self._index.get(marker, claim.now)
-        self._index.claim(key, Held(claim.args_hash, claim.tool, "in_flight", claim.now, claim.expires_at))
-        if held is None:
-            marked = Held(claim.args_hash, claim.tool, "in_flight", claim.now, claim.marker_expires_at)
-            self._index.claim(marker, marked)
-        # The one synchronous write before the call is sent: the claims are committed, so a crash of this process
-        # from here on reads as "outcome unknown" after a restart.
-        try:
-            await self._run(lambda: sql.idem_claim_write(self._db(), key, None if held is not None else marker, claim))
-        except Exception:  # not claimed after all (the stage logs it and sends the call unguarded)
-            self._index.delete(key)
-            if held is None:
-                self._index.delete(marker)
-            raise
-        return None, (_from_held(marker, held) if held is not None else None)
-
-    async def settle_write(
-        self, key: str, marker: str | None, result: types.CallToolResult | None, *, expires_at: float
-    ) -> None:
-        if result is not None:
-            self._index.update(key, "completed", expires_at)
-        else:
-            self._index.delete(key)
-        if marker is not None:
-            self._index.delete(marker)
-
-        def job() -> None:
-            text: str | None = None
-            if result is not None:
-                text = result.model_dump_json(by_alias=True, exclude_none=True)
-                if len(text) > self.limits.idempotency_max_result_bytes:
-                    log.info("idempotency_result_not_kept", key=key, bytes=len(text))
-                    text = None
-            sql.idem_settle_write(self._db(), key, marker, text, expires_at, result is not None)
-
-        if self._indexed():
-            self._queue(job)  # write-behind, in order: every later operation of this store sees it
-        else:  # another process shares the database: it sees the claims gone before this host has the answer
-            await self._run(job)
-
-    def _indexed(self) -> bool:
-        """Whether the in-memory index answers (the store is open and the sole user of its database)."""
-        if self._worker is None:
-            raise StateError("the state store is closed")
-        return self._sole is not None and self._sole.alone()
-
-    def _prune_index(self, *, write: bool = True) -> None:
-        """Expire and trim the index; ``write``: delete what was trimmed from SQLite too (``prune`` trims it alike)."""
-        self._next_index_prune = time.monotonic() + self.limits.prune_interval_s
-        trimmed = self._index.prune(self._clock())
-        for key in trimmed if write else ():
-            self._queue(lambda k=key: sql.idem_delete(self._db(), k))  # type: ignore[misc]
-
-    # complete / mark_unknown / release / settle_write settle a call that has already happened: the writes are
-    # queued (write-behind) and return at once, off the call's path. The worker runs jobs in order, so every later
-    # operation of this store sees them; a failure is logged by the worker. A crash before a settling job ran leaves
-    # the record in_flight (the claim was committed before the call was sent), which a later identical call reads as
-    # "outcome unknown".
-
-    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
-        self._index.update(key, "completed", expires_at)
-
-        def job() -> None:
-            text: str | None = result.model_dump_json(by_alias=True, exclude_none=True)
-            if text is not None and len(text) > self.limits.idempotency_max_result_bytes:
-                log.info("idempotency_result_not_kept", key=key, bytes=len(text))
-                text = None
-            sql.idem_update(self._db(), key, "completed", text, expires_at)
-
-        self._queue(job)
-
-    async def mark_unknown(self, key: str, *, expires_at: float) -> None:
-        self._index.update(key, "unknown", expires_at)
-        self._queue(lambda: sql.idem_update(self._db(), key, "unknown", None, expires_at))
-
-    async def release(self, key: str) -> None:
-        self.forget(key)
-
-    def forget(self, key: str) -> None:
-        self._index.delete(key)
-        self._queue(lambda: sql.idem_delete(self._db(), key))
-
-    async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
-        if self._indexed():
-            held = self._index.get(key, now)
-            if held is None or held.status != "completed":
-                return None if held is None else _from_held(key, held)
-        return await self._run(lambda: _record(sql.idem_get(self._db(), key, now)))
-
-    # --- OutputStore ---------------------------------------------------------------------------------------------
-
-    async def put_output(self, tool: str, parts: Sequence[str], manifest: str, owner: str = "") -> str | None:
-        handle = secrets.token_hex(16)
-        key = output_key(handle, owner)
-
-        def job() -> str | None:
-            size = sum(utf8_len(p) for p in parts)
-            if size + len(manifest) > self.limits.outputs_max_bytes:
-                log.warning("output_not_stored", tool=tool, bytes=size, limit=self.limits.outputs_max_bytes)
-                return None
-            now = self._clock()
-            row = (key, tool, now, now + self.limits.output_ttl_s, size, manifest)
-            sql.output_put(self._db(), row, iter_utf8(parts))
-            sql.prune_outputs(self._db(), self.limits, now)
-            return handle
-
-        return await self._run(job)
-
-    async def read_output(self, handle: str, offset: int, length: int, owner: str = "") -> tuple[bytes, int] | None:
-        key = output_key(handle, owner)
-        return await self._run(lambda: sql.output_read(self._db(), key, offset, length, self._clock()))
-
-    async def output_manifest(self, handle: str, owner: str = "") -> str | None:
-        key = output_key(handle, owner)
-        return await self._run(lambda: sql.output_manifest(self._db(), key, self._clock()))
-
-    # --- TaskStore (``resilient_mcp.tasks``) ----------------------------------------------------------------------
-
-    async def put_task(self, record: TaskRecord, max_per_principal: int) -> None:
-        row = (record.task_id, record.principal, record.status, record.created_at, record.expires_at, record.to_json())
-        await self._run(lambda: sql.task_put(self._db(), row, max_per_principal, self._clock()))
-
-    async def get_task(self, task_id: str) -> TaskRecord | None:
-        raw = await self._run(lambda: sql.task_get(self._db(), task_id, self._clock()))
-        return None if raw is None else TaskRecord.from_json(raw)
-
-    async def list_tasks(self, principal: str | None = None, limit: int = 100) -> list[TaskRecord]:
-        rows = await self._run(lambda: sql.task_list(self._db(), principal, limit, self._clock()))
-        return [TaskRecord.from_json(raw) for raw in rows]
-
-    # --- AuditStore ----------------------------------------------------------------------------------------------
-
-    def call_fingerprint(self, call: ToolCall) -> str:
-        """``keyed_fingerprint`` with this installation's secret: identical calls match, arguments stay unreadable."""
-        return keyed_fingerprint(call, self._hash_key)
-
-    def arguments_hash(self, call: ToolCall) -> str:
-        """The audit's hash of ``call``'s arguments: HMAC-SHA-256 keyed with this installation's secret."""
-        return call_arguments_hash(call, self._hash_key)
-
-    def record(self, entry: AuditFields) -> None:
-        if len(self._audit) >= self.limits.audit_queue:
-            self.audit_dropped += 1
-            if self.audit_dropped & (self.audit_dropped - 1) == 0:  # 1, 2, 4, 8, ...: log, but not every drop
-                log.warning("audit_queue_full", dropped=self.audit_dropped, queue=self.limits.audit_queue)
-            return
-        self._audit.append(entry)
-        if len(self._audit) == self.limits.audit_batch and self._worker is not None:
-            self._worker.wake()
-
-    async def flush(self) -> None:
-        """Write every queued audit entry now."""
-        await self._run(self._write_audit)
-
-    def recent_audit(self, limit: int = 50, session: str | None = None) -> list[dict[str, Any]]:
-        """Newest audit rows first (what is still queued is not seen: ``await flush()`` first)."""
-        return sql.read_audit(self._read_uri, limit, session)
-
-    async def prune(self) -> dict[str, int]:
-        """Expire and trim now (the worker also does it every ``prune_interval_s``). Rows deleted per table."""
-        if self._indexed():
-            self._prune_index(write=False)
-        return await self._run(lambda: sql.prune(self._db(), self.limits, self._clock()))
-
-
-def _from_held(key: str, held: Held) -> IdempotencyRecord:
-    return IdempotencyRecord(key, held.args_hash, held.tool, held.status, held.created_at, held.expires_at)  # type: ignore[arg-type]
-
-
-def _record(row: sqlite3.Row | None) -> IdempotencyRecord | None:
-    if row is None:
-        return None
-    text = row["result_json"]
-    result = types.CallToolResult.model_validate_json(text) if text is not None else None
-    return IdempotencyRecord(
-        key=row["key"],
-        args_hash=row["args_hash"],
-        tool=row["tool"],
-        status=row["status"],
-        created_at=row["created_at"],
-        expires_at=row["expires_at"],
-        result=result,
-    )
+    args_hash: str
+    tool: str
+    now: float
+    expires_at: float
+    """Of the call's own record (in flight: the window plus the call's total timeout)."""
+    marker_expires_at: float
+    """Of the upstream-wide record (``unknown_outcome_s``)."""

@@ -65,7 +65,7 @@ from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
 from ..text import iter_utf8, utf8_len
 from . import AuditFields, Claim, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
 from .errors import state_errors
-from .sqlite import AUDIT_FIELDS
+from .schema import AUDIT_FIELDS
 from .tasks import TaskRecord
 
 if TYPE_CHECKING:

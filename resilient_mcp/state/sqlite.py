@@ -1,14 +1,30 @@
-"""The SQLite side of the state store: the worker thread that owns the connection, the schema and every query.
+"""The embedded state store, the default backend: idempotency records, stored outputs and the audit trail in SQLite.
 
-Everything here except ``Worker.call``/``Worker.stop`` runs in the worker thread (or, for ``read_audit``, in a
-separate read-only connection that WAL lets run beside a writing proxy). ``state.StateStore`` is the async face.
-Schema version 1 (``meta.schema_version``)::
+One SQLite file (``state.sqlite3``) in the state directory: ``$XDG_STATE_HOME/resilient-mcp``, else
+``~/.local/state/resilient-mcp``; ``":memory:"`` gives a private in-memory database for tests. The schema is
+versioned in a ``meta`` table; a newer schema than this code knows is refused rather than damaged.
 
-    idempotency(key PK, args_hash, tool, status in_flight|completed|unknown, result_json, created_at, expires_at)
-    outputs(handle PK, tool, created_at, expires_at, size, manifest, data BLOB)   data = UTF-8 text, blob I/O
-    audit(id PK, ts, session, upstream, tool, argument_keys JSON, arguments_hash, outcome, fault_type, attempts,
-          latency_ms, decided_by)
-    tasks(task_id PK, principal, status, created_at, expires_at, record JSON)        a tasks.TaskRecord
+Nothing here blocks the event loop: one dedicated thread owns the connection and runs every query, one at a time,
+in the order asked (``Worker``; ``schema`` holds the tables and the queries). Audit entries are
+fire-and-forget: ``record`` appends to a bounded in-memory queue (entries beyond it are dropped and counted) and the
+worker writes them in batches. Between jobs the worker deletes expired rows and trims each table to its row and
+byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an output also trims the outputs table
+(that path is rare, never the hot path).
+
+Idempotency records are also kept in memory (``IdempotencyIndex``: loaded from SQLite when the store
+opens, updated by every operation) while this store is the only user of its database, so a held record and ``get``
+answer without a round trip to the worker; only the replay of a completed result reads SQLite. A claim is the one
+write a call waits for: ``begin`` (and ``begin_write``, both records of a derived-key write in one transaction) is
+committed before it returns, so once the call is sent a crash of the proxy leaves a record that reads as "outcome
+unknown" after a restart. Every other write to the records (``settle_write``, ``complete``, ``release``...) is queued
+to the worker (write-behind, in order) and returns at once. A record loaded from a previous process keeps its status:
+``in_flight`` (that process stopped mid-call) reads as "outcome unknown", ``completed`` replays. As soon as another
+process (or another store of this process) opens the same database, the store stops trusting its index and asks
+SQLite on every call, atomically across processes, as it always did where POSIX locks are missing.
+
+Stored outputs are UTF-8 text written and read in chunks through SQLite's incremental blob I/O, so a 50 MB result
+is never copied whole in memory. Writes survive a crash of the proxy (WAL, ``synchronous=NORMAL``); several proxy
+processes may share one directory (``BEGIN IMMEDIATE`` and a busy timeout).
 
 The in-memory index of idempotency records (``IdempotencyIndex``, at the end) lets ``StateStore.begin``/``get``
 answer without a disk round trip: an implementation detail of this backend, not of the ``IdempotencyStore``
@@ -30,53 +46,459 @@ once).
 from __future__ import annotations
 
 import asyncio
-import json
+import collections
 import os
 import queue
+import secrets
 import sqlite3
 import sys
 import threading
 import time
+import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
+import mcp_types as types
 import structlog
 
+from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
+from ..text import iter_utf8, utf8_len
+from . import AuditFields, Claim, IdempotencyRecord, StateLimits, default_state_dir, output_key
+from . import schema as sql
 from .errors import StateError, state_errors
+from .tasks import TaskRecord
+
+if TYPE_CHECKING:
+    from ..call.chain import ToolCall
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-SCHEMA_VERSION = 1
+Clock = Callable[[], float]
 
 
-@dataclass(frozen=True, slots=True)
-class StateLimits:
-    """Bounds of the store. Every table expires rows and is trimmed (oldest first) to its row and byte bounds."""
+def _locate(state_dir: str | Path | None) -> tuple[str, str, Path | None]:
+    """(read-write URI, read-only URI, database file) of a state directory; ``":memory:"`` has no file."""
+    if str(state_dir) == ":memory:":
+        uri = f"file:resilient-mcp-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        return uri, uri, None
+    path = (Path(state_dir) if state_dir is not None else default_state_dir()).absolute() / "state.sqlite3"
+    uri = path.as_uri()
+    return uri, f"{uri}?mode=ro", path
 
-    idempotency_max_rows: int = 50_000
-    idempotency_max_bytes: int = 64_000_000
-    idempotency_max_result_bytes: int = 1_000_000
-    """A completed result larger than this (as JSON) is not kept: its replay only says that the write completed."""
-    outputs_max_rows: int = 200
-    outputs_max_bytes: int = 256_000_000
-    """Also the largest single stored output."""
-    output_ttl_s: float = 3600.0
-    audit_max_rows: int = 100_000
-    audit_ttl_s: float = 30 * 86_400.0
-    audit_queue: int = 10_000
-    """Audit entries waiting for the worker; more are dropped and counted (``StateStore.audit_dropped``)."""
-    audit_batch: int = 256
-    flush_interval_s: float = 0.5
-    prune_interval_s: float = 60.0
+
+def recent_audit(
+    state_dir: str | Path | None = None, limit: int = 50, session: str | None = None
+) -> list[dict[str, Any]]:
+    """The newest audit rows of a state directory, read beside a running proxy (for ``resilient-mcp audit``)."""
+    _, read_uri, path = _locate(state_dir)
+    if path is None or not path.exists():
+        return []
+    with state_errors(path, doing="read the state database"):
+        return sql.read_audit(read_uri, limit, session)
+
+
+SECRET_FILE = "secret.key"
+"""The per-installation key of the audit's argument hashes, in the state directory (0600, 64 hex digits)."""
+
+
+def load_secret(directory: Path) -> bytes:
+    """The installation's secret in ``directory``, created (0600, published atomically) if missing."""
+    path = directory / SECRET_FILE
+    with state_errors(path, doing="create", hint="; check the state directory's owner"):
+        _publish_secret(path)
+    sql.private(path)
+    try:
+        key = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError) as exc:
+        key, reason = b"", str(exc)
+    else:
+        reason = f"{len(key)} bytes"
+    if len(key) < 32:
+        raise StateError(
+            f"{path} is not a resilient-mcp secret ({reason}; 64 hex digits expected): delete it and a new one is "
+            "made (argument hashes already in the audit will no longer match new ones)"
+        )
+    return key
+
+
+def _publish_secret(path: Path) -> None:
+    if path.exists():
+        return
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, (secrets.token_hex(32) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(temp, path)  # atomic, and never replaces a secret another proxy published meanwhile
+    except FileExistsError:
+        pass
+    finally:
+        temp.unlink()
+
+
+class StateStore:
+    """The SQLite implementation of ``IdempotencyStore``, ``OutputStore`` and ``AuditStore`` (and of the observe
+    stage's ``AuditSink``). Open with ``await StateStore.open(state_dir)``, close with ``aclose()``."""
+
+    def __init__(self, state_dir: str | Path | None, *, clock: Clock, limits: StateLimits) -> None:
+        self._uri, self._read_uri, self.path = _locate(state_dir)
+        self.limits = limits
+        self.journal_mode = ""
+        """``wal`` for a file database (``memory`` for ``":memory:"``)."""
+        self.audit_dropped = 0
+        self._clock = clock
+        self._conn: sqlite3.Connection | None = None
+        self._worker: Worker | None = None
+        self._audit: collections.deque[AuditFields] = collections.deque()
+        self._next_flush = self._next_prune = 0.0
+        self._index = IdempotencyIndex(limits.idempotency_max_rows)
+        self._sole: SoleUser | None = None
+        self._next_index_prune = 0.0
+        self._hash_key = secrets.token_bytes(32)
+        """Replaced by the state directory's secret when the store opens (``":memory:"`` keeps this one)."""
+
+    @classmethod
+    async def open(
+        cls, state_dir: str | Path | None = None, *, clock: Clock = time.time, limits: StateLimits | None = None
+    ) -> StateStore:
+        """Open (creating if needed) the store of ``state_dir`` (default ``default_state_dir()``; ``":memory:"``)."""
+        store = cls(state_dir, clock=clock, limits=limits or StateLimits())
+        worker = Worker(store._maintain, store.limits.flush_interval_s)
+        try:
+            await worker.call(store._connect)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await worker.stop()
+            raise
+        store._worker = worker
+        return store
+
+    async def aclose(self) -> None:
+        """Write queued audit entries, close the database and stop the worker. Idempotent."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await worker.call(self._shutdown)
+            finally:
+                await worker.stop()
+
+    async def __aenter__(self) -> StateStore:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # --- worker-side helpers (these run in the worker thread) ----------------------------------------------------
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StateError("the state store is closed")
+        return self._conn
+
+    def _connect(self) -> None:
+        self._conn, self.journal_mode = sql.connect(self._uri, self.path)
+        try:
+            if self.path is not None:
+                self._hash_key = load_secret(self.path.parent)
+            # The first reads of the tables: a file damaged in the middle (a valid header, garbage pages) fails
+            # here, and is the same one-line error as a file that is not a database at all.
+            with state_errors(self.path or self._uri):
+                sql.prune(self._conn, self.limits, self._clock())
+                live = sql.idem_live(self._conn, self._clock())
+        except BaseException:
+            self._conn.close()
+            self._conn = None  # the worker's maintenance never touches a database that failed to open
+            raise
+        self._sole = SoleUser(self.path)
+        self._index.load(live)
+        self._next_index_prune = time.monotonic() + self.limits.prune_interval_s
+        self._next_prune = time.monotonic() + self.limits.prune_interval_s
+        self._next_flush = time.monotonic() + self.limits.flush_interval_s
+
+    def _shutdown(self) -> None:
+        try:
+            self._write_audit()
+        finally:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+            if self._sole is not None:
+                self._sole.close()
+
+    def _maintain(self) -> None:
+        if self._conn is None:
+            return
+        if self._sole is not None:
+            self._sole.check()
+        now = time.monotonic()
+        if self._audit and (len(self._audit) >= self.limits.audit_batch or now >= self._next_flush):
+            self._write_audit()
+            self._next_flush = now + self.limits.flush_interval_s
+        if now >= self._next_prune:
+            self._next_prune = now + self.limits.prune_interval_s
+            sql.prune(self._conn, self.limits, self._clock())
+
+    def _write_audit(self) -> None:
+        entries = [self._audit.popleft() for _ in range(len(self._audit))]
+        if entries:
+            sql.audit_write(self._db(), entries)
+
+    @property
+    def backend_errors(self) -> int:
+        """Failed SQLite jobs, writes and maintenance runs since the store opened (``/metrics``)."""
+        return self._worker.errors if self._worker is not None else 0
+
+    def idempotency_counts(self) -> dict[str, int]:
+        """Live idempotency records by status (in_flight, completed, unknown), from the in-memory index."""
+        return self._index.count_by_status()
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        if self._worker is None:
+            raise StateError("the state store is closed")
+        return await self._worker.call(fn)
+
+    def _queue(self, fn: Callable[[], object]) -> None:
+        if self._worker is None:
+            raise StateError("the state store is closed")
+        self._worker.submit(fn)
+
+    # --- IdempotencyStore ----------------------------------------------------------------------------------------
+
+    async def begin(
+        self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
+    ) -> IdempotencyRecord | None:
+        if not self._indexed():
+            return await self._run(lambda: _record(sql.idem_begin(self._db(), key, args_hash, tool, now, expires_at)))
+        if self._index.over_bound() or time.monotonic() >= self._next_index_prune:
+            self._prune_index()
+        held = self._index.get(key, now)
+        if held is not None and held.status == "completed":  # a replay: its result is in SQLite
+            record = await self._run(lambda: _record(sql.idem_get(self._db(), key, now)))
+            if record is not None:
+                return record
+            self._index.delete(key)  # trimmed from the disk by its byte bound: the claim is free
+        elif held is not None:
+            return _from_held(key, held)
+        self._index.claim(key, Held(args_hash, tool, "in_flight", now, expires_at))
+        # Committed before the call is sent (one synchronous write): a crash from here on reads as outcome unknown.
+        try:
+            await self._run(lambda: sql.idem_claim(self._db(), key, args_hash, tool, now, expires_at))
+        except Exception:
+            self._index.delete(key)
+            raise
+        return None
+
+    async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
+        if not self._indexed():
+            rows = await self._run(lambda: sql.idem_begin_write(self._db(), key, marker, claim))
+            return _record(rows[0]), _record(rows[1])
+        if self._index.over_bound() or time.monotonic() >= self._next_index_prune:
+            self._prune_index()
+        mine = self._index.get(key, claim.now)
+        if mine is not None and mine.status == "completed":  # a replay: its result is in SQLite
+            record = await self._run(lambda: _record(sql.idem_get(self._db(), key, claim.now)))
+            if record is not None:
+                return record, None
+        held = self._index.get(marker, claim.now)
+        self._index.claim(key, Held(claim.args_hash, claim.tool, "in_flight", claim.now, claim.expires_at))
+        if held is None:
+            marked = Held(claim.args_hash, claim.tool, "in_flight", claim.now, claim.marker_expires_at)
+            self._index.claim(marker, marked)
+        # The one synchronous write before the call is sent: the claims are committed, so a crash of this process
+        # from here on reads as "outcome unknown" after a restart.
+        try:
+            await self._run(lambda: sql.idem_claim_write(self._db(), key, None if held is not None else marker, claim))
+        except Exception:  # not claimed after all (the stage logs it and sends the call unguarded)
+            self._index.delete(key)
+            if held is None:
+                self._index.delete(marker)
+            raise
+        return None, (_from_held(marker, held) if held is not None else None)
+
+    async def settle_write(
+        self, key: str, marker: str | None, result: types.CallToolResult | None, *, expires_at: float
+    ) -> None:
+        if result is not None:
+            self._index.update(key, "completed", expires_at)
+        else:
+            self._index.delete(key)
+        if marker is not None:
+            self._index.delete(marker)
+
+        def job() -> None:
+            text: str | None = None
+            if result is not None:
+                text = result.model_dump_json(by_alias=True, exclude_none=True)
+                if len(text) > self.limits.idempotency_max_result_bytes:
+                    log.info("idempotency_result_not_kept", key=key, bytes=len(text))
+                    text = None
+            sql.idem_settle_write(self._db(), key, marker, text, expires_at, result is not None)
+
+        if self._indexed():
+            self._queue(job)  # write-behind, in order: every later operation of this store sees it
+        else:  # another process shares the database: it sees the claims gone before this host has the answer
+            await self._run(job)
+
+    def _indexed(self) -> bool:
+        """Whether the in-memory index answers (the store is open and the sole user of its database)."""
+        if self._worker is None:
+            raise StateError("the state store is closed")
+        return self._sole is not None and self._sole.alone()
+
+    def _prune_index(self, *, write: bool = True) -> None:
+        """Expire and trim the index; ``write``: delete what was trimmed from SQLite too (``prune`` trims it alike)."""
+        self._next_index_prune = time.monotonic() + self.limits.prune_interval_s
+        trimmed = self._index.prune(self._clock())
+        for key in trimmed if write else ():
+            self._queue(lambda k=key: sql.idem_delete(self._db(), k))  # type: ignore[misc]
+
+    # complete / mark_unknown / release / settle_write settle a call that has already happened: the writes are
+    # queued (write-behind) and return at once, off the call's path. The worker runs jobs in order, so every later
+    # operation of this store sees them; a failure is logged by the worker. A crash before a settling job ran leaves
+    # the record in_flight (the claim was committed before the call was sent), which a later identical call reads as
+    # "outcome unknown".
+
+    async def complete(self, key: str, result: types.CallToolResult, *, expires_at: float) -> None:
+        self._index.update(key, "completed", expires_at)
+
+        def job() -> None:
+            text: str | None = result.model_dump_json(by_alias=True, exclude_none=True)
+            if text is not None and len(text) > self.limits.idempotency_max_result_bytes:
+                log.info("idempotency_result_not_kept", key=key, bytes=len(text))
+                text = None
+            sql.idem_update(self._db(), key, "completed", text, expires_at)
+
+        self._queue(job)
+
+    async def mark_unknown(self, key: str, *, expires_at: float) -> None:
+        self._index.update(key, "unknown", expires_at)
+        self._queue(lambda: sql.idem_update(self._db(), key, "unknown", None, expires_at))
+
+    async def release(self, key: str) -> None:
+        self.forget(key)
+
+    def forget(self, key: str) -> None:
+        self._index.delete(key)
+        self._queue(lambda: sql.idem_delete(self._db(), key))
+
+    async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
+        if self._indexed():
+            held = self._index.get(key, now)
+            if held is None or held.status != "completed":
+                return None if held is None else _from_held(key, held)
+        return await self._run(lambda: _record(sql.idem_get(self._db(), key, now)))
+
+    # --- OutputStore ---------------------------------------------------------------------------------------------
+
+    async def put_output(self, tool: str, parts: Sequence[str], manifest: str, owner: str = "") -> str | None:
+        handle = secrets.token_hex(16)
+        key = output_key(handle, owner)
+
+        def job() -> str | None:
+            size = sum(utf8_len(p) for p in parts)
+            if size + len(manifest) > self.limits.outputs_max_bytes:
+                log.warning("output_not_stored", tool=tool, bytes=size, limit=self.limits.outputs_max_bytes)
+                return None
+            now = self._clock()
+            row = (key, tool, now, now + self.limits.output_ttl_s, size, manifest)
+            sql.output_put(self._db(), row, iter_utf8(parts))
+            sql.prune_outputs(self._db(), self.limits, now)
+            return handle
+
+        return await self._run(job)
+
+    async def read_output(self, handle: str, offset: int, length: int, owner: str = "") -> tuple[bytes, int] | None:
+        key = output_key(handle, owner)
+        return await self._run(lambda: sql.output_read(self._db(), key, offset, length, self._clock()))
+
+    async def output_manifest(self, handle: str, owner: str = "") -> str | None:
+        key = output_key(handle, owner)
+        return await self._run(lambda: sql.output_manifest(self._db(), key, self._clock()))
+
+    # --- TaskStore (``resilient_mcp.tasks``) ----------------------------------------------------------------------
+
+    async def put_task(self, record: TaskRecord, max_per_principal: int) -> None:
+        row = (record.task_id, record.principal, record.status, record.created_at, record.expires_at, record.to_json())
+        await self._run(lambda: sql.task_put(self._db(), row, max_per_principal, self._clock()))
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        raw = await self._run(lambda: sql.task_get(self._db(), task_id, self._clock()))
+        return None if raw is None else TaskRecord.from_json(raw)
+
+    async def list_tasks(self, principal: str | None = None, limit: int = 100) -> list[TaskRecord]:
+        rows = await self._run(lambda: sql.task_list(self._db(), principal, limit, self._clock()))
+        return [TaskRecord.from_json(raw) for raw in rows]
+
+    # --- AuditStore ----------------------------------------------------------------------------------------------
+
+    def call_fingerprint(self, call: ToolCall) -> str:
+        """``keyed_fingerprint`` with this installation's secret: identical calls match, arguments stay unreadable."""
+        return keyed_fingerprint(call, self._hash_key)
+
+    def arguments_hash(self, call: ToolCall) -> str:
+        """The audit's hash of ``call``'s arguments: HMAC-SHA-256 keyed with this installation's secret."""
+        return call_arguments_hash(call, self._hash_key)
+
+    def record(self, entry: AuditFields) -> None:
+        if len(self._audit) >= self.limits.audit_queue:
+            self.audit_dropped += 1
+            if self.audit_dropped & (self.audit_dropped - 1) == 0:  # 1, 2, 4, 8, ...: log, but not every drop
+                log.warning("audit_queue_full", dropped=self.audit_dropped, queue=self.limits.audit_queue)
+            return
+        self._audit.append(entry)
+        if len(self._audit) == self.limits.audit_batch and self._worker is not None:
+            self._worker.wake()
+
+    async def flush(self) -> None:
+        """Write every queued audit entry now."""
+        await self._run(self._write_audit)
+
+    def recent_audit(self, limit: int = 50, session: str | None = None) -> list[dict[str, Any]]:
+        """Newest audit rows first (what is still queued is not seen: ``await flush()`` first)."""
+        return sql.read_audit(self._read_uri, limit, session)
+
+    async def prune(self) -> dict[str, int]:
+        """Expire and trim now (the worker also does it every ``prune_interval_s``). Rows deleted per table."""
+        if self._indexed():
+            self._prune_index(write=False)
+        return await self._run(lambda: sql.prune(self._db(), self.limits, self._clock()))
+
+
+def _from_held(key: str, held: Held) -> IdempotencyRecord:
+    return IdempotencyRecord(key, held.args_hash, held.tool, held.status, held.created_at, held.expires_at)  # type: ignore[arg-type]
+
+
+def _record(row: sqlite3.Row | None) -> IdempotencyRecord | None:
+    if row is None:
+        return None
+    text = row["result_json"]
+    result = types.CallToolResult.model_validate_json(text) if text is not None else None
+    return IdempotencyRecord(
+        key=row["key"],
+        args_hash=row["args_hash"],
+        tool=row["tool"],
+        status=row["status"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        result=result,
+    )
 
 
 # --- the worker thread ---------------------------------------------------------------------------------------------
@@ -217,365 +639,7 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-@contextmanager
-def tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction, taken at once (``BEGIN IMMEDIATE``) so a read-then-write is atomic across processes."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-# --- schema --------------------------------------------------------------------------------------------------------
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS idempotency (
-        key TEXT PRIMARY KEY, args_hash TEXT NOT NULL, tool TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('in_flight', 'completed', 'unknown')),
-        result_json TEXT, created_at REAL NOT NULL, expires_at REAL NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at)",
-    """CREATE TABLE IF NOT EXISTS outputs (
-        handle TEXT PRIMARY KEY, tool TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL,
-        size INTEGER NOT NULL, manifest TEXT NOT NULL, data BLOB NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS outputs_expiry ON outputs (expires_at)",
-    """CREATE TABLE IF NOT EXISTS audit (
-        id INTEGER PRIMARY KEY, ts REAL NOT NULL, session TEXT NOT NULL, upstream TEXT NOT NULL,
-        tool TEXT NOT NULL, argument_keys TEXT NOT NULL, arguments_hash TEXT NOT NULL, outcome TEXT NOT NULL,
-        fault_type TEXT, attempts INTEGER NOT NULL, latency_ms INTEGER NOT NULL, decided_by TEXT)""",
-    "CREATE INDEX IF NOT EXISTS audit_session ON audit (session, id)",
-    "CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts)",
-    # Added within version 1 (older code ignores the table): durable tasks (``resilient_mcp.tasks``).
-    """CREATE TABLE IF NOT EXISTS tasks (
-        task_id TEXT PRIMARY KEY, principal TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL,
-        expires_at REAL NOT NULL, record TEXT NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS tasks_principal ON tasks (principal, created_at)",
-)
-
-
-PRIVATE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".users")
-"""The database file, SQLite's companions and the proxies' lock file: all created (or tightened to) 0600."""
-
-
-def make_private(path: Path) -> None:
-    """Create ``path`` as an empty 0600 file if it does not exist, and take group/other permissions off it and its
-    SQLite companions if they have them. SQLite gives the -wal and -shm files the database file's permissions, so
-    the folder's own permissions (a Docker volume, a ``mkdir -p`` folder) no longer decide who can read results."""
-    os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o600))
-    for suffix in PRIVATE_SUFFIXES:
-        private(path.with_name(path.name + suffix))
-
-
-def private(path: Path) -> None:
-    """Remove group and other permission bits from ``path`` (if it exists)."""
-    try:
-        mode = path.stat().st_mode
-        if mode & 0o077:
-            os.chmod(path, mode & 0o700)
-    except FileNotFoundError:
-        return
-    except PermissionError as exc:
-        log.warning("state_file_not_private", path=str(path), error=str(exc))
-
-
-def connect(uri: str, path: Path | None) -> tuple[sqlite3.Connection, str]:
-    """Open (creating the directory and schema if needed) and return the connection and its journal mode."""
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with state_errors(path, doing="create the state database"):
-            make_private(path)
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
-    try:
-        with state_errors(path or uri):
-            conn.row_factory = sqlite3.Row
-            mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
-            conn.execute("PRAGMA synchronous=NORMAL")
-            _migrate(conn)
-    except BaseException:
-        conn.close()
-        raise
-    return conn, mode
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    with tx(conn):
-        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = int(row[0]) if row else 0
-        if version > SCHEMA_VERSION:
-            raise StateError(
-                f"the state database has schema version {version}; this resilient-mcp knows up to "
-                f"{SCHEMA_VERSION}: use a newer resilient-mcp or another state directory"
-            )
-        for statement in _SCHEMA:  # version 0 -> 1; later versions add their steps here
-            conn.execute(statement)
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-
-
-# --- idempotency ---------------------------------------------------------------------------------------------------
-
-_IDEM = "SELECT key, args_hash, tool, status, result_json, created_at, expires_at FROM idempotency"
-
-
-def idem_begin(
-    conn: sqlite3.Connection, key: str, args_hash: str, tool: str, now: float, expires_at: float
-) -> sqlite3.Row | None:
-    with tx(conn):
-        row: sqlite3.Row | None = conn.execute(f"{_IDEM} WHERE key = ? AND expires_at > ?", (key, now)).fetchone()
-        if row is None:
-            conn.execute(
-                "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, 'in_flight', NULL, ?, ?)",
-                (key, args_hash, tool, now, expires_at),
-            )
-    return row
-
-
-def idem_claim(conn: sqlite3.Connection, key: str, args_hash: str, tool: str, now: float, expires_at: float) -> None:
-    """Write a claim the in-memory index already granted (it is authoritative while the store is the sole user)."""
-    conn.execute(
-        "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, 'in_flight', NULL, ?, ?)",
-        (key, args_hash, tool, now, expires_at),
-    )
-
-
-def idem_begin_write(
-    conn: sqlite3.Connection, key: str, marker: str, claim: Claim
-) -> tuple[sqlite3.Row | None, sqlite3.Row | None]:
-    """``IdempotencyStore.begin_write`` in one transaction (the store is not the sole user of the database)."""
-    with tx(conn):
-        own: sqlite3.Row | None = conn.execute(f"{_IDEM} WHERE key = ? AND expires_at > ?", (key, claim.now)).fetchone()
-        if own is not None and own["status"] == "completed":
-            return own, None
-        idem_claim(conn, key, claim.args_hash, claim.tool, claim.now, claim.expires_at)
-        held: sqlite3.Row | None = conn.execute(
-            f"{_IDEM} WHERE key = ? AND expires_at > ?", (marker, claim.now)
-        ).fetchone()
-        if held is None:
-            idem_claim(conn, marker, claim.args_hash, claim.tool, claim.now, claim.marker_expires_at)
-    return None, held
-
-
-def idem_claim_write(conn: sqlite3.Connection, key: str, marker: str | None, claim: Claim) -> None:
-    """Write a derived-key write's claims the in-memory index granted (``marker``: ``None`` when it was held), in one
-    transaction: committed (to the WAL) before the call is sent, so it survives a crash of the proxy."""
-    with tx(conn):
-        idem_claim(conn, key, claim.args_hash, claim.tool, claim.now, claim.expires_at)
-        if marker is not None:
-            idem_claim(conn, marker, claim.args_hash, claim.tool, claim.now, claim.marker_expires_at)
-
-
-def idem_settle_write(
-    conn: sqlite3.Connection, key: str, marker: str | None, result_json: str | None, expires_at: float, done: bool
-) -> None:
-    """``IdempotencyStore.settle_write`` in one transaction: ``key`` completed (``done``) or deleted; ``marker``
-    deleted."""
-    with tx(conn):
-        if done:
-            idem_update(conn, key, "completed", result_json, expires_at)
-        else:
-            idem_delete(conn, key)
-        if marker is not None:
-            idem_delete(conn, marker)
-
-
-def idem_live(conn: sqlite3.Connection, now: float) -> list[tuple[str, str, str, str, float, float]]:
-    """Every unexpired record without its result: what the in-memory index is loaded with."""
-    query = "SELECT key, args_hash, tool, status, created_at, expires_at FROM idempotency WHERE expires_at > ?"
-    return [tuple(r) for r in conn.execute(query, (now,)).fetchall()]
-
-
-def idem_get(conn: sqlite3.Connection, key: str, now: float) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(f"{_IDEM} WHERE key = ? AND expires_at > ?", (key, now)).fetchone()
-    return row
-
-
-def idem_update(conn: sqlite3.Connection, key: str, status: str, result_json: str | None, expires_at: float) -> None:
-    conn.execute(
-        "UPDATE idempotency SET status = ?, result_json = ?, expires_at = ? WHERE key = ?",
-        (status, result_json, expires_at, key),
-    )
-
-
-def idem_delete(conn: sqlite3.Connection, key: str) -> None:
-    conn.execute("DELETE FROM idempotency WHERE key = ?", (key,))
-
-
-# --- outputs -------------------------------------------------------------------------------------------------------
-
-
-def output_put(conn: sqlite3.Connection, row: tuple[str, str, float, float, int, str], chunks: Iterable[bytes]) -> None:
-    """Insert ``(handle, tool, created_at, expires_at, size, manifest)`` and write the text chunk by chunk."""
-    with tx(conn):
-        cur = conn.execute("INSERT INTO outputs VALUES (?, ?, ?, ?, ?, ?, zeroblob(?))", (*row, row[4]))
-        if row[4]:
-            with conn.blobopen("outputs", "data", cast(int, cur.lastrowid)) as blob:
-                for chunk in chunks:
-                    blob.write(chunk)
-
-
-def output_read(
-    conn: sqlite3.Connection, handle: str, offset: int, length: int, now: float
-) -> tuple[bytes, int] | None:
-    row = conn.execute("SELECT rowid, size FROM outputs WHERE handle = ? AND expires_at > ?", (handle, now)).fetchone()
-    if row is None:
-        return None
-    size = int(row["size"])
-    start = min(max(offset, 0), size)
-    end = min(size, start + max(length, 0))
-    if end <= start:
-        return b"", size
-    with conn.blobopen("outputs", "data", int(row["rowid"]), readonly=True) as blob:
-        blob.seek(start)
-        return blob.read(end - start), size
-
-
-def output_manifest(conn: sqlite3.Connection, handle: str, now: float) -> str | None:
-    row = conn.execute("SELECT manifest FROM outputs WHERE handle = ? AND expires_at > ?", (handle, now)).fetchone()
-    return None if row is None else str(row[0])
-
-
-# --- audit ---------------------------------------------------------------------------------------------------------
-
-AUDIT_FIELDS = (
-    "ts",
-    "session",
-    "upstream",
-    "tool",
-    "argument_keys",
-    "arguments_hash",
-    "outcome",
-    "fault_type",
-    "attempts",
-    "latency_ms",
-    "decided_by",
-)
-
-
-def audit_write(conn: sqlite3.Connection, entries: Sequence[Any]) -> None:
-    rows = [
-        tuple(json.dumps(list(v)) if f == "argument_keys" else v for f in AUDIT_FIELDS for v in (getattr(e, f),))
-        for e in entries
-    ]
-    with tx(conn):
-        conn.executemany(f"INSERT INTO audit ({', '.join(AUDIT_FIELDS)}) VALUES ({', '.join('?' * 11)})", rows)
-
-
-def read_audit(uri: str, limit: int, session: str | None) -> list[dict[str, Any]]:
-    """The ``limit`` most recent audit rows (newest first), through a separate read-only connection."""
-    conn = sqlite3.connect(uri, uri=True, timeout=5.0)
-    try:
-        conn.row_factory = sqlite3.Row
-        where, args = ("WHERE session = ?", (session, limit)) if session is not None else ("", (limit,))
-        query = f"SELECT {', '.join(AUDIT_FIELDS)} FROM audit {where} ORDER BY id DESC LIMIT ?"
-        rows = conn.execute(query, args).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return []
-        raise
-    finally:
-        conn.close()
-    return [{**dict(r), "argument_keys": json.loads(r["argument_keys"])} for r in rows]
-
-
-# --- tasks ---------------------------------------------------------------------------------------------------------
-
-_TERMINAL = "status IN ('completed', 'failed', 'cancelled')"
-
-
-def task_put(conn: sqlite3.Connection, row: tuple[str, str, str, float, float, str], bound: int, now: float) -> None:
-    """Insert or replace ``(task_id, principal, status, created_at, expires_at, record)``; then drop the principal's
-    expired records and its oldest terminal ones beyond ``bound``."""
-    with tx(conn):
-        conn.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)", row)
-        conn.execute("DELETE FROM tasks WHERE principal = ? AND expires_at <= ?", (row[1], now))
-        excess = int(conn.execute("SELECT COUNT(*) FROM tasks WHERE principal = ?", (row[1],)).fetchone()[0]) - bound
-        if excess > 0:
-            conn.execute(
-                f"DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE principal = ? AND {_TERMINAL} "
-                "ORDER BY created_at LIMIT ?)",
-                (row[1], excess),
-            )
-
-
-def task_get(conn: sqlite3.Connection, task_id: str, now: float) -> str | None:
-    row = conn.execute("SELECT record FROM tasks WHERE task_id = ? AND expires_at > ?", (task_id, now)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def task_list(conn: sqlite3.Connection, principal: str | None, limit: int, now: float) -> list[str]:
-    where, args = ("AND principal = ?", (now, principal, limit)) if principal is not None else ("", (now, limit))
-    query = f"SELECT record FROM tasks WHERE expires_at > ? {where} ORDER BY created_at DESC LIMIT ?"
-    return [str(r[0]) for r in conn.execute(query, args).fetchall()]
-
-
-# --- bounds --------------------------------------------------------------------------------------------------------
-
-
-def prune(conn: sqlite3.Connection, limits: StateLimits, now: float) -> dict[str, int]:
-    """Delete expired rows, then trim every table to its bounds, oldest first. Returns rows deleted per table."""
-    with tx(conn):
-        idem = conn.execute("DELETE FROM idempotency WHERE expires_at <= ?", (now,)).rowcount
-        # Only completed records are trimmed before they expire: an in-flight or outcome-unknown record is what keeps
-        # a write from running twice, so it stays until its window ends even past the bounds.
-        done = "status = 'completed'"
-        idem += _trim_rows(conn, "idempotency", "key", "created_at", limits.idempotency_max_rows, where=done)
-        size = "COALESCE(LENGTH(CAST(result_json AS BLOB)), 0)"
-        idem += _trim_bytes(conn, "idempotency", "key", size, "created_at", limits.idempotency_max_bytes, where=done)
-        audit = conn.execute("DELETE FROM audit WHERE ts < ?", (now - limits.audit_ttl_s,)).rowcount
-        audit += _trim_rows(conn, "audit", "id", "id", limits.audit_max_rows)
-        tasks = conn.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,)).rowcount
-    return {"idempotency": idem, "outputs": prune_outputs(conn, limits, now), "audit": audit, "tasks": tasks}
-
-
-def prune_outputs(conn: sqlite3.Connection, limits: StateLimits, now: float) -> int:
-    with tx(conn):
-        n = conn.execute("DELETE FROM outputs WHERE expires_at <= ?", (now,)).rowcount
-        n += _trim_rows(conn, "outputs", "handle", "created_at", limits.outputs_max_rows)
-        size = "size + LENGTH(CAST(manifest AS BLOB))"
-        n += _trim_bytes(conn, "outputs", "handle", size, "created_at", limits.outputs_max_bytes)
-    return n
-
-
-def _trim_rows(conn: sqlite3.Connection, table: str, key: str, order: str, max_rows: int, *, where: str = "1") -> int:
-    """Delete the first rows by ``order`` among those matching ``where`` until the table is within ``max_rows``."""
-    excess = int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) - max_rows
-    if excess <= 0:
-        return 0
-    query = f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {where} ORDER BY {order} LIMIT ?)"
-    return conn.execute(query, (excess,)).rowcount
-
-
-def _trim_bytes(
-    conn: sqlite3.Connection, table: str, key: str, size: str, order: str, max_bytes: int, *, where: str = "1"
-) -> int:
-    total = int(conn.execute(f"SELECT COALESCE(SUM({size}), 0) FROM {table}").fetchone()[0])
-    victims: list[tuple[Any]] = []
-    if total > max_bytes:
-        for k, n in conn.execute(f"SELECT {key}, {size} FROM {table} WHERE {where} ORDER BY {order}").fetchall():
-            if total <= max_bytes:
-                break
-            victims.append((k,))
-            total -= int(n)
-    conn.executemany(f"DELETE FROM {table} WHERE {key} = ?", victims)
-    return len(victims)
-
-
 # --- the in-memory index of idempotency records -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """What ``IdempotencyStore.begin_write`` writes: the call's fingerprint and tool, when, and the two expiries."""
-
-    args_hash: str
-    tool: str
-    now: float
-    expires_at: float
-    """Of the call's own record (in flight: the window plus the call's total timeout)."""
-    marker_expires_at: float
-    """Of the upstream-wide record (``unknown_outcome_s``)."""
 
 
 @dataclass(slots=True)

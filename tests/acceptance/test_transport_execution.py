@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp.client._memory import InMemoryTransport
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.call.chain import HostEnvelope, Timers
@@ -47,6 +48,8 @@ from tests.fixtures.fault_links import (
     rule,
     text_of,
 )
+from tests.fixtures.probe_server import Probe
+from tests.fixtures.probe_server import build_server as build_probe_server
 from tests.fixtures.scripted import Handler, ScriptedUpstream, error_text, hang, ok_text
 from tests.harness import Harness
 from tests.helpers import PROBE_SERVER, await_until, read_events, virtual_time
@@ -651,21 +654,35 @@ async def test_a_call_that_succeeds_slowly_within_its_attempt_timeout_passes_thr
     assert recorder.delays == []
 
 
-async def test_a_stdio_call_reporting_progress_is_not_timed_out_while_it_keeps_progressing(tmp_path: Path) -> None:
-    events = tmp_path / "events"
+async def _progressing_call(tmp_path: Path, extends: bool) -> tuple[types.CallToolResult, list[str]]:
+    """The probe server's ``slow`` tool (4 s in 40 steps, progress after each), in memory, under a 2 s attempt
+    timeout that progress extends (or not): its result and the probe's events."""
+    events = tmp_path / f"events-{extends}"
+    server = build_probe_server(Probe(events))
     recorder = SleepRecorder()
-    argv = [str(PROBE_SERVER), "--events", str(events)]
-    # Progress every 0.1 s restarts a 2 s attempt timeout: a loaded machine may delay one step twentyfold.
-    policy = {"tools": {"slow": rule("write_unsafe", attempt_s=2.0)}}
+    timeouts = {"attempt_s": 2.0, "total_s": 60, "progress_extends": extends}
+    policy = {"tools": {"slow": {"effect": "write_unsafe", "timeouts": timeouts}}}
+    transports = {"probe": lambda: InMemoryTransport(server)}
     pipeline = recording_pipeline(recorder)
-    async with proxy_over({"probe": {"command": sys.executable, "args": argv}}, policy, pipeline=pipeline) as h:
+    async with proxy_over({"probe": {"command": "in-memory"}}, policy, transports=transports, pipeline=pipeline) as h:
         with anyio.fail_after(LIMIT_S):
             result = await h.client.call_tool("slow", {"seconds": 4.0, "steps": 40})  # twice the attempt timeout
+    assert recorder.delays == []
+    return result, [e.split()[0] for e in read_events(events) if e.startswith(("slow", "cancelled"))]
+
+
+@virtual_time  # each 0.1 s step is exactly 0.1 s: the premise (progress within the 2 s) holds by construction
+async def test_a_call_reporting_progress_is_not_timed_out_while_it_keeps_progressing(tmp_path: Path) -> None:
+    # Before: a real stdio subprocess reported progress every 0.1 s against a real 2 s timeout, a race a loaded
+    # machine could lose. On virtual time the same server code runs in memory, and without the extension the same
+    # call times out: the premise is shown, not assumed.
+    result, kinds = await _progressing_call(tmp_path, extends=True)
     no_fault(result)
     assert text_of(result) == "slow done"
-    kinds = [e.split()[0] for e in read_events(events) if e.startswith(("slow", "cancelled"))]
     assert kinds == ["slow_started", "slow_done"], "one run, never cancelled"
-    assert recorder.delays == []
+    cut, kinds = await _progressing_call(tmp_path, extends=False)
+    assert observation(cut)["fault_type"] == "C3_attempt_timeout"
+    assert kinds == ["slow_started", "cancelled"], "without the extension the same call ends at its 2 s"
 
 
 # --- D4 permanent_execution_error -----------------------------------------------------------------------------------

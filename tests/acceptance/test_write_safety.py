@@ -26,7 +26,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from resilient_mcp.call.meta import REPLAY_META
-from resilient_mcp.state import recent_audit
+from resilient_mcp.state.sqlite import recent_audit
 from tests.harness import observation, text
 from tests.helpers import (
     FIXTURES,

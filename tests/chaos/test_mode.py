@@ -172,24 +172,26 @@ async def test_the_proxy_retries_an_injected_rate_limit_on_a_read_and_reports_a_
 # --- resilient-mcp wrap --faults PLAN -- mcp-server-time, as real processes ------------------------------------
 
 
-def _wrap(tmp_path: Path, plan: dict[str, Any], policy: dict[str, Any]) -> Client:
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    (tmp_path / "policy.json").write_text(json.dumps(policy))
+def _wrap(folder: Path, plan: dict[str, Any], policy: dict[str, Any]) -> Client:
+    """A client of ``wrap --faults PLAN --policy POLICY -- mcp-server-time``, its files (and stderr) in ``folder``."""
+    folder.mkdir(exist_ok=True)
+    (folder / "plan.json").write_text(json.dumps(plan))
+    (folder / "policy.json").write_text(json.dumps(policy))
     argv = proxy_argv(
         "wrap",
         "--faults",
-        str(tmp_path / "plan.json"),
+        str(folder / "plan.json"),
         "--policy",
-        str(tmp_path / "policy.json"),
+        str(folder / "policy.json"),
         "--state-dir",
-        str(tmp_path / "state"),
+        str(folder / "state"),
         "--",
         str(MCP_SERVER_TIME),
         "--local-timezone",
         "UTC",
     )
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env())
-    return Client(stdio_client(params, errlog=(tmp_path / "proxy.stderr").open("w")), mode="legacy", cache=None)
+    return Client(stdio_client(params, errlog=(folder / "proxy.stderr").open("w")), mode="legacy", cache=None)
 
 
 @pytest.mark.peers
@@ -197,11 +199,16 @@ def _wrap(tmp_path: Path, plan: dict[str, Any], policy: dict[str, Any]) -> Clien
 async def test_wrap_with_a_fault_plan_injects_a_timeout_and_a_rate_limit_in_front_of_mcp_server_time(
     tmp_path: Path,
 ) -> None:
+    # Two proxies: the injected timeout needs a short attempt timeout (the hang lasts it, in real time), and the calls
+    # the real server answers must not run under it (a loaded machine could make an answer late: a race with the
+    # premise). The first proxy forwards nothing under its 1 s; the second keeps the default attempt timeout.
+    timeout_plan = {"rules": [{"match": {"tool": "get_current_time", "nth_call": 1}, "fault": "timeout"}]}
+    # get_current_time is a write here (the policy's effect wins over the server's readOnlyHint): not retried
+    timeout_policy = {"defaults": {"effect": "write_unsafe", "timeouts": {"attempt_s": 1}}}
     plan = {
         "rules": [
-            {"match": {"tool": "get_current_time", "nth_call": 1}, "fault": "timeout"},
             {
-                "match": {"tool": "get_current_time", "nth_call": 2},
+                "match": {"tool": "get_current_time", "nth_call": 1},
                 "fault": "rate_limit",
                 "params": {"as": "http", "retry_after_ms": 1000},
             },
@@ -213,21 +220,18 @@ async def test_wrap_with_a_fault_plan_injects_a_timeout_and_a_rate_limit_in_fron
         ]
     }
     # convert_time is a read: its typed rate limits are retried (an untrusted upstream's "did not run" would not get a
-    # write retried, rule R)
-    # get_current_time is a write here (the policy's effect wins over the server's readOnlyHint): not retried
-    policy = {
-        "defaults": {"effect": "write_unsafe", "timeouts": {"attempt_s": 1}},
-        "tools": {"convert_time": {"effect": "read_only"}},
-    }
+    # write retried, rule R); an HTTP 429 says the write did not run: it is retried after its Retry-After
+    policy = {"defaults": {"effect": "write_unsafe"}, "tools": {"convert_time": {"effect": "read_only"}}}
     convert = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
     with anyio.fail_after(60):
-        async with _wrap(tmp_path, plan, policy) as client:
+        async with _wrap(tmp_path / "timeout", timeout_plan, timeout_policy) as client:
             started = time.monotonic()
             timed_out = await client.call_tool("get_current_time", {"timezone": "UTC"})
-            timeout_s = time.monotonic() - started
+            timeout_s = time.monotonic() - started  # a lower bound: the injected hang lasts the attempt timeout
+        async with _wrap(tmp_path / "rate", plan, policy) as client:
             started = time.monotonic()
             absorbed = await client.call_tool("get_current_time", {"timezone": "UTC"})
-            absorbed_s = time.monotonic() - started
+            absorbed_s = time.monotonic() - started  # a lower bound: the Retry-After is slept
             clean = await client.call_tool("get_current_time", {"timezone": "UTC"})
             exhausted = await client.call_tool("convert_time", convert)
     observation = timed_out.meta[FAULT_META_KEY]
@@ -239,7 +243,8 @@ async def test_wrap_with_a_fault_plan_injects_a_timeout_and_a_rate_limit_in_fron
     assert not clean.is_error and json.loads(clean.content[0].text)["timezone"] == "UTC"
     assert exhausted.is_error and exhausted.meta[FAULT_META_KEY]["fault_type"] == "D2_rate_limited"
     assert len(exhausted.meta[FAULT_META_KEY]["attempts"]) == 3
-    assert "chaos_fault_injected" in (tmp_path / "proxy.stderr").read_text()
+    for run in ("timeout", "rate"):
+        assert "chaos_fault_injected" in (tmp_path / run / "proxy.stderr").read_text()
 
 
 def test_wrap_refuses_a_bad_fault_plan_naming_file_and_line(tmp_path: Path) -> None:

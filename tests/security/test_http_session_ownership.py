@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from resilient_mcp.state.stored_outputs import OUTPUT_URI_PREFIX, StoredOutputMissing, StoredOutputs
 from tests.helpers import http_proxy
 from tests.security.http_proxy import RawSession, Reply

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import resource
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +55,40 @@ def _partial_headers(proxy: RunningProxy, count: int) -> Iterator[list[socket.so
             sock.close()
 
 
+@contextlib.contextmanager
+def _paused(proxy: RunningProxy) -> Iterator[None]:
+    """The proxy stopped (SIGSTOP) while the block runs. A connection opened and written to meanwhile waits, with its
+    bytes, in the kernel: the proxy accepts it with them already there, and its event loop (asyncio) reads them
+    before it runs any timer of that connection. So the deadline that starts when a connection opens can never pass
+    before its first bytes arrive, however late the test sends them on a loaded machine."""
+    proxy.process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proxy.process.send_signal(signal.SIGCONT)
+
+
+def queued(proxy: RunningProxy, data: bytes) -> socket.socket:
+    """A connection to the proxy whose first bytes, ``data``, are there when the proxy accepts it (``_paused``)."""
+    with _paused(proxy):
+        sock = socket.create_connection((proxy.host, proxy.port), timeout=CALL_S)
+        sock.sendall(data)
+    return sock
+
+
+def answer(sock: socket.socket) -> bytes:
+    """Everything the proxy sends on ``sock`` until it closes it (bounded by CALL_S)."""
+    sock.settimeout(CALL_S)
+    chunks = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+
+
 def _closed_by_peer(sock: socket.socket) -> bool:
     """Whether the proxy closes ``sock`` (waits, bounded by CALL_S, for EOF or a reset; False on other data)."""
     sock.settimeout(CALL_S)
@@ -87,15 +122,17 @@ def test_health_checks_and_calls_keep_working_while_1100_partial_header_sockets_
 
 
 def test_a_connection_that_does_not_finish_its_headers_in_time_gets_408_and_is_closed(tmp_path: Path) -> None:
+    # The 408 is for a request that began: its first bytes are queued before the proxy sees the connection, so the
+    # 0.5 s never passes before them (before: sent after the connect, a stalled test could lose that race).
     with http_proxy(tmp_path, listen={"header_timeout_s": 0.5}) as proxy:
-        with socket.create_connection((proxy.host, proxy.port), timeout=CALL_S) as slow:
-            slow.sendall(PARTIAL)
-            answer = slow.recv(4096)  # blocks until the proxy gives up on the headers (bounded by CALL_S)
-            assert answer.startswith(b"HTTP/1.1 408"), answer
+        with queued(proxy, PARTIAL) as slow:
+            reply = slow.recv(4096)  # blocks until the proxy gives up on the headers (bounded by CALL_S)
+            assert reply.startswith(b"HTTP/1.1 408"), reply
             assert _closed_by_peer(slow)
         with socket.create_connection((proxy.host, proxy.port), timeout=CALL_S) as silent:
             assert _closed_by_peer(silent)  # a connection that sends nothing is closed too
-        assert http_get_status(f"{proxy.base}/healthz") == 200
+        with queued(proxy, HEALTHZ) as health:  # a whole request, there when the connection is: served
+            assert answer(health).startswith(b"HTTP/1.1 200"), "healthz"
 
 
 def test_past_max_connections_the_longest_waiting_connection_makes_room(tmp_path: Path) -> None:

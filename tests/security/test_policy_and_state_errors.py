@@ -18,7 +18,7 @@ import pytest
 from resilient_mcp.policy import Policy
 from resilient_mcp.policy.files import PolicyWatcher, load_policy
 from resilient_mcp.policy.source import SourceError
-from resilient_mcp.state import sqlite as sql
+from resilient_mcp.state import schema as sql
 from tests.helpers import child_env, proxy_argv
 
 HOSTILE = Path(__file__).with_name("hostile_upstream.py")

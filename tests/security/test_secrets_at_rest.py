@@ -25,7 +25,7 @@ import pytest
 from resilient_mcp.call.chain import ToolCall
 from resilient_mcp.ops.logs import bound
 from resilient_mcp.policy import ToolRule
-from resilient_mcp.state import SECRET_FILE, StateStore
+from resilient_mcp.state.sqlite import SECRET_FILE, StateStore
 from resilient_mcp.text import canonical_json
 from resilient_mcp.text.redact import redact
 from tests.helpers import STARTUP_S, proxy_argv, running, wait_until, write_yaml

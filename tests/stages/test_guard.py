@@ -30,7 +30,7 @@ from resilient_mcp.faults import (
 from resilient_mcp.policy import SessionRule, ToolRule
 from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from tests.conftest import FakeClock
 from tests.harness import ScriptedNext
 
@@ -314,3 +314,28 @@ async def test_a_write_held_unsent_until_verified_is_not_counted_as_a_repeat(
     assert len(writes.calls) == 2, "the re-issue after verifying was sent"
     assert again.details["repeat_count"] == 1
     assert again.repair_action is not RepairAction.ABORT
+
+
+async def test_a_session_without_failed_calls_does_not_fingerprint_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: every call hashed its canonical arguments for a lookup in an empty map, and again to forget them.
+    import resilient_mcp.stages.guard as guard_module
+
+    hashed: list[ToolCall] = []
+
+    def counting(call: ToolCall) -> str:
+        hashed.append(call)
+        return f"fp-{sorted((call.arguments or {}).items())}"
+
+    monkeypatch.setattr(guard_module, "fingerprint", counting)
+    guard, upstream = make_guard(), ScriptedNext([None, None, timed_out(), None, None])
+    await guard(make_call({"id": "A-1"}), upstream)
+    await guard(make_call({"id": "A-2"}), upstream)
+    assert hashed == [], "no failure to match: nothing hashed"
+    await fails_with(guard, upstream, make_call({"id": "A-9"}))
+    assert len(hashed) == 1, "a failure is remembered by its fingerprint"
+    await guard(make_call({"id": "A-9"}), upstream)  # the identical call succeeds: its failure is forgotten
+    state = guard._guards.session("s1")
+    assert not state.failures and state.calls_ok == 3 and state.calls_failed == 1
+    assert len(hashed) == 2, "looked up once, before the call (the success forgets it under that key)"
+    await guard(make_call({"id": "A-3"}), upstream)
+    assert len(hashed) == 2, "once nothing failed is left, a success hashes nothing again"

@@ -25,7 +25,7 @@ from resilient_mcp.faults import (
 )
 from resilient_mcp.policy import IdempotencyRule, ToolRule, VerifyWith
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio

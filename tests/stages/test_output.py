@@ -14,7 +14,7 @@ from resilient_mcp.call.meta import TRUNCATED_META
 from resilient_mcp.faults import OutputSchemaViolation, OversizedResult, SideEffectStatus
 from resilient_mcp.policy import OutputRule, ToolRule
 from resilient_mcp.stages.output import READ_STORED_OUTPUT_TOOL, OutputCap, StoredOutputMissing, StoredOutputs
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from resilient_mcp.text import cut_text, json_prefix
 
 pytestmark = pytest.mark.anyio

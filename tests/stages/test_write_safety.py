@@ -28,7 +28,7 @@ from resilient_mcp.policy import Policy, PolicyFile, SessionRule, ToolRule, Veri
 from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import Idempotency, InFlight, identical_call, upstream_identity
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio

@@ -14,8 +14,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from resilient_mcp.faults import StateUnavailableFault
-from resilient_mcp.state import StateError, StateStore, StateUnavailable
+from resilient_mcp.state import StateError, StateUnavailable
 from resilient_mcp.state.errors import state_errors, state_fault, to_state_error
+from resilient_mcp.state.sqlite import StateStore
 
 WHERE = "/state/state.sqlite3"
 REDIS = "redis://127.0.0.1:6390/0"

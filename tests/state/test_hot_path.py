@@ -28,9 +28,10 @@ from resilient_mcp.policy import IdempotencyRule, ToolRule
 from resilient_mcp.policy.config import StateConfig
 from resilient_mcp.proxy import pipeline as pipeline_module
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
-from resilient_mcp.state import StateLimits, StateStore, recent_audit
+from resilient_mcp.state import StateLimits
 from resilient_mcp.state import sqlite as state_sqlite
 from resilient_mcp.state.redis import RedisStateStore
+from resilient_mcp.state.sqlite import StateStore, recent_audit
 from tests.harness import proxied
 from tests.redis_server import RedisServer, needs_redis
 

@@ -29,8 +29,13 @@ pytestmark = [pytest.mark.anyio, needs_redis()]
 WRITE = ToolRule(effect=EffectClass.WRITE_UNSAFE)
 
 
+BOUND_S = 10.0
+"""Redis's connect and command timeouts here: they only bound an outage (a stopped Redis refuses at once), so a healthy
+command on a loaded machine never races them (they were 1 s)."""
+
+
 def config(redis: RedisServer, **extra: Any) -> StateConfig:
-    return StateConfig(backend="redis", url=redis.url, command_timeout_s=1.0, connect_timeout_s=1.0, **extra)
+    return StateConfig(backend="redis", url=redis.url, command_timeout_s=BOUND_S, connect_timeout_s=BOUND_S, **extra)
 
 
 @pytest.fixture

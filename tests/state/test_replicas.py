@@ -90,7 +90,8 @@ def replicas(
             config: dict[str, Any] = {
                 "upstreams": {"ledger": {"command": sys.executable, "args": [str(LEDGER), "--ledger", str(ledger)]}},
                 "policies": [str(policy_file)],
-                "state": {"backend": "redis", "url": redis.url, "command_timeout_s": 1, "connect_timeout_s": 1},
+                # bounds of an outage only (a stopped Redis refuses at once): no healthy command races them
+                "state": {"backend": "redis", "url": redis.url, "command_timeout_s": 10, "connect_timeout_s": 10},
                 "listen": {"http": f"127.0.0.1:{port}", "stateless": stateless, "auth_tokens": list(TOKENS.values())},
             }
             if i == first - 1 and faults_on_first:

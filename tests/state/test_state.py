@@ -14,8 +14,9 @@ from typing import TypeVar
 import mcp_types as types
 import pytest
 
-from resilient_mcp.state import StateError, StateLimits, StateStore, default_state_dir, recent_audit
+from resilient_mcp.state import StateError, StateLimits, default_state_dir
 from resilient_mcp.state import sqlite as state_sqlite
+from resilient_mcp.state.sqlite import StateStore, recent_audit
 from resilient_mcp.text import utf8_len
 from tests.conftest import FakeClock
 

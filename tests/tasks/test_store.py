@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.policy import TasksPolicy
 from resilient_mcp.policy.config import StateConfig
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from resilient_mcp.state.tasks import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore
 from resilient_mcp.tasks.bridge import Bridge
 from resilient_mcp.tasks.manager import HOST, TaskManager

@@ -33,7 +33,7 @@ from resilient_mcp.stages.fallback import falls_back
 from resilient_mcp.stages.guard import Guard, SessionGuards
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.stages.retry import Retry, RetryBudgets
-from resilient_mcp.state import StateStore
+from resilient_mcp.state.sqlite import StateStore
 from resilient_mcp.verdict import repeat
 from resilient_mcp.verdict.observations import Observed, build_observation, plan_repair
 from resilient_mcp.verdict.repeat import decide
