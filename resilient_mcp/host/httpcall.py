@@ -44,7 +44,6 @@ import pydantic_core
 import structlog
 from mcp.server import Server
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
-from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -69,7 +68,7 @@ from ..adapters.sdk import (
     spawn_handler,
 )
 from ..proxy.proxy import Ctx, Proxy
-from .rawcall import plain_tool_call, request_meta
+from .rawcall import lane_context, plain_tool_call, request_meta
 from .server import ToolCallFastPath, tool_call_answer
 
 log = structlog.get_logger(__name__)
@@ -202,17 +201,7 @@ class HttpToolCalls:
         meta = request_meta(params)  # readable: ``accepts`` checked
         metadata = http_request_metadata(request, can_send_request=not json_mode)
         dctx, scope = open_request(dispatcher, rid, progress_token_from_params(params), metadata)
-        connection: Any = host_connection(session)
-        ctx: Ctx = ServerRequestContext(
-            session=ServerSession(dctx, connection, request_meta=meta),
-            lifespan_context={},
-            method="tools/call",
-            params=params,
-            request_id=rid,
-            meta=meta,
-            protocol_version=connection.protocol_version,
-            request=request,
-        )
+        ctx = lane_context(session, dctx, rid, params, meta, request)
         outcome: dict[str, Any] = {}
         done = anyio.Event()
 

@@ -138,17 +138,7 @@ class RawToolCalls:
         dctx, scope = open_request(self._dispatcher, rid, progress_token_from_params(params))
         key = coerce_request_id(rid)
         self._running.add(key)
-        connection: Any = host_connection(self._session)
-        session = ServerSession(dctx, connection, request_meta=meta)
-        ctx: Ctx = ServerRequestContext(
-            session=session,
-            lifespan_context={},
-            method="tools/call",
-            params=params,
-            request_id=rid,
-            meta=meta,
-            protocol_version=connection.protocol_version,
-        )
+        ctx = lane_context(self._session, dctx, rid, params, meta)
         answered = False
         try:
             with scope:
@@ -202,6 +192,24 @@ def plain_tool_call(proxy: Proxy, message: Any) -> bool:
 
 
 _INVALID: Any = object()
+
+
+def lane_context(
+    session: ServerSession, dctx: Any, rid: Any, params: dict[str, Any], meta: Any, request: Any = None
+) -> Ctx:
+    """The request context a lane's ``tools/call`` runs with: the SDK's, as its server runner builds it for the host
+    ``session`` (stdio's lane and streamable HTTP's, which also passes the HTTP ``request``)."""
+    connection: Any = host_connection(session)
+    return ServerRequestContext(
+        session=ServerSession(dctx, connection, request_meta=meta),
+        lifespan_context={},
+        method="tools/call",
+        params=params,
+        request_id=rid,
+        meta=meta,
+        protocol_version=connection.protocol_version,
+        request=request,
+    )
 
 
 def request_meta(params: dict[str, Any]) -> Any:
