@@ -26,7 +26,8 @@ from typing import Any
 import httpx2
 import structlog
 
-from .stdio import _EDGE, _HEAD_ID, _TAIL_ID, oversized_response
+from .rawcall import edge_id
+from .stdio import _EDGE, oversized_response
 
 log = structlog.get_logger(__name__)
 
@@ -58,21 +59,7 @@ def _error_json(request_id: int | str, size: int, limit: int) -> bytes:
 def _sniff_id(head: bytes, tail: bytes) -> int | str | None:
     """The id of the JSON-RPC message an SSE event carries, read from its first or last bytes."""
     at = head.find(b"data:")
-    if at >= 0:
-        payload = head[at + 5 :].lstrip(b" ")
-        if found := _HEAD_ID.match(payload):
-            return _parse_id(found.group(1))
-    if found := _TAIL_ID.search(tail.rstrip(b"\n")):
-        return _parse_id(found.group(1))
-    return None
-
-
-def _parse_id(raw: bytes) -> int | str | None:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+    return edge_id(head[at + 5 :].lstrip(b" ") if at >= 0 else b"", tail.rstrip(b"\n"))
 
 
 class _Skipped:

@@ -96,7 +96,7 @@ _THREAD_PARSE_BYTES = 1 << 20
 _CLOSED = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
 _METHOD = "tools/call"
 
-_ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,64}")'
+_ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,256}")'
 _HEAD_ID = re.compile(rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
 _TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
 
@@ -376,10 +376,12 @@ def _key(value: object) -> int | None:
     return key if isinstance(key, int) else None
 
 
-def _edge_id(line: bytes) -> int | str | None:
-    """The id of a JSON-RPC line when it is its first key (after ``jsonrpc``) or its last (before it): how the SDK
-    and the TypeScript SDK write their messages; ``None`` when it is in neither place."""
-    m = _HEAD_ID.match(line, 0, _EDGE) or _TAIL_ID.search(line, max(0, len(line) - _EDGE))
+def edge_id(head: bytes | bytearray | memoryview, tail: bytes | bytearray | memoryview) -> int | str | None:
+    """The id of a JSON-RPC line, read in its first bytes ``head`` when it is the first key (after ``jsonrpc``) or in
+    its last bytes ``tail`` when it is the last (before it): how the SDK and the TypeScript SDK write their messages;
+    ``None`` when it is in neither place. The raw lane reads every line's id so; the stdio reader reads an oversized
+    line's so (it keeps only its edges)."""
+    m = _HEAD_ID.match(head) or _TAIL_ID.search(tail)
     if m is None:
         return None
     text = m.group(1)
@@ -389,7 +391,14 @@ def _edge_id(line: bytes) -> int | str | None:
         found = json.loads(text)
     except ValueError:
         return None
-    return coerce_request_id(found) if isinstance(found, str) else None
+    return found if isinstance(found, str) else None
+
+
+def _edge_id(line: bytes) -> int | str | None:
+    """``edge_id`` of a whole line, a string id read as the SDK correlates it (``"7"`` is 7)."""
+    view = memoryview(line)
+    found = edge_id(view[:_EDGE], view[max(0, len(line) - _EDGE) :])
+    return coerce_request_id(found) if isinstance(found, str) else found
 
 
 async def _shielded(fn: ProgressFnT, progress: float, total: float | None, message: str | None) -> None:

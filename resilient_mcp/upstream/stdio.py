@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -55,7 +54,7 @@ from ..adapters.process import close_transport, stdin_writer
 from ..call.meta import OVERSIZED_META
 from ..spawn.prestart import Watchdog, adopt, unadopted
 from ..spawn.prestart import arm_watchdog as _arm_watchdog
-from .rawcall import RawCalls
+from .rawcall import RawCalls, edge_id
 from .startup import StderrTail
 
 log = structlog.get_logger(__name__)
@@ -80,10 +79,6 @@ _MAX_PENDING_IDS = 10_000
 
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
-_ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,256}")'
-_HEAD_ID = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
-_TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
-
 
 @dataclass(slots=True)
 class _Oversized:
@@ -101,14 +96,7 @@ class _Oversized:
         del self.tail[:-_EDGE]
 
     def message_id(self) -> int | str | None:
-        for pattern, text in ((_HEAD_ID, bytes(self.head)), (_TAIL_ID, bytes(self.tail))):
-            if m := pattern.search(text):
-                try:
-                    found = json.loads(m.group(1))
-                except ValueError:
-                    return None
-                return found if isinstance(found, int | str) else None
-        return None
+        return edge_id(self.head, self.tail)
 
 
 async def read_lines(
