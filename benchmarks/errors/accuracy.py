@@ -326,6 +326,12 @@ HOLDOUT4_FROZEN_AT = "ddc6016"
 """The commit that froze the fourth hold-out (``holdout4.py``): collected and labelled while new rules were being
 written elsewhere from documented vocabularies, without reading them; "frozen" is main's rules of that day (29f0914),
 "now" the rules at measurement (after the round's rules are merged: their hold-out figure)."""
+HOLDOUT5 = CORPUS.with_name("holdout5.jsonl")
+HOLDOUT5_SHAPED = CORPUS.with_name("holdout5_success_shaped.jsonl")
+HOLDOUT5_FROZEN_AT = "157afad"
+"""The commit that froze the fifth hold-out (``holdout5.py``): collected and labelled while rules (in general form)
+and model diagnosis were being written elsewhere, without reading them; "frozen" is main's rules of that day
+(f400c6d), "now" the rules at measurement (after the round's work is merged: its hold-out figure)."""
 
 _FROZEN_SCRIPT = """
 import dataclasses, json, sys
@@ -461,6 +467,11 @@ def holdout4() -> str:
     return holdout(HOLDOUT4, HOLDOUT4_SHAPED, rev=HOLDOUT4_FROZEN_AT, before=HOLDOUT3_FROZEN_AT)
 
 
+def holdout5() -> str:
+    """The fifth hold-out, with the rules of the fourth hold-out's freezing commit beside its own."""
+    return holdout(HOLDOUT5, HOLDOUT5_SHAPED, rev=HOLDOUT5_FROZEN_AT, before=HOLDOUT4_FROZEN_AT)
+
+
 Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
 
 
@@ -511,6 +522,7 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
         out += ["", "## The second fresh hold-out (`holdout2.jsonl`)", "", holdout2()]
         out += ["", "## The third fresh hold-out (`holdout3.jsonl`)", "", holdout3()]
         out += ["", "## The fourth fresh hold-out (`holdout4.jsonl`)", "", holdout4()]
+        out += ["", "## The fifth fresh hold-out (`holdout5.jsonl`)", "", holdout5()]
     if confusions:
         for axis in ("fault_type", "repair_action", "transient"):
             out += [
@@ -534,6 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--holdout2", action="store_true", help="print only the second fresh hold-out's section")
     parser.add_argument("--holdout3", action="store_true", help="print only the third fresh hold-out's section")
     parser.add_argument("--holdout4", action="store_true", help="print only the fourth fresh hold-out's section")
+    parser.add_argument("--holdout5", action="store_true", help="print only the fifth fresh hold-out's section")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
@@ -560,6 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.holdout4:
         sys.stdout.write(holdout4() + "\n")
+        return 0
+    if args.holdout5:
+        sys.stdout.write(holdout5() + "\n")
         return 0
     sys.stdout.write(run(args.corpus, diagnosed, confusions=args.confusion) + "\n")
     return 0
