@@ -27,6 +27,7 @@ from resilient_mcp.faults import (
 )
 from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.vocab import read
+from tests.faults import support
 
 B4, D1, D4, D5 = SemanticArgumentRejection, TransientExecutionError, PermanentExecutionError, StateConflict
 FIX, ASK = RepairAction.FIX_PARAMETER, RepairAction.ASK_USER
@@ -35,9 +36,7 @@ READER = types.Tool(name="read_file", input_schema={"type": "object", "propertie
 
 
 def of_text(text: str, tool: types.Tool | None = RUNNER) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=tool)
-    assert fault is not None
-    return fault
+    return support.of_text(text, tool)
 
 
 PY_RUNTIME = """Traceback (most recent call last):
