@@ -4,8 +4,25 @@ from __future__ import annotations
 
 import mcp_types as types
 
-from resilient_mcp.faults import Fault
+from resilient_mcp.faults import (
+    Fault,
+    MissingRequiredArgument,
+    PermanentExecutionError,
+    PermissionDenied,
+    QuotaExhausted,
+    RateLimited,
+    SchemaViolation,
+    SemanticArgumentRejection,
+    StateConflict,
+    TransientExecutionError,
+    Unauthenticated,
+)
 from resilient_mcp.faults.classify import classify_result
+
+B1, B2, B4 = MissingRequiredArgument, SchemaViolation, SemanticArgumentRejection
+D1, D2, D4, D5 = TransientExecutionError, RateLimited, PermanentExecutionError, StateConflict
+F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
+"""The fault classes the tests name by their catalog codes (docs/fault-catalog.md)."""
 
 
 def of_text(text: str, tool: types.Tool | None = None, hint: dict[str, object] | None = None) -> Fault:

@@ -12,24 +12,12 @@ from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.faults import (
     Fault,
-    PermanentExecutionError,
-    PermissionDenied,
     RepairAction,
-    SemanticArgumentRejection,
-    TransientExecutionError,
-    Unauthenticated,
 )
 from resilient_mcp.faults.classify import classify_exception
 from resilient_mcp.faults.vocab import read
-from tests.faults.support import of_text, reads_as
+from tests.faults.support import B4, D4, F1, F2, of_text, reads_as
 
-D1, D4, B4, F1, F2 = (
-    TransientExecutionError,
-    PermanentExecutionError,
-    SemanticArgumentRejection,
-    Unauthenticated,
-    PermissionDenied,
-)
 ASK, FIX = RepairAction.ASK_USER, RepairAction.FIX_PARAMETER
 
 

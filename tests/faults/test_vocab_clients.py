@@ -7,29 +7,9 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
-    QuotaExhausted,
-    RateLimited,
-    SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
 )
 from resilient_mcp.faults.vocab import read
-from tests.faults.support import of_text, reads_as
-
-B4, D1, D2, D4, D5 = (
-    SemanticArgumentRejection,
-    TransientExecutionError,
-    RateLimited,
-    PermanentExecutionError,
-    StateConflict,
-)
-F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
-B1, B2 = MissingRequiredArgument, SchemaViolation
+from tests.faults.support import B1, B4, D1, D2, D4, D5, F1, F2, F3, of_text, reads_as
 
 
 @pytest.mark.parametrize(

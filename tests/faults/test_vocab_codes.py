@@ -20,33 +20,15 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
-    QuotaExhausted,
-    RateLimited,
     RepairAction,
     RetrySafety,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
     bodies,
 )
 from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.vocab import read
-from tests.faults.support import of_text, reads_as
+from tests.faults.support import B4, D1, D2, D4, D5, F1, F2, F3, of_text, reads_as
 from tests.security.cpu import cpu_cost
 
-B1, B4, D1, D2, D4, D5 = (
-    MissingRequiredArgument,
-    SemanticArgumentRejection,
-    TransientExecutionError,
-    RateLimited,
-    PermanentExecutionError,
-    StateConflict,
-)
-F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
 ASK = RepairAction.ASK_USER
 
 

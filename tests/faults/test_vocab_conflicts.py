@@ -10,24 +10,11 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    PermanentExecutionError,
     RateLimited,
     RepairAction,
     RetrySafety,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
 )
-from tests.faults.support import of_text
-
-D1, D4, D5, B4, F1 = (
-    TransientExecutionError,
-    PermanentExecutionError,
-    StateConflict,
-    SemanticArgumentRejection,
-    Unauthenticated,
-)
+from tests.faults.support import B4, D1, D4, D5, F1, of_text
 
 # k8s.io/apiserver/pkg/registry/generic/registry: OptimisticLockErrorMsg
 OPTIMISTIC_LOCK = "the object has been modified; please apply your changes to the latest version and try again"

@@ -10,20 +10,10 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
     RepairAction,
     RetrySafety,
-    SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
 )
-from tests.faults.support import of_text, reads_as
-
-B1, B2, B4 = MissingRequiredArgument, SchemaViolation, SemanticArgumentRejection
-D1, D4, D5, F2 = TransientExecutionError, PermanentExecutionError, StateConflict, PermissionDenied
+from tests.faults.support import B1, B2, B4, D1, D4, D5, F2, of_text, reads_as
 
 
 @pytest.mark.parametrize(

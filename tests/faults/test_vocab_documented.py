@@ -10,22 +10,11 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
     RateLimited,
     RepairAction,
-    SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
 )
 from resilient_mcp.faults.vocab import Basis, read
-from tests.faults.support import of_text, reads_as
-
-D1, D4, D5, B4 = TransientExecutionError, PermanentExecutionError, StateConflict, SemanticArgumentRejection
-B1, B2, F1, F2 = MissingRequiredArgument, SchemaViolation, Unauthenticated, PermissionDenied
+from tests.faults.support import B1, B2, B4, D1, D4, D5, F1, F2, of_text, reads_as
 
 
 @pytest.mark.parametrize(

@@ -11,23 +11,14 @@ from mcp.shared.exceptions import MCPError
 from resilient_mcp.faults import (
     Fault,
     MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
-    QuotaExhausted,
     RepairAction,
     RetrySafety,
     SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
     UnknownTool,
 )
 from resilient_mcp.faults.classify import classify_exception
 from resilient_mcp.faults.vocab import held_out, read
-from tests.faults.support import of_text, reads_as
-
-D1, D4, D5, B4 = TransientExecutionError, PermanentExecutionError, StateConflict, SemanticArgumentRejection
-F2, F3 = PermissionDenied, QuotaExhausted
+from tests.faults.support import B4, D1, D4, D5, F2, F3, of_text, reads_as
 
 
 @pytest.mark.parametrize(

@@ -18,18 +18,14 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    PermanentExecutionError,
     RepairAction,
     RetrySafety,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
 )
 from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.vocab import read
 from tests.faults import support
+from tests.faults.support import B4, D1, D4, D5
 
-B4, D1, D4, D5 = SemanticArgumentRejection, TransientExecutionError, PermanentExecutionError, StateConflict
 FIX, ASK = RepairAction.FIX_PARAMETER, RepairAction.ASK_USER
 RUNNER = types.Tool(name="run-code", input_schema={"type": "object", "properties": {"code": {}, "language": {}}})
 READER = types.Tool(name="read_file", input_schema={"type": "object", "properties": {"path": {}}})
