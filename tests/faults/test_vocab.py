@@ -12,28 +12,15 @@ from resilient_mcp.faults import (
     Fault,
     MissingRequiredArgument,
     PermanentExecutionError,
-    PermissionDenied,
     QuotaExhausted,
     RateLimited,
     RepairAction,
     RetrySafety,
     SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
 )
 from resilient_mcp.faults.classify import classify_exception, classify_result
 from resilient_mcp.faults.vocab import MAX_SCAN_CHARS, held_out, read
-
-D1, D4, D5, B4 = TransientExecutionError, PermanentExecutionError, StateConflict, SemanticArgumentRejection
-F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
-
-
-def of_text(text: str) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=None)
-    assert fault is not None
-    return fault
+from tests.faults.support import B4, D1, D4, D5, F1, F2, F3, of_text
 
 
 def check(text: str, cls: type[Fault], transient: bool, basis: str, family: str) -> Fault:
