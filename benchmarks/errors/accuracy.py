@@ -468,7 +468,8 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
     records = load(path)
     insample = [rules_verdict(r) for r in records]
     loso = [rules_verdict(r, loso=True) for r in records]
-    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso, "strict LOSO": strict_verdicts(records)}
+    strict = strict_verdicts(records)
+    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso, "strict LOSO": strict}
     notes = []
     if diagnosed is not None:
         with_model, note = diagnosed(records, insample, False)
@@ -505,6 +506,11 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
         "Where the rules are wrong or harmful (LOSO):",
         "",
         misses(records, loso),
+        "",
+        "Where the rules are wrong or harmful (strict LOSO: also off, every wording that decided only the held-out "
+        "server's records in-sample):",
+        "",
+        misses(records, strict),
     ]
     if holdout_too and path == CORPUS:
         out += ["", "## The fresh hold-out (`holdout.jsonl`)", "", holdout()]

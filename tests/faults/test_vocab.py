@@ -253,13 +253,15 @@ def test_text_beyond_the_scan_cap_is_not_read() -> None:
 
 
 def test_holding_a_server_out_switches_off_only_the_rules_learned_from_it() -> None:
-    sandbox = "Access denied - path outside allowed directories: /etc/passwd not in /srv"
-    assert of_text(sandbox).repair_action is RepairAction.FIX_PARAMETER  # the filesystem server's wording
-    with held_out(frozenset({"fs"})):  # "outside ... allowed" is git's wording too: learned from either, it stays
-        assert of_text(sandbox).repair_action is RepairAction.FIX_PARAMETER
-    with held_out(frozenset({"fs", "git"})):
-        generic = of_text(sandbox)  # the generic keyword "access denied" is all that is left
-        assert type(generic) is F2 and generic.details["vocabulary"] == "keyword"
+    edit = "Could not find exact match for edit: delta"  # the filesystem server's own wording
+    assert isinstance(of_text(edit), StateConflict)
+    with held_out(frozenset({"fs"})):
+        assert not isinstance(of_text(edit), StateConflict)
         assert of_text("ENOENT: no such file").details["basis"] == "standard_code"  # standards stay on
     with held_out(frozenset({"git"})):
+        assert isinstance(of_text(edit), StateConflict)
+    # A family several servers use stays on whichever of them is held out (the sandbox's "outside ... allowed").
+    sandbox = "Access denied - path outside allowed directories: /etc/passwd not in /srv"
+    with held_out(frozenset({"fs", "git"})):
         assert of_text(sandbox).repair_action is RepairAction.FIX_PARAMETER
+        assert of_text(sandbox).details["recognised"] == "a path outside the roots the server allows"
