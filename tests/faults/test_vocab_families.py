@@ -1,0 +1,270 @@
+"""Families of one meaning (``vocab._FAMILIES``, the SQL engines' conditions, the network words): phrases that say the
+same thing in different layers' or servers' words are one rule, so a server that words it as another layer does is
+still read (issue 19, strict leave-one-server-out). Texts are the standards' own examples (PostgreSQL's, SQLite's and
+MySQL's message catalogs, git's builtin messages, Kubernetes's kubelet and admission messages, Airtable's error
+types) or written in a family's plain form; each family has negatives: the same words in a success, in a user
+program's output, or after a permanent cause must not flip the verdict."""
+
+from __future__ import annotations
+
+import mcp_types as types
+import pytest
+
+from resilient_mcp.faults import (
+    Fault,
+    PermanentExecutionError,
+    PermissionDenied,
+    RepairAction,
+    SemanticArgumentRejection,
+    StateConflict,
+    TransientExecutionError,
+    Unauthenticated,
+    UnknownTool,
+)
+from resilient_mcp.faults.classify import classify_result
+from resilient_mcp.faults.vocab import held_out, read
+
+B4, D1, D4, D5 = SemanticArgumentRejection, TransientExecutionError, PermanentExecutionError, StateConflict
+F1, F2 = Unauthenticated, PermissionDenied
+FIX, ASK = RepairAction.FIX_PARAMETER, RepairAction.ASK_USER
+
+
+def of_text(text: str, *, tool: types.Tool | None = None) -> Fault:
+    result = types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+    fault = classify_result(result, tool=tool)
+    assert fault is not None
+    return fault
+
+
+def key_of(text: str) -> str | None:
+    reading = read(text)
+    return None if reading is None else reading.rule.key
+
+
+@pytest.mark.parametrize(
+    ("text", "cls", "key"),
+    [
+        # one SQLSTATE condition in three engines' words (PostgreSQL, SQLite, MySQL message catalogs)
+        ('relation "audit_log" does not exist', B4, "42P01"),
+        ("no such table: audit_log", B4, "42P01"),
+        ("Table 'shop.audit_log' doesn't exist", B4, "42P01"),
+        ("Unknown table 'audit_log'", B4, "42P01"),
+        ('syntax error at or near "SELEC"', B4, "42601"),
+        ("incomplete input", B4, "42601"),
+        ("You have an error in your SQL syntax; check the manual", B4, "42601"),
+        ("cannot execute INSERT in a read-only transaction", F2, "25006"),
+        ("attempt to write a readonly database", F2, "25006"),
+        ("The MySQL server is running with the --read-only option so it cannot execute this statement", F2, "25006"),
+        ('duplicate key value violates unique constraint "users_email_key"', D5, "23505"),
+        ("UNIQUE constraint failed: users.email", D5, "23505"),
+        ("Duplicate entry 'a@example.com' for key 'users.email'", D5, "23505"),
+        ('null value in column "email" of relation "users" violates not-null constraint', B4, "23502"),
+        ("NOT NULL constraint failed: users.email", B4, "23502"),
+        ('invalid input syntax for type integer: "abc"', B4, "(22)"),
+        ("value too long for type character varying(8)", B4, "(22)"),
+        ("Data too long for column 'name' at row 1", B4, "(22)"),
+    ],
+)
+def test_one_sql_condition_in_each_engines_words_is_one_rule(text: str, cls: type[Fault], key: str) -> None:
+    fault = of_text(text)
+    assert type(fault) is cls
+    assert key in str(key_of(text))
+
+
+def test_a_server_whose_sql_words_no_other_server_used_keeps_the_condition() -> None:
+    """Strict leave-one-server-out switches a rule off by its key: the engines' phrases of one condition are one
+    key, so SQLite's "incomplete input" stays on when only another server showed PostgreSQL's "syntax error"."""
+    sqlite, postgres = read("incomplete input"), read('syntax error at or near "x"')
+    assert sqlite is not None and postgres is not None
+    assert (sqlite.rule.family, sqlite.rule.key) == (postgres.rule.family, postgres.rule.key)
+    off = frozenset({("sql", "some other rule")})
+    with held_out(frozenset({"sqlite"}), off):
+        assert type(of_text("incomplete input")) is B4
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Failed to fetch robots.txt http://127.0.0.1:9/robots.txt due to a connection issue",
+        "Network Error: fetch failed. Check if the SEARXNG_URL is correct",  # axios's ERR_NETWORK
+        "There was a connection problem talking to the API",
+        "Unable to connect to the database at db:5432",
+    ],
+)
+def test_a_connection_that_failed_is_transient_in_plain_words(text: str) -> None:
+    fault = of_text(text)
+    assert type(fault) is D1 and fault.is_transient
+    assert key_of(text) == "connection or network failure"
+
+
+@pytest.mark.parametrize(
+    ("text", "cls"),
+    [
+        # a permanent cause over a connection outranks the connection words (authentication, a host key)
+        ("SSH connection error: All configured authentication methods failed", F1),
+        ("SSH connection error: Host key verification failed.", D4),
+        ("Connection error: password authentication failed for user app", F1),
+        # a bare "fetch failed" names no cause (DNS failure and a refused connection alike): not transient
+        ("fetch failed", D4),
+    ],
+)
+def test_connection_words_never_outrank_a_permanent_cause(text: str, cls: type[Fault]) -> None:
+    fault = of_text(text)
+    assert type(fault) is cls and not fault.is_transient
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Access denied - path outside allowed directories: /etc/passwd not in /srv",
+        "Path '/etc/hosts.xlsx' is outside the allowed directories.",
+        "Path traversal detected: attempts to escape the defined root directory.",
+        "Path not allowed: /root. Must be within one of these directories: /srv",
+        # a file name that contains "outside" is the caller's data, the refusal is still read
+        "Access denied: path '/srv/outside.pdf' is outside the allowed directories.",
+    ],
+)
+def test_a_path_outside_the_sandbox_is_fixed_by_another_path(text: str) -> None:
+    fault = of_text(text)
+    assert type(fault) is F2 and fault.repair_action is FIX
+
+
+@pytest.mark.parametrize(
+    ("text", "repair"),
+    [
+        ("Command rejected by default security policy: python", FIX),
+        ("Command not allowed: rm", FIX),
+        ('admission webhook "validate.kyverno.svc" denied the request: the label team must be set', FIX),
+        ("Recipient(s) not in allowlist", FIX),
+        # the remedy is configuration: only a person can change it
+        ("No commands are allowed. Please set ALLOW_COMMANDS environment variable.", ASK),
+        ("Recipient(s) not in allowlist; configure allowed recipients before sending.", ASK),
+    ],
+)
+def test_an_allow_list_or_policy_refusal(text: str, repair: RepairAction) -> None:
+    fault = of_text(text)
+    assert type(fault) is F2 and fault.repair_action is repair and not fault.is_transient
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Connection 'staging' not found",
+        "Search session nope not found",
+        "No session found for PID 999999",
+        'Session "deploy-tail" not found on dev',
+        'Profile "staging" not found',
+        "Tab 7 not found",
+        "Error: Failed to kill process: kill ESRCH",  # POSIX errno: no such process
+        "kill: (999999) - No such process",  # strerror(ESRCH)
+    ],
+)
+def test_a_session_or_handle_the_server_holds_is_a_wrong_value(text: str) -> None:
+    fault = of_text(text)
+    assert type(fault) is B4 and fault.repair_action is FIX
+
+
+def test_a_file_or_page_not_found_stays_a_missing_resource() -> None:
+    """The handle family names the server's own handles; a file, a page or an entity not found stays D4 (look it
+    up), and a host name that does not resolve stays the resolver's D4."""
+    assert type(of_text("File not found: /srv/docs/notes.md")) is D4
+    assert type(of_text("Entity with name Alice not found")) is D4
+    assert type(of_text("connect: getaddrinfo ENOTFOUND db.invalid")) is D4
+
+
+@pytest.mark.parametrize(
+    ("text", "cls"),
+    [
+        ("fatal: Not a valid object name develop", B4),
+        ("fatal: ambiguous argument 'v9': unknown revision or path not in the working tree.", B4),
+        ("fatal: invalid reference: feature-y", B4),
+        ("fatal: bad revision 'main..nope'", B4),
+        ("Ref 'develop' did not resolve to an object", B4),
+        ("On branch main\nnothing to commit, working tree clean", D5),
+        ('no changes added to commit (use "git add" and/or "git commit -a")', D5),
+        ("No changes staged for commit. Use git_add to stage changes first", D5),
+    ],
+)
+def test_git_revisions_and_an_empty_commit(text: str, cls: type[Fault]) -> None:
+    assert type(of_text(text)) is cls
+
+
+def test_git_nothing_to_commit_outranks_the_exit_status() -> None:
+    """git exits 1 with "nothing to commit": the index is not as the call assumed (D5), not a failed command."""
+    text = "Error: Git commit failed: Exit Code: 1 Stderr: Stdout: On branch main nothing to commit, working tree clean"
+    assert type(of_text(text)) is D5
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'container "job" in pod "batch-2" is waiting to start: ContainerCreating',
+        "The search index is starting up, please wait",
+        "Service not ready yet",
+    ],
+)
+def test_what_is_still_starting_is_transient(text: str) -> None:
+    fault = of_text(text)
+    assert type(fault) is D1 and fault.is_transient
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # "ready" or "start" without a word of passing state says nothing about time
+        "Pod is not ready: CrashLoopBackOff",
+        "failed to start container: exec format error",
+    ],
+)
+def test_not_ready_without_a_passing_state_is_not_transient(text: str) -> None:
+    assert not of_text(text).is_transient
+
+
+@pytest.mark.parametrize(
+    ("text", "cls"),
+    [
+        # Airtable's error types under HTTP 422 and 403: the type names the cause the status only classes
+        ('API Error: Unprocessable Entity. Response: {"error": {"type": "ROW_DOES_NOT_EXIST", "message": "x"}}', D4),
+        ('API Error: Unprocessable Entity. Response: {"error": {"type": "VIEW_NAME_NOT_FOUND", "message": "x"}}', D4),
+        ('API Error: Unprocessable Entity. {"error": {"type": "DUPLICATE_TABLE_NAME", "message": "x"}}', D5),
+        ('API Error: Forbidden. {"error": {"type": "INVALID_PERMISSIONS_OR_MODEL_NOT_FOUND", "message": "x"}}', F2),
+        # a type with no known part leaves the status to decide
+        ('API Error: Unprocessable Entity. {"error": {"type": "SOMETHING_ODD", "message": "x"}}', B4),
+    ],
+)
+def test_an_apis_error_type_outranks_its_http_status(text: str, cls: type[Fault]) -> None:
+    assert type(of_text(text)) is cls
+
+
+def test_a_top_level_type_field_is_not_an_error_type() -> None:
+    """Only an ``error`` object's ``type`` is an error type: a top-level ``"type"`` is the payload's own."""
+    assert key_of('{"type": "RECORD_NOT_FOUND_EVENT", "detail": "weird"} Unprocessable Entity') != "*_NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    "text", ["Tool not found: fetch_pdf", "Unknown tool: cache_scan", "MCP error -32602: Tool echo2 not found"]
+)
+def test_an_unknown_tool_in_each_wording_is_one_rule(text: str) -> None:
+    assert type(of_text(text)) is UnknownTool
+    assert key_of(text) == "unknown tool"
+
+
+def test_only_some_values_supported_names_the_choices() -> None:
+    text = "Unsupported URL protocol for ftp://x/y. Only http, https, and data URLs are supported."
+    with held_out(frozenset(), frozenset({("keyword", "unsupported")})):
+        fault = of_text(text)
+    assert type(fault) is B4 and fault.repair_action is FIX
+
+
+def test_family_words_in_a_success_change_nothing() -> None:
+    """A successful result is never reinterpreted, whatever its words."""
+    ok = types.CallToolResult(content=[types.TextContent(text="connection refused 3 times, then ok")], is_error=False)
+    assert classify_result(ok, tool=None) is None
+
+
+def test_family_words_in_a_user_programs_output_stay_the_programs() -> None:
+    """A program the tool ran for the caller that printed a policy refusal or a session not found: the program
+    failed (B4), not the server's allow-list (F2)."""
+    run = types.Tool(name="run", input_schema={"type": "object", "properties": {"command": {"type": "string"}}})
+    fault = of_text("Command failed: ./deploy.sh\nrejected by policy: staging\n[exit 1]", tool=run)
+    assert type(fault) is B4
