@@ -1796,6 +1796,42 @@ def _work_limit(plain: str) -> Rule | None:
     return None
 
 
+# A parser's error about a document (JSON, YAML): V8's JSON.parse ("Unexpected token } in JSON at position 9",
+# "Expected ',' or '}' after property value in JSON at position 69", "Unexpected end of JSON input"), Go's
+# encoding/json ("invalid character 'x' looking for beginning of value") and go-yaml / sigs.k8s.io/yaml ("yaml: line
+# 4: did not find expected key", "error converting YAML to JSON"), Python's json ("Expecting value: line 1 column 1
+# (char 0)", "Expecting property name enclosed in double quotes") and PyYAML ("mapping values are not allowed here").
+# Whose document it is decides: a tool that takes a document as an argument was sent a malformed one (B4, fix it);
+# a tool that takes none failed on a file or a state of the server's own (D4, only a person can repair it).
+_PARSER_MARKS = (
+    " in json at position",
+    "unexpected end of json input",
+    "is not valid json",
+    "looking for beginning of value",
+    "looking for beginning of object key string",
+    "error converting yaml to json",
+    "yaml: line ",
+    "expecting property name enclosed in double quotes",
+    "expecting value: line ",
+    "mapping values are not allowed here",
+    "while parsing a block mapping",
+)
+_DOCUMENT_ARGUMENTS = frozenset(
+    {"content", "contents", "body", "yaml", "json", "toml", "manifest", "document", "resource", "resources", "data"}
+    | {"text", "config", "spec", "payload", "template", "source", "input", "patch", "definition", "raw", "object"}
+)
+_INPUT_MALFORMED = Rule("parser", "a document the caller sent does not parse", B4, repair=FIX, sources=GENERIC)
+_OWN_DOCUMENT_BROKEN = Rule("parser", "a document of the server's own does not parse", D4, repair=ASK, sources=GENERIC)
+
+
+def _parser_error(plain: str, arguments: frozenset[str]) -> Rule | None:
+    if not any(m in plain for m in _PARSER_MARKS):
+        return None
+    sent = any(_plain_name(a) in _DOCUMENT_ARGUMENTS or _plain_name(a).endswith(("json", "yaml")) for a in arguments)
+    sent = sent or "argument" in plain or "parameter" in plain  # "invalid arguments: json: invalid character ..."
+    return _INPUT_MALFORMED if sent else _OWN_DOCUMENT_BROKEN
+
+
 def _on(rule: Rule | None) -> Rule | None:
     """``rule`` unless it is switched off (``held_out``)."""
     return rule if rule is not None and active(rule) else None
@@ -2028,6 +2064,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _bracket_status(text)
         or (_work_limit(plain) if active(_WORK_LIMIT) else None)
         or _first_phrase(plain, _SQL)
+        or _on(_parser_error(plain, arguments))
         or _first_phrase(plain, _RUNTIME)
         or _first_phrase(plain, _AWS_MESSAGES)
         or _first_phrase(plain, _K8S_MESSAGES)
@@ -2071,6 +2108,8 @@ ALL_CODES: tuple[Rule, ...] = (
     _PROGRAM_REFUSED,
     _COMMAND_MISSING,
     _CHOICES,
+    _INPUT_MALFORMED,
+    _OWN_DOCUMENT_BROKEN,
     _PREFIX_MISSING,
     _PREFIX_INVALID,
     _CREDENTIAL_MISSING,

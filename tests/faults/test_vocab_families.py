@@ -268,3 +268,38 @@ def test_family_words_in_a_user_programs_output_stay_the_programs() -> None:
     run = types.Tool(name="run", input_schema={"type": "object", "properties": {"command": {"type": "string"}}})
     fault = of_text("Command failed: ./deploy.sh\nrejected by policy: staging\n[exit 1]", tool=run)
     assert type(fault) is B4
+
+
+def _tool(*names: str) -> types.Tool:
+    return types.Tool(name="t", input_schema={"type": "object", "properties": {n: {"type": "string"} for n in names}})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Unexpected token } in JSON at position 9",  # V8's JSON.parse
+        "Expected ',' or '}' after property value in JSON at position 69 (line 1 column 70)",
+        "Unexpected end of JSON input",
+        "invalid character 'x' looking for beginning of value",  # Go's encoding/json
+        "error converting YAML to JSON: yaml: line 4: did not find expected key",  # sigs.k8s.io/yaml
+        "Expecting value: line 1 column 1 (char 0)",  # Python's json
+        "mapping values are not allowed here",  # PyYAML
+    ],
+)
+def test_a_parser_error_is_whose_document_it_is(text: str) -> None:
+    """A tool that takes a document was sent a malformed one (B4, fix it); a tool that takes none failed on a file
+    of its own (D4, ask the user: no call the model can make repairs it)."""
+    sent = of_text(text, tool=_tool("manifest"))
+    assert type(sent) is B4 and sent.repair_action is FIX
+    own = of_text(text, tool=_tool("query"))
+    assert type(own) is D4 and own.repair_action is ASK and not own.is_transient
+
+
+def test_a_parser_error_about_the_arguments_is_the_callers() -> None:
+    text = "invalid arguments: json: error calling MarshalJSON: invalid character 'l' looking for beginning of value"
+    assert type(of_text(text, tool=_tool("id"))) is B4
+
+
+def test_json_words_without_a_parser_error_are_not_read_as_one() -> None:
+    reading = read("Response was valid JSON but the record is locked by another user")
+    assert reading is None or reading.rule.family != "parser"
