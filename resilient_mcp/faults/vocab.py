@@ -1253,7 +1253,6 @@ _SERVERS: tuple[Phrase, ...] = (
     _p("wording", "not a public address", F2, sources=_FETCH),
     _p("wording", "start the server with --allow", F2, sources=_SQLITE_RO),
     _p("wording", "did not match any file", B4, sources=_GIT),
-    _p("wording", "could not find exact match", D5, sources=_FS),
     _p("wording", "changed since", D5, sources=("chaos",)),
     _p("wording", ("must be ", " before"), D5, sources=("chaos",)),
     # PostgreSQL's texts for class 42 / 22, added after the reference postgres server's records were read: credited
@@ -1281,6 +1280,7 @@ _HANDLE = "a session or handle the server holds, not found"
 _GIT_REV = "git: a revision or ref that does not resolve"
 _GIT_NOTHING = "git: nothing to commit"
 _STARTING = "not ready yet: starting"
+_EDIT_NO_MATCH = "an edit's old text is not in the content as the call assumed"
 _FAMILIES: tuple[Phrase, ...] = (
     # A sandbox the server was started with (the filesystem server's "outside allowed directories", git's "outside
     # the allowed repository", a spreadsheet server's "is outside the allowed directories", "Path not allowed: ...
@@ -1330,6 +1330,14 @@ _FAMILIES: tuple[Phrase, ...] = (
     _p("family", "nothing to commit", D5, key=_GIT_NOTHING),
     _p("family", "no changes added to commit", D5, key=_GIT_NOTHING),
     _p("family", "no changes staged", D5, sources=_GIT, key=_GIT_NOTHING),
+    # An edit whose old text is not (or not once) in the content: the file is not as the caller read it, or was never
+    # read (the filesystem server's "Could not find exact match for edit", a shell server's "Search content not found
+    # in x", "Expected 1 occurrences but found 5", a notes server's "The patch you provided could not be applied to
+    # the target content"): re-read, then decide (D5).
+    _p("family", ("could not find", "match for"), D5, sources=GENERIC, near=12, key=_EDIT_NO_MATCH),
+    _p("family", "search content not found", D5, sources=GENERIC, key=_EDIT_NO_MATCH),
+    _p("family", ("expected ", " occurrences but found"), D5, sources=GENERIC, one_word=True, key=_EDIT_NO_MATCH),
+    _p("family", ("patch", "could not be applied"), D5, sources=GENERIC, near=40, key=_EDIT_NO_MATCH),
     # What the call needs is still starting (Kubernetes's "container "x" in pod "y" is waiting to start:
     # ContainerCreating", a service "is starting up", "not ready yet"): the words say the state is passing.
     _p("family", "is waiting to start", D1, transient=True, sources=GENERIC, key=_STARTING),
@@ -1952,11 +1960,18 @@ def _program(text: str, plain: str, words: list[str], arguments: frozenset[str])
 
 
 def _without_urls(lowered: str) -> str:
-    """The text with every URL replaced by ``<url>``: a URL is the caller's data, not the server's words (the
-    ``.invalid`` of ``http://no-such-host.invalid/``, the ``missing`` of a pydantic help link)."""
-    if "://" not in lowered:
+    """The text with every URL replaced by ``<url>`` and every absolute file path by ``<path>``: they are the
+    caller's data, not the server's words (the ``.invalid`` of ``http://no-such-host.invalid/``, the ``missing`` of a
+    pydantic help link or of ``/srv/docs/missing.md``)."""
+    if "://" not in lowered and " /" not in lowered and "'/" not in lowered and '"/' not in lowered:
         return lowered
-    return " ".join("<url>" if "://" in w else w for w in lowered.split())
+    return " ".join("<url>" if "://" in w else "<path>" if _a_path(w) else w for w in lowered.split())
+
+
+def _a_path(word: str) -> bool:
+    """An absolute POSIX path (``/srv/docs/x.md``, quoted or not): two slashes at least, the first opening it."""
+    bare = word.strip("'\"`()[],;")
+    return bare.startswith("/") and bare.count("/") >= 2 and len(bare) > 3
 
 
 _CHOICE_MARKS = (

@@ -253,13 +253,13 @@ def test_text_beyond_the_scan_cap_is_not_read() -> None:
 
 
 def test_holding_a_server_out_switches_off_only_the_rules_learned_from_it() -> None:
-    edit = "Could not find exact match for edit: delta"  # the filesystem server's own wording
-    assert isinstance(of_text(edit), StateConflict)
-    with held_out(frozenset({"fs"})):
-        assert not isinstance(of_text(edit), StateConflict)
+    private = "Refused to fetch x: 10.0.0.7 resolves to 10.0.0.7, which is not a public address."  # fetch's own
+    assert isinstance(of_text(private), F2)
+    with held_out(frozenset({"fetch"})):
+        assert not isinstance(of_text(private), F2)
         assert of_text("ENOENT: no such file").details["basis"] == "standard_code"  # standards stay on
     with held_out(frozenset({"git"})):
-        assert isinstance(of_text(edit), StateConflict)
+        assert isinstance(of_text(private), F2)
     # A family several servers use stays on whichever of them is held out (the sandbox's "outside ... allowed").
     sandbox = "Access denied - path outside allowed directories: /etc/passwd not in /srv"
     with held_out(frozenset({"fs", "git"})):

@@ -303,3 +303,24 @@ def test_a_parser_error_about_the_arguments_is_the_callers() -> None:
 def test_json_words_without_a_parser_error_are_not_read_as_one() -> None:
     reading = read("Response was valid JSON but the record is locked by another user")
     assert reading is None or reading.rule.family != "parser"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Could not find exact match for edit: - write docs",
+        "Search content not found in /srv/docs/notes.txt. The closest match was 'beta'",
+        "Expected 1 occurrences but found 5 in /srv/docs/notes.txt",
+        "Error 40080: The patch you provided could not be applied to the target content.",
+    ],
+)
+def test_an_edit_whose_old_text_is_not_there_is_a_state_conflict(text: str) -> None:
+    fault = of_text(text)
+    assert type(fault) is D5 and not fault.is_transient
+
+
+def test_a_path_is_the_callers_data_not_the_servers_words() -> None:
+    """The "missing" of ``/srv/docs/missing.md`` is a file's name: the server said "not found" (D4)."""
+    assert type(of_text("Error processing request: File not found: /srv/docs/missing.md")) is D4
+    assert type(of_text("Error processing request: File not found: '/srv/docs/invalid.md'")) is D4
+    assert type(of_text("Error: required file is missing")) is B4  # the word, not a path, still reads
