@@ -1207,6 +1207,11 @@ _AWS_MESSAGES: tuple[Phrase, ...] = (
 # the object and re-apply, not repeat.
 _K8S_MESSAGES: tuple[Phrase, ...] = (
     _p("k8s-message", "operation cannot be fulfilled on", D5),  # 409 Conflict
+    # apimachinery's NoKindMatchError ("no matches for kind "Widget" in version "example.com/v1""): the manifest
+    # names a kind the cluster does not serve (B4); the namespace lifecycle admission's refusal ("unable to create
+    # new content in namespace x because it is being terminated"), sent as 403 Forbidden: a state (D5)
+    _p("k8s-message", ("no matches for kind ", " in version "), B4, near=120),
+    _p("k8s-message", ("unable to create new content in namespace", "because it is being terminated"), D5, near=80),
     _p("k8s-message", "the object has been modified", D5),  # 409 Conflict, a stale resourceVersion
     _p("k8s-message", "the server reported a conflict", D5),  # 409
     _p("k8s-message", "the server has asked for the client to provide credentials", F1, repair=ASK),  # 401
@@ -1746,6 +1751,32 @@ def _credentials(plain: str, arguments: frozenset[str]) -> Rule | None:
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
+# A server's own check that names one of the tool's arguments as absent: "endTime is required", "name parameter
+# required", "missing argument kind", "'path' is required" (the shapes validators print, with the argument's name
+# taken from the tool's schema, not guessed): B1, the caller left it out. Read as a guess (family "keyword"): the
+# argument may have been sent empty ("Code is required." of an empty string), so it never claims that nothing ran.
+_ABSENT_ARGUMENT = Rule("keyword", "an argument of the tool named as required or missing", B1, sources=GENERIC)
+_REQUIRED_AFTER = (" is required", " parameter is required", " parameter required", " argument is required")
+_MISSING_BEFORE = ("missing argument ", "missing parameter ", "missing required argument ")
+
+
+def _absent_argument(plain: str, arguments: frozenset[str]) -> Rule | None:
+    for name in arguments:
+        lowered = name.lower()
+        if len(lowered) < 2:
+            continue
+        for quoted in (lowered, f"'{lowered}'", f'"{lowered}"', f"`{lowered}`"):
+            at = plain.find(quoted)
+            while at >= 0:
+                end = at + len(quoted)
+                whole = (at == 0 or plain[at - 1] not in _WORD) and (end == len(plain) or plain[end] not in _WORD)
+                if whole and (
+                    plain.startswith(_REQUIRED_AFTER, end) or plain[max(0, at - 30) : at].endswith(_MISSING_BEFORE)
+                ):
+                    return _ABSENT_ARGUMENT
+                at = plain.find(quoted, end)
+    return None
+
 
 _EXIT_FAILED = Rule("process", "exit status", B4)
 _EXIT_TIMEOUT = _cut("process", "exit status 124")
@@ -2084,6 +2115,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _AWS_MESSAGES)
         or _first_phrase(plain, _K8S_MESSAGES)
         or _on(_credentials(plain, arguments))
+        or _on(_absent_argument(plain, arguments))
         or _first_phrase(plain.translate(_CAUSE_SPACE), _CAUSES)
         or _reason(plain)
         or _first_phrase(plain, _FAMILIES)
@@ -2125,6 +2157,7 @@ ALL_CODES: tuple[Rule, ...] = (
     _CHOICES,
     _INPUT_MALFORMED,
     _OWN_DOCUMENT_BROKEN,
+    _ABSENT_ARGUMENT,
     _PREFIX_MISSING,
     _PREFIX_INVALID,
     _CREDENTIAL_MISSING,

@@ -324,3 +324,36 @@ def test_a_path_is_the_callers_data_not_the_servers_words() -> None:
     assert type(of_text("Error processing request: File not found: /srv/docs/missing.md")) is D4
     assert type(of_text("Error processing request: File not found: '/srv/docs/invalid.md'")) is D4
     assert type(of_text("Error: required file is missing")) is B4  # the word, not a path, still reads
+
+
+@pytest.mark.parametrize(
+    "text", ["endTime is required", "failed to get pod: name parameter required", "missing argument kind"]
+)
+def test_an_argument_of_the_tool_named_as_missing(text: str) -> None:
+    """The name is the tool's own argument (from its schema): the caller left it out (B1). Read as a guess: the
+    argument may have been sent empty, so it never claims that nothing ran."""
+    fault = of_text(text, tool=_tool("endTime", "name", "kind"))
+    assert fault.fault_type == "B1_missing_required_argument" and fault.repair_action is FIX
+    assert fault.retry_safety.value == "executed_failed"
+
+
+def test_a_word_that_is_not_an_argument_is_not_read_as_one() -> None:
+    """ "name is required" from a tool without a ``name`` argument is the server's business, not a missing argument;
+    a credential the tool does not take stays the user's (F1)."""
+    assert of_text("failed: name is required", tool=_tool("query")).fault_type != "B1_missing_required_argument"
+    assert type(of_text("API key is required", tool=_tool("query"))) is F1
+
+
+@pytest.mark.parametrize(
+    ("text", "cls"),
+    [
+        ('no matches for kind "Widget" in version "example.com/v1"', B4),  # apimachinery's NoKindMatchError
+        (
+            'pods "probe-1" is forbidden: unable to create new content in namespace legacy because it is being '
+            "terminated",
+            D5,
+        ),
+    ],
+)
+def test_kubernetes_documented_messages(text: str, cls: type[Fault]) -> None:
+    assert type(of_text(text)) is cls
