@@ -1363,10 +1363,18 @@ _CONFIGURATION_WORDS = (
 )
 
 
+_LIMIT_WORDS = ("rate limit", "rate-limit", "quota", "throttl", "too many requests")
+
+
 def _policy_remedy(found: Rule | None, plain: str) -> Rule | None:
     """A policy refusal whose words send the caller to configuration (set an environment variable, configure the
-    allow-list, start the server with a flag): only a person can change it, ask the user."""
-    if found is None or found.key != _POLICY or not any(w in plain for w in _CONFIGURATION_WORDS):
+    allow-list, start the server with a flag): only a person can change it, ask the user. A "policy" that is a rate
+    limit or a quota ("rejected by the rate-limit policy") is read by those words."""
+    if found is None or found.key != _POLICY:
+        return found
+    if any(w in plain for w in _LIMIT_WORDS):
+        return _windowed(_first_phrase(plain, _KEYWORDS), plain) or found
+    if not any(w in plain for w in _CONFIGURATION_WORDS):
         return found
     return Rule(found.family, found.key, found.fault, found.transient, ASK, found.sources, found.cut)
 

@@ -357,3 +357,8 @@ def test_a_word_that_is_not_an_argument_is_not_read_as_one() -> None:
 )
 def test_kubernetes_documented_messages(text: str, cls: type[Fault]) -> None:
     assert type(of_text(text)) is cls
+
+
+def test_a_rate_limit_policy_is_a_rate_limit_not_a_refusal() -> None:
+    fault = of_text("Request rejected by the rate-limit policy of this tenant, slow down")
+    assert fault.fault_type == "D2_rate_limited" and fault.is_transient
