@@ -575,6 +575,21 @@ _SNAKE_CODES: dict[str, Rule] = {
         _r("oauth", "parameter_invalid_empty", B4),
         _r("oauth", "parameter_unknown", B2),
         _r("oauth", "card_declined", D4, repair=ASK),
+        # Elasticsearch's error types (its error body's ``type``, as "Error: <type> Root causes: ..."), by the
+        # status Elasticsearch documents for each
+        _r("code", "es_rejected_execution_exception", RateLimited, transient=True),  # 429: a full thread-pool queue
+        _r("code", "master_not_discovered_exception", D1, transient=True),  # 503
+        _r("code", "no_shard_available_action_exception", D1, transient=True),  # 503
+        _r("code", "cluster_block_exception", F2, repair=ASK),  # 403: a read-only or blocked index
+        _r("code", "index_not_found_exception", D4),  # 404
+        _r("code", "resource_not_found_exception", D4),  # 404
+        _r("code", "version_conflict_engine_exception", D5),  # 409
+        _r("code", "resource_already_exists_exception", D5),  # 400
+        _r("code", "parsing_exception", B4),  # 400
+        _r("code", "x_content_parse_exception", B4),
+        _r("code", "illegal_argument_exception", B4),
+        _r("code", "mapper_parsing_exception", B4),
+        _r("code", "action_request_validation_exception", B4),
         _r("oauth", "expired_card", D4, repair=ASK),
         _r("oauth", "insufficient_funds", D4, repair=ASK),
     )
@@ -1013,6 +1028,8 @@ _SDK: tuple[Phrase, ...] = (
     _p("mcp-sdk", "handler returned an invalid result", MalformedResponse),
     _p("validation", "is a required property", B1),  # python-jsonschema
     _p("validation", "must have required property", B1),  # ajv
+    _p("validation", "missing required argument", B1),  # FastMCP / servers' own checks, "...: user_id"
+    _p("validation", "missing required parameter", B1),
     _p("validation", ("validation error", "field required"), B1),  # pydantic v2
     _p("validation", "input validation error", B2),
     # The TypeScript SDK's "Invalid arguments for tool x: ..." and the same shape from servers that check their own
@@ -1067,6 +1084,15 @@ _SQL_NO_DATABASE = "sql: database missing or unusable (3D000)"
 _SQL_GONE = "sql: connection to the engine lost or refused (08, 57P)"
 _SQL_BUSY = "sql: locked, serialization failure or deadlock (40)"
 _SQL: tuple[Phrase, ...] = (
+    # DuckDB's error types (duckdb.org, "Errors": the message opens with its type): read first, their messages
+    # reuse words of others ("Catalog Error: Table with name x does not exist!")
+    _p("sql", ("catalog error:", " does not exist"), B4, near=120, key=_SQL_UNDEFINED),
+    _p("sql", "binder error:", B4, key=_SQL_UNDEFINED),
+    _p("sql", "parser error:", B4, key=_SQL_SYNTAX),
+    _p("sql", "conversion error:", B4, key=_SQL_DATA),
+    _p("sql", "attached in read-only mode", F2, repair=ASK, key=_SQL_READ_ONLY),
+    _p("sql", ("duplicate key", "violates unique constraint"), D5, near=80, key=_SQL_UNIQUE),
+    _p("sql", ("duplicate key", "violates primary key constraint"), D5, near=80, key=_SQL_UNIQUE),
     _p("sql", "e11000 duplicate key error", D5, key=_SQL_UNIQUE),  # MongoDB's DuplicateKey (11000) message
     _p("sql", "database is locked", D1, transient=True, key=_SQL_BUSY),  # SQLITE_BUSY
     _p("sql", "database table is locked", D1, transient=True, key=_SQL_BUSY),  # SQLITE_LOCKED
@@ -1095,7 +1121,7 @@ _SQL: tuple[Phrase, ...] = (
     _p("sql", "incomplete input", B4, key=_SQL_SYNTAX),  # SQLite's sqlite3_prepare of an unfinished statement
     _p("sql", "password authentication failed", F1, repair=ASK),
     _p("sql", "access denied for user", F1, repair=ASK),
-    _p("sql", ("database ", " does not exist"), D4, repair=ASK, key=_SQL_NO_DATABASE),  # PostgreSQL 3D000
+    _p("sql", ("database ", " does not exist"), D4, repair=ASK, one_word=True, key=_SQL_NO_DATABASE),  # 3D000
     _p("sql", "unknown database", D4, repair=ASK, key=_SQL_NO_DATABASE),  # MySQL 1049
     _p("sql", "unable to open database file", D4, repair=ASK, key=_SQL_NO_DATABASE),  # SQLITE_CANTOPEN
     _p("sql", "file is not a database", D4, repair=ASK, key=_SQL_NO_DATABASE),  # SQLITE_NOTADB
@@ -1124,6 +1150,16 @@ _SQL: tuple[Phrase, ...] = (
     _p("sql", "can't connect to mysql server", D1, transient=True, key=_SQL_GONE),  # client 2003
     _p("sql", "lost connection to mysql server", D1, transient=True, key=_SQL_GONE),  # client 2013
     _p("sql", "mysql server has gone away", D1, transient=True, key=_SQL_GONE),  # client 2006
+)
+
+# Redis's documented error messages, as servers pass them on without the reply's prefix (redis.io: the replies of
+# AUTH, of a write past maxmemory, of a command during a script, of a command against the wrong type).
+_REDIS_MESSAGES: tuple[Phrase, ...] = (
+    _p("redis-message", "invalid username-password pair", F1, repair=ASK),  # WRONGPASS
+    _p("redis-message", "used memory > 'maxmemory'", F3, repair=ASK),  # OOM command not allowed when ...
+    _p("redis-message", "busy running a script", D1, transient=True),  # BUSY
+    _p("redis-message", "against a key holding the wrong kind of value", B4),  # WRONGTYPE
+    _p("redis-message", "can't write against a read only replica", F2, repair=ASK),  # READONLY
 )
 
 # Node's runtime messages. Node's fetch (undici) says "fetch failed" for every failure (DNS, refused, reset, TLS):
@@ -1558,10 +1594,21 @@ def _whole_word(lowered: str, word: str) -> bool:
     return False
 
 
+_WRAPPERS = ("error executing tool ", "error calling tool ")
+
+
 def _opening(prefix: str) -> bool:
     """Whether only white space or an error label ("Error:", "### Error") stands before a phrase: servers label their
-    error texts, and a phrase that must open the text may follow the label."""
+    error texts, and a phrase that must open the text may follow the label, the SDKs' "Error calling tool x:" or a
+    JSON body's ``{"error": "``."""
     rest = prefix.strip().lstrip("#").strip()
+    for wrapper in _WRAPPERS:
+        if rest.startswith(wrapper):
+            name, colon, after = rest[len(wrapper) :].partition(":")
+            if colon and " " not in name.strip().strip("'\""):
+                rest = after.strip()
+    if rest.startswith('{"error":'):
+        rest = rest[9:].strip().lstrip('"').strip()
     if rest.startswith("error"):
         rest = rest[5:].lstrip(":").strip()
     return not rest
@@ -1904,10 +1951,15 @@ def _sqlstate(words: list[str]) -> Rule | None:
 
 
 def _redis(text: str) -> Rule | None:
-    """A Redis error prefix: the first upper-case word of a line (after an exception name or "Error")."""
+    """A Redis error prefix: the first upper-case word of a line (after an exception name or "Error"), or the first
+    word after a wrapper's colon ("Error getting field 'name' from hash 'h': WRONGTYPE Operation against ...")."""
     for line in text.splitlines()[:20]:
         for word in tokens(line)[:4]:
             if (rule := _REDIS.get(word)) is not None:
+                return rule
+        for clause in line.split(": ")[1:8]:
+            first = tokens(clause[:40])[:1]
+            if first and (rule := _REDIS.get(first[0])) is not None:
                 return rule
     return None
 
@@ -2118,6 +2170,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _bracket_status(text)
         or (_work_limit(plain) if active(_WORK_LIMIT) else None)
         or _first_phrase(plain, _SQL)
+        or _first_phrase(plain, _REDIS_MESSAGES)
         or _on(_parser_error(plain, arguments))
         or _first_phrase(plain, _RUNTIME)
         or _first_phrase(plain, _AWS_MESSAGES)
@@ -2139,6 +2192,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
 ALL_PHRASES: tuple[Phrase, ...] = (
     *_SDK,
     *_SQL,
+    *_REDIS_MESSAGES,
     *_RUNTIME,
     *_AWS_MESSAGES,
     *_K8S_MESSAGES,

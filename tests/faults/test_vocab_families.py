@@ -362,3 +362,75 @@ def test_kubernetes_documented_messages(text: str, cls: type[Fault]) -> None:
 def test_a_rate_limit_policy_is_a_rate_limit_not_a_refusal() -> None:
     fault = of_text("Request rejected by the rate-limit policy of this tenant, slow down")
     assert fault.fault_type == "D2_rate_limited" and fault.is_transient
+
+
+@pytest.mark.parametrize(
+    ("text", "fault_type", "transient"),
+    [
+        # a Redis reply's prefix after a wrapper's colon, and Redis's documented messages without their prefix
+        ("Error getting field 'name' from hash 'h': WRONGTYPE Operation against a key holding the wrong", "B4", False),
+        ("Error setting key k: BUSY Redis is busy running a script. You can only call SCRIPT KILL", "D1", True),
+        ("Error retrieving key greeting: invalid username-password pair or user is disabled.", "F1", False),
+        ("Error setting key big: command not allowed when used memory > 'maxmemory'.", "F3", False),
+    ],
+)
+def test_redis_replies_inside_a_servers_sentence(text: str, fault_type: str, transient: bool) -> None:
+    fault = of_text(text)
+    assert fault.fault_type.startswith(fault_type) and fault.is_transient is transient
+
+
+def test_a_redis_word_inside_a_sentence_is_not_a_prefix() -> None:
+    """Only the first word after a colon: "the queue is BUSY" is not Redis's BUSY reply."""
+    assert not of_text("Deploy failed: the build queue reported that the runner is BUSY").is_transient
+
+
+@pytest.mark.parametrize(
+    ("text", "cls"),
+    [
+        # DuckDB's error types (duckdb.org "Errors"), which reuse other words ("... does not exist")
+        ("Database error: Catalog Error: Table with name customers does not exist! Did you mean x?", B4),
+        ('Binder Error: Referenced column "username" not found in FROM clause!', B4),
+        ('Parser Error: syntax error at or near "selec"', B4),
+        ("Conversion Error: Could not convert string 'abc' to INT32", B4),
+        ('Constraint Error: Duplicate key "id: 1" violates primary key constraint.', D5),
+        # PostgreSQL's missing database stays D4 ask_user; "database" elsewhere in the text does not make it one
+        ('database "shop_archive" does not exist', D4),
+    ],
+)
+def test_duckdb_error_types(text: str, cls: type[Fault]) -> None:
+    assert type(of_text(text)) is cls
+
+
+@pytest.mark.parametrize(
+    ("text", "fault_type", "transient"),
+    [
+        ("Error: es_rejected_execution_exception Root causes: rejected execution of TimedRunnable", "D2", True),
+        ("Error: master_not_discovered_exception Root causes: master_not_discovered_exception: null", "D1", True),
+        ("Error: index_not_found_exception Root causes: no such index [logs]", "D4", False),
+        ("Error: version_conflict_engine_exception Root causes: [1]: version conflict", "D5", False),
+        ("Error: parsing_exception Root causes: unknown query [mtch]", "B4", False),
+    ],
+)
+def test_elasticsearch_error_types(text: str, fault_type: str, transient: bool) -> None:
+    fault = of_text(text)
+    assert fault.fault_type.startswith(fault_type) and fault.is_transient is transient
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"error":"Missing required argument: user_id"}',
+        "Missing required arguments: channel_id and text",
+        "Error calling tool drop_database: Unknown tool: drop_database",  # an SDK wrapper before the SDK's words
+        '{"error":"Unknown tool: slack_send_dm"}',
+    ],
+)
+def test_sdk_words_after_a_wrapper_or_inside_an_error_body(text: str) -> None:
+    fault = of_text(text)
+    assert fault.fault_type in ("B1_missing_required_argument", "A1_unknown_tool")
+
+
+def test_an_unknown_tool_mid_sentence_is_not_the_callers_tool() -> None:
+    """Only where the text opens with it (after a label or an SDK wrapper): "the plugin said: unknown tool" inside a
+    program's output is not the proxy's caller calling a tool that does not exist."""
+    assert type(of_text("Deploy step 3 failed because the plugin said unknown tool 'helm'")) is not UnknownTool
