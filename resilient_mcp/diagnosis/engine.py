@@ -60,10 +60,14 @@ from .prompt import build_messages, error_text
 from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
 from .verdict import Verdict, parse_verdict
 
-ABSTAINED_KINDS: frozenset[str] = frozenset()
-"""Closed-answer kinds the engine does not apply (an abstention): set from the corpus measurement
-(``benchmarks/errors/REPORT-live-holdouts.md``), where a kind's verdicts were no better than the rules' own
-"unrecognised"."""
+ABSTAINED_KINDS: frozenset[str] = frozenset(
+    {"missing_resource", "service_unavailable", "not_permitted", "bad_credentials", "server_broken"}
+)
+"""Closed-answer kinds the engine does not apply (an abstention), decided on the corpus only
+(``benchmarks/errors/REPORT-live-holdouts.md``): a kind is used only where its sure answers beat the rules' own
+"unrecognised" there. With the local 1.5B model only ``bad_argument_value`` (+14 fault types of 18) and
+``state_conflict`` (+2 of 2) did; the others were never answered sure, so nothing shows they are better, and
+``service_unavailable`` would be the one to call a permanent fault transient."""
 
 log = structlog.get_logger(__name__)
 

@@ -106,15 +106,19 @@ async def test_an_abstention_keeps_the_rules_unrecognised_observation(answer: di
     assert state.stats["abstained"] == 2 and state.stats["calls"] == 1
 
 
-async def test_a_kind_measured_no_better_than_unrecognised_is_not_applied(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "ABSTAINED_KINDS", frozenset({"service_unavailable"}))
+async def test_a_kind_measured_no_better_than_unrecognised_is_not_applied() -> None:
+    assert "service_unavailable" in engine.ABSTAINED_KINDS  # never measured better: a model's "transient" unused
+    assert not {"bad_argument_value", "state_conflict"} & engine.ABSTAINED_KINDS
     fault = await Diagnoser(RULE, DiagnosisState(), Model(_answer("service_unavailable")))(_call(), _untyped())
     assert fault.fault_type == "D4_permanent_execution_error" and not fault.is_transient
     assert fault.details["diagnosis"]["reason"] == "kind:service_unavailable"
 
 
 @pytest.mark.parametrize("effect", list(EffectClass))
-async def test_a_transient_answer_never_makes_the_proxy_repeat_nor_says_that_nothing_ran(effect: EffectClass) -> None:
+async def test_a_transient_answer_never_makes_the_proxy_repeat_nor_says_that_nothing_ran(
+    effect: EffectClass, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "ABSTAINED_KINDS", frozenset())  # as with a model measured right on it
     rules = _untyped("the ledger hiccupped")
     call = _call(effect)
     fault = await Diagnoser(RULE, DiagnosisState(), Model(_answer("service_unavailable")))(call, rules)
@@ -128,7 +132,10 @@ async def test_a_transient_answer_never_makes_the_proxy_repeat_nor_says_that_not
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-async def test_an_unexpected_exception_is_never_repeated_more_on_a_models_word(kind: str) -> None:
+async def test_an_unexpected_exception_is_never_repeated_more_on_a_models_word(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "ABSTAINED_KINDS", frozenset())
     rules = classify_exception(RuntimeError("boom in the client"), sent=True)
     assert engine.untyped(rules)
     for effect in EffectClass:
