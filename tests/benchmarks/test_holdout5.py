@@ -64,6 +64,6 @@ def test_every_record_of_the_fifth_hold_out_replays_and_the_report_scores_it() -
 def test_accuracy_has_a_holdout5_option(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import benchmarks.errors.accuracy as accuracy
 
-    monkeypatch.setattr(accuracy, "holdout5", lambda: "the fifth hold-out's section")
+    monkeypatch.setattr(accuracy, "holdout5", lambda diagnosed=None: "the fifth hold-out's section")
     assert main(["--holdout5"]) == 0
     assert "the fifth hold-out's section" in capsys.readouterr().out
