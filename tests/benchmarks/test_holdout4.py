@@ -14,12 +14,11 @@ from benchmarks.errors.accuracy import (
     HOLDOUT4,
     HOLDOUT4_SHAPED,
     HOLDOUT_SHAPED,
-    holdout,
     main,
 )
 from benchmarks.errors.holdout4 import HOLDOUT4_SOURCES
-from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, load, rules_verdict
-from resilient_mcp.faults import BY_TYPE, RepairAction, RetrySafety
+from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, load
+from tests.benchmarks.holdout_checks import assert_catalog_labels, assert_replayed_and_scored
 
 FOURTH = load(HOLDOUT4)
 FOURTH_SHAPED = load(HOLDOUT4_SHAPED)
@@ -39,22 +38,11 @@ def test_the_fourth_hold_out_is_servers_and_kinds_that_no_earlier_set_has() -> N
 
 
 def test_every_label_of_the_fourth_hold_out_uses_catalog_values_only() -> None:
-    for r in FOURTH + FOURTH_SHAPED:
-        gold = r["gold"]
-        assert gold["fault_type"] in BY_TYPE, r["id"]
-        assert RepairAction(gold["repair_action"]) and RetrySafety(gold["retry_safety"]), r["id"]
-        assert isinstance(gold["transient"], bool), r["id"]
-        assert r["success_shaped"] is (r in FOURTH_SHAPED), r["id"]
-        assert gold["why"] or gold["fault_type"].startswith(("A1", "B1", "B2")), r["id"]
-    for r in FOURTH_SHAPED:  # a success-shaped record is a result that is not flagged as an error
-        assert r["raw"]["kind"] == "result" and not r["raw"]["result"].get("isError"), r["id"]
+    assert_catalog_labels(FOURTH, FOURTH_SHAPED)
 
 
 def test_every_record_of_the_fourth_hold_out_replays_and_the_report_scores_it() -> None:
-    verdicts = [rules_verdict(r, loso=True) for r in FOURTH]
-    assert len(verdicts) == len(FOURTH)
-    report = holdout(HOLDOUT4, HOLDOUT4_SHAPED, frozen=False)
-    assert f"{len(FOURTH)} records from" in report and "now, LOSO" in report and "as if flagged" in report
+    assert_replayed_and_scored(FOURTH, HOLDOUT4, HOLDOUT4_SHAPED)
 
 
 def test_accuracy_has_a_holdout4_option(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,12 +16,11 @@ from benchmarks.errors.accuracy import (
     HOLDOUT5,
     HOLDOUT5_SHAPED,
     HOLDOUT_SHAPED,
-    holdout,
     main,
 )
 from benchmarks.errors.holdout5 import HOLDOUT5_SOURCES
-from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, load, rules_verdict
-from resilient_mcp.faults import BY_TYPE, RepairAction, RetrySafety
+from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, load
+from tests.benchmarks.holdout_checks import assert_catalog_labels, assert_replayed_and_scored
 
 FIFTH = load(HOLDOUT5)
 FIFTH_SHAPED = load(HOLDOUT5_SHAPED)
@@ -43,22 +42,11 @@ def test_the_fifth_hold_out_is_servers_and_kinds_that_no_earlier_set_has() -> No
 
 
 def test_every_label_of_the_fifth_hold_out_uses_catalog_values_only() -> None:
-    for r in FIFTH + FIFTH_SHAPED:
-        gold = r["gold"]
-        assert gold["fault_type"] in BY_TYPE, r["id"]
-        assert RepairAction(gold["repair_action"]) and RetrySafety(gold["retry_safety"]), r["id"]
-        assert isinstance(gold["transient"], bool), r["id"]
-        assert r["success_shaped"] is (r in FIFTH_SHAPED), r["id"]
-        assert gold["why"] or gold["fault_type"].startswith(("A1", "B1", "B2")), r["id"]
-    for r in FIFTH_SHAPED:  # a success-shaped record is a result that is not flagged as an error
-        assert r["raw"]["kind"] == "result" and not r["raw"]["result"].get("isError"), r["id"]
+    assert_catalog_labels(FIFTH, FIFTH_SHAPED)
 
 
 def test_every_record_of_the_fifth_hold_out_replays_and_the_report_scores_it() -> None:
-    verdicts = [rules_verdict(r, loso=True) for r in FIFTH]
-    assert len(verdicts) == len(FIFTH)
-    report = holdout(HOLDOUT5, HOLDOUT5_SHAPED, frozen=False)
-    assert f"{len(FIFTH)} records from" in report and "now, LOSO" in report and "as if flagged" in report
+    assert_replayed_and_scored(FIFTH, HOLDOUT5, HOLDOUT5_SHAPED)
 
 
 def test_accuracy_has_a_holdout5_option(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
