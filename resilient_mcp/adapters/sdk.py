@@ -86,8 +86,14 @@ def cancel_request(dispatcher: JSONRPCDispatcher[Any], request_id: Any) -> None:
     entry = dispatcher._in_flight.get(coerce_request_id(request_id))
     if entry is not None:
         entry.dctx.cancel_requested.set()
-        if dispatcher._peer_cancel_mode == "interrupt":
+        if interrupts_on_cancel(dispatcher):
             entry.scope.cancel()
+
+
+def interrupts_on_cancel(dispatcher: JSONRPCDispatcher[Any]) -> bool:
+    """Whether ``dispatcher`` cancels a request's handler on ``notifications/cancelled`` (``interrupt``, the SDK's
+    default), rather than only flagging it (``signal``)."""
+    return dispatcher._peer_cancel_mode == "interrupt"
 
 
 def close_request(dispatcher: JSONRPCDispatcher[Any], dctx: _JSONRPCDispatchContext[Any]) -> None:

@@ -1,4 +1,4 @@
-"""The raw tools/call lane of the stdio host (``resilient_mcp.host.rawcall``), through a real ``wrap`` process.
+"""The raw tools/call lane of the stdio host (``resilient_mcp.host.toolcall``), through a real ``wrap`` process.
 
 A plain tools/call of an initialized handshake-era host takes the lane (it logs ``tool_call_raw`` at debug level);
 every other shape keeps the SDK's path (a progress token, a trace context, a host that declared elicitation or
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from resilient_mcp.host.rawcall import RAW_SWITCH
+from resilient_mcp.host.toolcall import RAW_SWITCH
 from tests.helpers import (
     JsonRpcPipe,
     await_until,
