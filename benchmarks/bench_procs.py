@@ -10,7 +10,8 @@ import signal
 import socket
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, Any
@@ -80,6 +81,46 @@ async def wait_for_port(host: str, port: int, *, timeout_s: float) -> None:
                 continue
             await stream.aclose()
             return
+
+
+async def echo_sessions(
+    url: str,
+    sessions: int,
+    calls: int,
+    *,
+    warm_calls: int,
+    ready: Callable[[], Awaitable[None]],
+    took: list[float] | None = None,
+) -> None:
+    """``sessions`` concurrent SDK client sessions over streamable HTTP to ``url``, each warmed up with
+    ``warm_calls`` calls of ``echo``; once every one is warm, ``await ready()`` (a mark or a signal to the proxy), then
+    ``calls`` calls of ``echo`` shared between them (each one's seconds appended to ``took`` when given)."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    warm, go, counts = anyio.Event(), anyio.Event(), {"warm": 0}
+
+    async def one(s: int) -> None:
+        async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            for i in range(warm_calls):
+                await session.call_tool("echo", {"message": f"warm-{s}-{i}"})
+            counts["warm"] += 1
+            if counts["warm"] == sessions:
+                warm.set()
+            await go.wait()
+            for i in range(calls // sessions):
+                started = time.perf_counter()
+                await session.call_tool("echo", {"message": f"m-{s}-{i}"})
+                if took is not None:
+                    took.append(time.perf_counter() - started)
+
+    async with anyio.create_task_group() as tg:
+        for s in range(sessions):
+            tg.start_soon(one, s)
+        await warm.wait()
+        await ready()
+        go.set()
 
 
 @asynccontextmanager

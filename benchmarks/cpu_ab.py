@@ -77,9 +77,7 @@ def one_run_http(code: Path, calls: int, sessions: int, policy: str | None) -> t
     """As ``one_run``, over streamable HTTP: ``wrap --http`` and ``sessions`` concurrent SDK client sessions (in this
     process) making ``calls`` calls between them, after 10 warm-up calls each."""
     import anyio
-    from bench_procs import free_port, wait_for_port
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
+    from bench_procs import echo_sessions, free_port, wait_for_port
 
     with tempfile.TemporaryDirectory(prefix="cpu-ab-") as state:
         port = free_port()
@@ -95,31 +93,13 @@ def one_run_http(code: Path, calls: int, sessions: int, policy: str | None) -> t
         took: list[float] = []
         mark: dict[str, tuple[float, int]] = {}
 
+        async def start() -> None:
+            mark["start"] = (_cpu_s(proc.pid), _switches(proc.pid))
+
         async def drive() -> None:
             await wait_for_port("127.0.0.1", port, timeout_s=60)
             url = f"http://127.0.0.1:{port}/mcp"
-            warm, go, counts = anyio.Event(), anyio.Event(), {"warm": 0}
-
-            async def one(s: int) -> None:
-                async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
-                    await session.initialize()
-                    for i in range(10):
-                        await session.call_tool("echo", {"message": f"warm-{s}-{i}"})
-                    counts["warm"] += 1
-                    if counts["warm"] == sessions:
-                        warm.set()
-                    await go.wait()
-                    for i in range(calls // sessions):
-                        started = time.perf_counter()
-                        await session.call_tool("echo", {"message": f"m-{s}-{i}"})
-                        took.append(time.perf_counter() - started)
-
-            async with anyio.create_task_group() as tg:
-                for s in range(sessions):
-                    tg.start_soon(one, s)
-                await warm.wait()
-                mark["start"] = (_cpu_s(proc.pid), _switches(proc.pid))
-                go.set()
+            await echo_sessions(url, sessions, calls, warm_calls=10, ready=start, took=took)
             mark["end"] = (_cpu_s(proc.pid), _switches(proc.pid))
 
         try:

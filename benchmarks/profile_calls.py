@@ -149,9 +149,7 @@ def profile_http(
     """As ``profile``, over streamable HTTP: ``wrap --http`` and ``sessions`` concurrent SDK client sessions (in this
     process) sharing ``calls`` calls of ``echo``, after 20 warm-up calls each."""
     import anyio
-    from bench_procs import free_port, wait_for_port
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
+    from bench_procs import echo_sessions, free_port, wait_for_port
 
     with tempfile.TemporaryDirectory(prefix="rmcp-prof-") as tmp:
         out = Path(tmp) / "proxy.prof"
@@ -164,32 +162,13 @@ def profile_http(
             argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir(), env=env
         )
 
+        async def start() -> None:
+            proc.send_signal(signal.SIGUSR1)
+            await anyio.sleep(0.2)  # a figure, not a test: the handler runs at the proxy's next bytecode
+
         async def drive() -> None:
             await wait_for_port("127.0.0.1", port, timeout_s=60)
-            url = f"http://127.0.0.1:{port}/mcp"
-            warm = anyio.Event()
-            counts = {"warm": 0}
-            go = anyio.Event()
-
-            async def one(s: int) -> None:
-                async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
-                    await session.initialize()
-                    for i in range(20):
-                        await session.call_tool("echo", {"message": f"warm-{s}-{i}"})
-                    counts["warm"] += 1
-                    if counts["warm"] == sessions:
-                        warm.set()
-                    await go.wait()
-                    for i in range(calls // sessions):
-                        await session.call_tool("echo", {"message": f"m-{s}-{i}"})
-
-            async with anyio.create_task_group() as tg:
-                for s in range(sessions):
-                    tg.start_soon(one, s)
-                await warm.wait()
-                proc.send_signal(signal.SIGUSR1)
-                await anyio.sleep(0.2)  # a figure, not a test: the handler runs at the proxy's next bytecode
-                go.set()
+            await echo_sessions(f"http://127.0.0.1:{port}/mcp", sessions, calls, warm_calls=20, ready=start)
             proc.send_signal(signal.SIGUSR2)
 
         try:

@@ -26,6 +26,9 @@ command -v openssl >/dev/null || { apt-get update && apt-get install -y openssl;
 [ -x /usr/sbin/sshd ] || { apt-get update && apt-get install -y openssh-server; }
 # The fourth fresh hold-out (benchmarks/errors/holdout4.py): Debian's OpenLDAP slapd behind the LDAP server.
 [ -x /usr/sbin/slapd ] || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y slapd; }
+# The fifth fresh hold-out (benchmarks/errors/holdout5.py): Debian's Mosquitto behind the MQTT server (chromium above
+# behind Puppeteer's server).
+command -v mosquitto >/dev/null || { apt-get update && apt-get install -y mosquitto; }
 
 NPM_SERVERS=(
   mcp-fetch-server@1.1.2
@@ -49,6 +52,10 @@ NPM_SERVERS=(
   airtable-mcp-server@1.14.0
   caldav-mcp@0.10.0
   @modelcontextprotocol/server-slack@2025.4.25
+  @modelcontextprotocol/server-github@2025.4.8
+  @modelcontextprotocol/server-brave-search@0.6.2
+  @modelcontextprotocol/server-google-maps@0.6.2
+  @modelcontextprotocol/server-puppeteer@2025.5.12
 )
 if [ ! -f "$CORPUS/npm/.installed" ] || [ "$(cat "$CORPUS/npm/.installed")" != "${NPM_SERVERS[*]}" ]; then
   # No browser downloads (a dependency of desktop-commander pulls puppeteer; Playwright's server drives Debian's
@@ -92,6 +99,8 @@ PY_SERVERS=(
   "ldap=ldap-mcp==0.1.1"
   "email=mcp-email-server==1.13.3"
   "radicale=radicale==3.9.0"
+  "mqtt=mqtt-mcp==0.4.0"
+  "sentry=mcp-server-sentry==2025.1.14 mcp==1.0.0"
 )
 # The interpreter itself, not a pyenv shim (a shim for a version that is not pyenv's global one fails).
 find_python() {
@@ -101,11 +110,13 @@ find_python() {
   done
   echo "$1 not found" >&2; return 1
 }
+# mcp-server-sentry works with mcp 1.0.0 only (it raises McpError("text"), which every later mcp 1.x turns into
+# "'str' object has no attribute 'message'"); mqtt-mcp needs Python 3.13.
 # mcp-text-editor 1.2.x needs Python 3.13, mcp-sqlite 3.12+ (pyenv's here). postgres-mcp 0.3.0 is not installed:
 # it pins pglast==7.2.0, which has no build for these Pythons. mcp-server-docker 0.3.0 needs Python 3.12+.
 declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13 [docker-py]=python3.13 [prometheus-py]=python3.13
   [grafana-py]=python3.13 [obsidian-py]=python3.13 [couchdb-py]=python3.13 [hass]=python3.13 [ldap]=python3.13
-  [email]=python3.12)
+  [email]=python3.12 [mqtt]=python3.13)
 for entry in "${PY_SERVERS[@]}"; do
   name=${entry%%=*}
   reqs=${entry#*=}

@@ -184,6 +184,20 @@ def read_events(path: Path) -> list[str]:
         return []
 
 
+def logged_request_ids(stderr: Path, event: str) -> list[Any]:
+    """The ``request_id`` of every JSON log line named ``event`` in a proxy's stderr (``--log-format json``, as when
+    stderr is not a TTY): which requests took a path that logs it (the raw tools/call lanes' debug lines)."""
+    ids = []
+    for line in stderr.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == event:
+            ids.append(entry.get("request_id"))
+    return ids
+
+
 def pid_running(pid: int) -> bool:
     """True while ``pid`` is a live process; a zombie (exited, not yet reaped) counts as gone."""
     try:

@@ -16,7 +16,7 @@ import mcp
 
 from resilient_mcp.cli import COMMANDS
 from resilient_mcp.policy.files import policy_schema
-from scripts.architecture_report import document
+from scripts.architecture_report import collect_arrows, document, load_modules
 from scripts.update_readme import REFERENCE, render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,6 +142,30 @@ def test_the_readme_is_what_a_user_reads_first() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) < 500, "README.md is 500 lines or more: move detail into docs/"
     assert "## Contents" in readme
+
+
+def test_the_readmes_package_table_lists_every_package_lowest_floor_first() -> None:
+    """README, Development: every package of ``resilient_mcp/`` in its table, each importing (at module level, in a
+    function or for typing) only packages listed before it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(\w+)/` \|", readme.split("**The packages**", 1)[-1], re.M)
+    packages = sorted(p.parent.name for p in (ROOT / "resilient_mcp").glob("*/__init__.py"))
+    assert sorted(listed) == packages, f"README's package table: {listed}, the packages: {packages}"
+    modules = load_modules(ROOT)
+    collect_arrows(modules)
+
+    def package(name: str) -> str | None:
+        parts = name.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] in packages else None
+
+    upward = sorted(
+        f"{src} -> {dst} ({mod.name} imports {target})"
+        for mod in modules.values()
+        for arrows in mod.arrows.values()
+        for target in arrows
+        if (src := package(mod.name)) and (dst := package(target)) and listed.index(dst) > listed.index(src)
+    )
+    assert not upward, "a package imports one listed after it in README's package table:\n" + "\n".join(upward)
 
 
 def test_every_link_between_documents_lands() -> None:

@@ -3,8 +3,15 @@ leave-one-server-out, and how often they are harmful.
 
     python -m benchmarks.errors.accuracy                      # rules alone
     python -m benchmarks.errors.accuracy --scripted 0.2       # + diagnosis by a scripted model (gold, 20 % noise)
-    python -m benchmarks.errors.accuracy --live URL [--model M] [--api-key-env VAR]
+    python -m benchmarks.errors.accuracy --live URL [--model M] [--api-key-env VAR] [--answers FILE]
                                                               # + diagnosis by a real OpenAI-compatible endpoint
+    python -m benchmarks.errors.accuracy --live URL --diagnosis-summary
+                                                              # only: rules vs rules + model, corpus and hold-outs
+
+With a diagnosis, each fresh hold-out is diagnosed too (its rules now, LOSO, + the model where they recognised
+nothing): the hold-outs are the generalisation figure of the model as of the rules. A live model's answers are kept
+by (model, prompt hash) in ``benchmarks/errors/live-answers.jsonl`` (``--answers``; ``--answers none``: not kept):
+a rerun with the same prompts and rules asks the endpoint nothing.
 
 Fields: fault type (exact catalog type), category (its letter), repair action (after the proxy's repair planning for
 the tool's effect class), transient, retry safety. **In-sample**: every rule on. **Leave-one-server-out (LOSO)**:
@@ -36,13 +43,16 @@ import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from resilient_mcp.faults import vocab
 
 from .replay import CORPUS, Verdict, load, rules_verdict, server_of, strict_verdicts
+
+if TYPE_CHECKING:
+    from .measure import Measured
 
 AXES = ("fault_type", "category", "repair_action", "transient", "retry_safety")
 HARMS = ("transient_of_permanent", "no_effect_of_ran", "proxy_retry_of_permanent")
@@ -278,7 +288,8 @@ def success_shaped(path: Path = SUCCESS_SHAPED) -> str:
 
 def shaped_as_errors(path: Path = SUCCESS_SHAPED) -> str:
     """The success-shaped failures' texts read by the rules as if the server had flagged them (``isError``), without
-    a policy's ``fault_type``: a second held-out set, since no rule was written from these texts."""
+    a policy's ``fault_type``: a second held-out set until 2026-12-02, when their misses were read (the Redis replies
+    inside a server's sentence, DuckDB's error types): in-sample since."""
     import mcp_types as types
 
     from resilient_mcp.faults.classify import classify_result
@@ -305,6 +316,9 @@ def shaped_as_errors(path: Path = SUCCESS_SHAPED) -> str:
     return f"{n} records: " + ", ".join(cells) + f", harmful {harmful}, unrecognised {unsure}"
 
 
+Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], "Measured"]
+"""Records, their rules' verdicts and whether those are LOSO -> the verdicts with the model's diagnosis."""
+
 HOLDOUT = CORPUS.with_name("holdout.jsonl")
 HOLDOUT_SHAPED = CORPUS.with_name("holdout_success_shaped.jsonl")
 HOLDOUT_FROZEN_AT = "4e82b8c"
@@ -326,6 +340,12 @@ HOLDOUT4_FROZEN_AT = "ddc6016"
 """The commit that froze the fourth hold-out (``holdout4.py``): collected and labelled while new rules were being
 written elsewhere from documented vocabularies, without reading them; "frozen" is main's rules of that day (29f0914),
 "now" the rules at measurement (after the round's rules are merged: their hold-out figure)."""
+HOLDOUT5 = CORPUS.with_name("holdout5.jsonl")
+HOLDOUT5_SHAPED = CORPUS.with_name("holdout5_success_shaped.jsonl")
+HOLDOUT5_FROZEN_AT = "157afad"
+"""The commit that froze the fifth hold-out (``holdout5.py``): collected and labelled while rules (in general form)
+and model diagnosis were being written elsewhere, without reading them; "frozen" is main's rules of that day
+(f400c6d), "now" the rules at measurement (after the round's work is merged: its hold-out figure)."""
 
 _FROZEN_SCRIPT = """
 import dataclasses, json, sys
@@ -395,12 +415,14 @@ def holdout(
     frozen: bool = True,
     rev: str = HOLDOUT_FROZEN_AT,
     before: str = "",
+    diagnosed: Diagnosed | None = None,
 ) -> str:
     """The fresh hold-out: servers collected after the rules, labels committed before the rules were run on them.
     Columns: the rules as they were at the freezing commit (the honest generalisation figure), the rules now (the
     records are in-sample for rules written after reading them), and now with the rules credited to the held-out
     server off (LOSO). ``before``: also the rules of that earlier commit (the second hold-out: the rules as they
-    were before the first hold-out's additions, so that the two columns show what those additions bring)."""
+    were before the first hold-out's additions, so that the two columns show what those additions bring).
+    ``diagnosed``: also now, LOSO, + the model's diagnosis where those rules recognised nothing."""
     if not path.exists():
         return "(no hold-out records)"
     records = load(path)
@@ -413,6 +435,9 @@ def holdout(
         runs[f"frozen ({rev})"] = old
     now_loso = [rules_verdict(r, loso=True) for r in records]
     runs |= {"now": [rules_verdict(r) for r in records], "now, LOSO": now_loso}
+    diagnosis = diagnosed(records, now_loso, True) if diagnosed is not None else None
+    if diagnosis is not None:
+        runs["now, LOSO + diagnosis"] = diagnosis.verdicts
     by_server = Counter(server_of(r) for r in records)
     out = [
         f"{len(records)} records from {len(by_server)} servers: "
@@ -420,6 +445,7 @@ def holdout(
         "",
         headline(records, runs),
         "",
+        *([diagnosis.note, ""] if diagnosis is not None else []),
         "Each hold-out server, now, LOSO:",
         "",
         per_server(records, runs["now"], now_loso),
@@ -446,35 +472,37 @@ def holdout(
     return "\n".join(out)
 
 
-def holdout2() -> str:
+def holdout2(diagnosed: Diagnosed | None = None) -> str:
     """The second hold-out, with the rules of the first hold-out's freezing commit beside its own."""
-    return holdout(HOLDOUT2, HOLDOUT2_SHAPED, rev=HOLDOUT2_FROZEN_AT, before=HOLDOUT_FROZEN_AT)
+    return holdout(HOLDOUT2, HOLDOUT2_SHAPED, rev=HOLDOUT2_FROZEN_AT, before=HOLDOUT_FROZEN_AT, diagnosed=diagnosed)
 
 
-def holdout3() -> str:
+def holdout3(diagnosed: Diagnosed | None = None) -> str:
     """The third hold-out, with the rules of the second hold-out's freezing commit beside its own."""
-    return holdout(HOLDOUT3, HOLDOUT3_SHAPED, rev=HOLDOUT3_FROZEN_AT, before=HOLDOUT2_FROZEN_AT)
+    return holdout(HOLDOUT3, HOLDOUT3_SHAPED, rev=HOLDOUT3_FROZEN_AT, before=HOLDOUT2_FROZEN_AT, diagnosed=diagnosed)
 
 
-def holdout4() -> str:
+def holdout4(diagnosed: Diagnosed | None = None) -> str:
     """The fourth hold-out, with the rules of the third hold-out's freezing commit beside its own."""
-    return holdout(HOLDOUT4, HOLDOUT4_SHAPED, rev=HOLDOUT4_FROZEN_AT, before=HOLDOUT3_FROZEN_AT)
+    return holdout(HOLDOUT4, HOLDOUT4_SHAPED, rev=HOLDOUT4_FROZEN_AT, before=HOLDOUT3_FROZEN_AT, diagnosed=diagnosed)
 
 
-Diagnosed = Callable[[list[dict[str, Any]], list[Verdict], bool], tuple[list[Verdict], str]]
+def holdout5(diagnosed: Diagnosed | None = None) -> str:
+    """The fifth hold-out, with the rules of the fourth hold-out's freezing commit beside its own."""
+    return holdout(HOLDOUT5, HOLDOUT5_SHAPED, rev=HOLDOUT5_FROZEN_AT, before=HOLDOUT4_FROZEN_AT, diagnosed=diagnosed)
 
 
 def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = False, holdout_too: bool = True) -> str:
     records = load(path)
     insample = [rules_verdict(r) for r in records]
     loso = [rules_verdict(r, loso=True) for r in records]
-    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso, "strict LOSO": strict_verdicts(records)}
+    strict = strict_verdicts(records)
+    runs: dict[str, Sequence[Verdict]] = {"in-sample": insample, "LOSO": loso, "strict LOSO": strict}
     notes = []
     if diagnosed is not None:
-        with_model, note = diagnosed(records, insample, False)
-        loso_model, loso_note = diagnosed(records, loso, True)
-        runs |= {"in-sample + diagnosis": with_model, "LOSO + diagnosis": loso_model}
-        notes = [f"In-sample: {note}", "", f"LOSO: {loso_note}"]
+        with_model, loso_model = diagnosed(records, insample, False), diagnosed(records, loso, True)
+        runs |= {"in-sample + diagnosis": with_model.verdicts, "LOSO + diagnosis": loso_model.verdicts}
+        notes = [f"In-sample: {with_model.note}", "", f"LOSO: {loso_model.note}"]
     out = [
         summary(records),
         "",
@@ -500,17 +528,23 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
         "",
         success_shaped(),
         "",
-        "Their texts read as if flagged, LOSO (no rule was written from them): " + shaped_as_errors(),
+        "Their texts read as if flagged, LOSO (their misses were read on 2026-12-02: in-sample): " + shaped_as_errors(),
         "",
         "Where the rules are wrong or harmful (LOSO):",
         "",
         misses(records, loso),
+        "",
+        "Where the rules are wrong or harmful (strict LOSO: also off, every wording that decided only the held-out "
+        "server's records in-sample):",
+        "",
+        misses(records, strict),
     ]
     if holdout_too and path == CORPUS:
-        out += ["", "## The fresh hold-out (`holdout.jsonl`)", "", holdout()]
-        out += ["", "## The second fresh hold-out (`holdout2.jsonl`)", "", holdout2()]
-        out += ["", "## The third fresh hold-out (`holdout3.jsonl`)", "", holdout3()]
-        out += ["", "## The fourth fresh hold-out (`holdout4.jsonl`)", "", holdout4()]
+        out += ["", "## The fresh hold-out (`holdout.jsonl`)", "", holdout(diagnosed=diagnosed)]
+        out += ["", "## The second fresh hold-out (`holdout2.jsonl`)", "", holdout2(diagnosed)]
+        out += ["", "## The third fresh hold-out (`holdout3.jsonl`)", "", holdout3(diagnosed)]
+        out += ["", "## The fourth fresh hold-out (`holdout4.jsonl`)", "", holdout4(diagnosed)]
+        out += ["", "## The fifth fresh hold-out (`holdout5.jsonl`)", "", holdout5(diagnosed)]
     if confusions:
         for axis in ("fault_type", "repair_action", "transient"):
             out += [
@@ -522,6 +556,66 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
     return "\n".join(out)
 
 
+def _moved(
+    records: Sequence[dict[str, Any]],
+    before: Sequence[Verdict],
+    after: Sequence[Verdict],
+    idx: Sequence[int],
+    axis: str,
+) -> str:
+    """``before → after`` on the records ``idx``: the share right on ``axis``, or the count of harmful records."""
+    if axis == "harmful":
+        a, b = (sum(bool(harms(records[i], vs[i])) for i in idx) for vs in (before, after))
+        return f"{a} → {b}"
+    a, b = (sum(right(records[i], vs[i], axis) for i in idx) for vs in (before, after))
+    return f"{_pct(a, len(idx))} → {_pct(b, len(idx))}"
+
+
+DIAGNOSIS_SETS = {
+    "corpus-in": ("corpus, in-sample", CORPUS, False),
+    "corpus": ("corpus, LOSO", CORPUS, True),
+    "holdout1": ("hold-out 1, LOSO", HOLDOUT, True),
+    "holdout2": ("hold-out 2, LOSO", HOLDOUT2, True),
+    "holdout3": ("hold-out 3, LOSO", HOLDOUT3, True),
+    "holdout4": ("hold-out 4, LOSO", HOLDOUT4, True),
+    "holdout5": ("hold-out 5, LOSO", HOLDOUT5, True),
+}
+"""What ``--diagnosis-summary`` measures (``--diagnosis-sets`` picks some): the corpus (in-sample for the rules and
+for any tuning of the diagnosis), and each fresh hold-out with the rules now, LOSO."""
+
+
+def diagnosis_summary(
+    diagnosed: Diagnosed, sets: Sequence[tuple[str, Path, bool]] = tuple(DIAGNOSIS_SETS.values())
+) -> tuple[str, list[str]]:
+    """Markdown: for each set, rules alone vs rules + the model's diagnosis (fault type, repair action, transient,
+    harmful records), over all its records and over the records the model was asked about only (where the rules
+    said "unrecognised"); and the notes of each run. Aggregates only: no record of a set is shown."""
+    lines = [
+        "| set | n | asked | applied | fault type | repair action | transient | harmful | on the asked: fault type "
+        "| repair action | transient | harmful | loosened |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes = []
+    for name, path, loso in sets:
+        if not path.exists():
+            continue
+        records = load(path)
+        rules = [rules_verdict(r, loso=loso) for r in records]
+        m = diagnosed(records, rules, loso)
+        notes.append(f"{name}: {m.note}")
+
+        cells = []
+        for idx in (range(len(records)), m.asked_at):
+            cells += [_moved(records, rules, m.verdicts, idx, a) for a in ("fault_type", "repair_action", "transient")]
+            cells.append(_moved(records, rules, m.verdicts, idx, "harmful"))
+        lines.append(
+            f"| {name} | {len(records)} | {m.asked} | {m.stats['applied'] + m.stats['cache_hits']} | "
+            + " | ".join(cells)
+            + f" | {m.loosened} |"
+        )
+    return "\n".join(lines), notes
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS)
@@ -530,17 +624,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default="gpt-4o-mini")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--answers",
+        default=None,
+        metavar="FILE",
+        help="where a live model's answers are kept by (model, prompt hash) (default: live-answers.jsonl; none: off)",
+    )
+    parser.add_argument(
+        "--diagnosis-sets",
+        default=",".join(DIAGNOSIS_SETS),
+        help="the sets --diagnosis-summary measures, comma-separated (default: all: %(default)s)",
+    )
+    parser.add_argument(
+        "--diagnosis-summary",
+        action="store_true",
+        help="print only rules vs rules + diagnosis on the corpus and each hold-out (aggregates, no records)",
+    )
     parser.add_argument("--confusion", action="store_true", help="also print LOSO confusions per field, by server")
     parser.add_argument("--holdout2", action="store_true", help="print only the second fresh hold-out's section")
     parser.add_argument("--holdout3", action="store_true", help="print only the third fresh hold-out's section")
     parser.add_argument("--holdout4", action="store_true", help="print only the fourth fresh hold-out's section")
+    parser.add_argument("--holdout5", action="store_true", help="print only the fifth fresh hold-out's section")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
     if args.scripted is not None or args.live:
-        from .measure import diagnosed_verdicts
+        from .measure import ANSWERS, diagnosed_verdicts
 
-        def diagnosed(recs: list[dict[str, Any]], rules: list[Verdict], loso: bool) -> tuple[list[Verdict], str]:
+        answers = None if args.answers == "none" else Path(args.answers) if args.answers else ANSWERS
+
+        def diagnosed(recs: list[dict[str, Any]], rules: list[Verdict], loso: bool) -> Measured:
             return diagnosed_verdicts(
                 recs,
                 rules,
@@ -550,16 +663,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                 api_key_env=args.api_key_env,
                 seed=args.seed,
                 loso=loso,
+                answers=answers,
             )
 
+    if args.diagnosis_summary:
+        if diagnosed is None:
+            parser.error("--diagnosis-summary needs --scripted NOISE or --live URL")
+        names = [n.strip() for n in args.diagnosis_sets.split(",") if n.strip()]
+        if unknown := [n for n in names if n not in DIAGNOSIS_SETS]:
+            parser.error(f"--diagnosis-sets: unknown {', '.join(unknown)} (known: {', '.join(DIAGNOSIS_SETS)})")
+        summary_table, summary_notes = diagnosis_summary(diagnosed, [DIAGNOSIS_SETS[n] for n in names])
+        sys.stdout.write(summary_table + "\n\n" + "\n\n".join(summary_notes) + "\n")
+        return 0
+
     if args.holdout2:
-        sys.stdout.write(holdout2() + "\n")
+        sys.stdout.write(holdout2(diagnosed) + "\n")
         return 0
     if args.holdout3:
-        sys.stdout.write(holdout3() + "\n")
+        sys.stdout.write(holdout3(diagnosed) + "\n")
         return 0
     if args.holdout4:
-        sys.stdout.write(holdout4() + "\n")
+        sys.stdout.write(holdout4(diagnosed) + "\n")
+        return 0
+    if args.holdout5:
+        sys.stdout.write(holdout5(diagnosed) + "\n")
         return 0
     sys.stdout.write(run(args.corpus, diagnosed, confusions=args.confusion) + "\n")
     return 0

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 from mcp import ClientSession
+from mcp.client._probe import negotiate_auto as _negotiate_auto
 from mcp.client.session import _later_revision_fields
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.shared.dispatcher import coerce_request_id
@@ -24,6 +25,12 @@ def later_revision_fields(method: str, version: str) -> frozenset[str]:
     """Result keys of ``method`` that a revision later than ``version`` declares and ``version`` does not: what the
     SDK's ``ClientSession.send_request`` drops from a result before validating it (cached there)."""
     return _later_revision_fields(method, version)
+
+
+async def negotiate_auto(session: ClientSession) -> None:
+    """Open ``session`` as ``mcp.Client(mode="auto")`` does: ``server/discover`` first, ``initialize`` when the server
+    does not answer it (the SDK's ``mcp.client._probe``, which ``mcp.client.client`` runs and exports nothing of)."""
+    await _negotiate_auto(session)
 
 
 def after_envelope_stamp(

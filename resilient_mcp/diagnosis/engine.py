@@ -5,13 +5,19 @@ JSON-RPC error message with no typed hint, no standard code, no known wording), 
 Never for typed hints, standard codes, wordings, HTTP statuses, transport faults the proxy detected itself, or a
 chained resilient-mcp's observation.
 
+The model is asked for a closed answer (``verdict.ANSWER_SCHEMA``: a kind of cause, the argument to change, whether
+it is sure); the engine maps the kind to the catalog and words the advice itself. An answer of ``unclear``, one the
+model is not sure of, and a kind in ``ABSTAINED_KINDS`` (kinds that measured no better than "unrecognised" on the
+corpus) are abstentions: the rules' observation stands, with ``details.diagnosis.status: abstained``.
+
 Clamps (the verdict may sharpen, never loosen): it may set the fault type, transient, repair action and suggestion
 (marked model-written in ``details.diagnosis``). Retry safety, side-effect status and an upstream's untrusted
 claim stay the rules'; max_retry is at most what rule R (``repeat.decide``) allows for the model's type on the
-rules' safety facts (0 unless repeating helps and is safe), and never above the rules' own max_retry when the rules
-already judged the failure transient; the repair planning then runs as for any fault, so a maybe-executed write
-becomes ``verify_state`` whatever the model said. The retry stage has already run when the diagnosis is made: a
-verdict never causes a proxy retry, it only informs the model.
+rules' safety facts and never above the rules' own max_retry, and the diagnosed fault keeps the rules' basis
+(``unrecognised``: rule R never repeats on a model's word); the repair planning then runs as for any fault, so a
+maybe-executed write becomes ``verify_state`` whatever the model said. The retry stage has already run when the
+diagnosis is made: a verdict never causes a proxy retry and never says that a call did not run; it only informs
+the model.
 
 Cost bounds: verdicts are cached by error signature (principal, upstream, tool and normalised error text: one
 tenant's model-written suggestion is never served to another), bounded in size and age; model
@@ -53,6 +59,15 @@ from ..verdict.repeat import decide
 from .prompt import build_messages, error_text
 from .providers import OpenAICompatible, Provider, ProviderUnavailable, Sampling
 from .verdict import Verdict, parse_verdict
+
+ABSTAINED_KINDS: frozenset[str] = frozenset(
+    {"missing_resource", "service_unavailable", "not_permitted", "bad_credentials", "server_broken"}
+)
+"""Closed-answer kinds the engine does not apply (an abstention), decided on the corpus only
+(``benchmarks/errors/REPORT-live-holdouts.md``): a kind is used only where its sure answers beat the rules' own
+"unrecognised" there. With the local 1.5B model only ``bad_argument_value`` (+14 fault types of 18) and
+``state_conflict`` (+2 of 2) did; the others were never answered sure, so nothing shows they are better, and
+``service_unavailable`` would be the one to call a permanent fault transient."""
 
 log = structlog.get_logger(__name__)
 
@@ -219,20 +234,57 @@ def state_conflict(rules: Fault, verdict: Verdict, call: ToolCall) -> bool:
     return not (refused_by_the_tool and call.rule.effect in (EffectClass.READ_ONLY, EffectClass.WRITE_IDEMPOTENT))
 
 
+def abstention(verdict: Verdict) -> str | None:
+    """Why the engine does not apply ``verdict`` (the model could not tell, was not sure, or named a kind that
+    measured no better than "unrecognised"), or None."""
+    if verdict.kind is None:
+        return None
+    if verdict.abstains:
+        return "unclear" if verdict.kind == "unclear" else "not_sure"
+    return f"kind:{verdict.kind}" if verdict.kind in ABSTAINED_KINDS else None
+
+
+def _argument_name(verdict: Verdict, call: ToolCall) -> str | None:
+    """The argument the closed answer names, if the call or the tool's input schema has one of that name."""
+    name = verdict.argument
+    if not name:
+        return None
+    tool = call.tool
+    props = tool.input_schema.get("properties") if tool is not None and isinstance(tool.input_schema, dict) else None
+    known = set(call.arguments or {}) | (set(props) if isinstance(props, dict) else set())
+    return name if name in known else None
+
+
+def advice_of(verdict: Verdict, call: ToolCall) -> str:
+    """The advice the observation quotes: the model's suggestion (a full verdict), or the engine's wording of the
+    closed answer's kind with the argument it named (only an argument the tool has)."""
+    if verdict.kind is None:
+        return verdict.suggestion
+    name = _argument_name(verdict, call)
+    return verdict.suggestion.format(argument=f"'{name}'" if name else "the argument the error names")
+
+
 def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str, Any]) -> Fault:
     """The rules' fault sharpened by ``verdict`` under the clamps (see the module docstring)."""
     cls = BY_TYPE[verdict.fault_type]
     _, rules_max, _ = plan_repair(rules, call)
     proposed = verdict.max_retry if verdict.max_retry is not None else cls.default_max_retry
+    said = {"kind": verdict.kind, "argument": _argument_name(verdict, call)} if verdict.kind is not None else {}
     details = {
         **rules.details,
-        "diagnosis": {**meta, "status": "applied", "rules_fault_type": rules.fault_type, "suggestion_by": "model"},
+        "diagnosis": {
+            **meta,
+            "status": "applied",
+            "rules_fault_type": rules.fault_type,
+            "suggestion_by": "model",
+            **said,
+        },
     }
     new = cls.of(
         "diagnosed",
         suggest="diagnosed_advice",
         fault_type=cls.fault_type,
-        advice=verdict.suggestion.replace("«", '"').replace("»", '"'),  # the model cannot close the quote
+        advice=advice_of(verdict, call).replace("«", '"').replace("»", '"'),  # the model cannot close the quote
         details=details,
         upstream_message=rules.upstream_message,
         upstream_code=rules.upstream_code,
@@ -244,9 +296,7 @@ def apply_verdict(rules: Fault, verdict: Verdict, call: ToolCall, meta: dict[str
         claimed_by_upstream=rules.claimed_by_upstream,  # an untrusted upstream's claim stays untrusted
         upstream_result=rules.upstream_result,
     )
-    bound = rule_r_max(new, call)  # with the class's own max_retry
-    if rules.is_transient:  # the rules already bounded the retries of this failure: never above theirs
-        bound = min(bound, rules_max)
+    bound = min(rule_r_max(new, call), rules_max)  # rule R on the model's type, and never above the rules' own
     new = new.replace(max_retry=min(proposed, bound))
     if (why := contradiction(verdict.suggestion, new)) is not None:  # the rules' advice instead of the model's
         dropped = {**new.details["diagnosis"], "suggestion_by": "rules", "suggestion_dropped": why}
@@ -291,6 +341,8 @@ class Diagnoser:
         key = signature(call.name, error_text(fault), cache_scope(call, self.identity(call.upstream)))
         meta: dict[str, Any] = {"provider": self.provider.name, "signature": key}
         if (hit := st.cached(key)) is not None:
+            if (why := abstention(hit)) is not None:
+                return self._abstained(call, fault, meta | {"cached": True}, why)
             if state_conflict(fault, hit, call):
                 return self._fallback(call, fault, meta, "contradicts_state", hit.fault_type)
             st.stats["cache_hits"] += 1
@@ -319,6 +371,9 @@ class Diagnoser:
         st.stats["tokens_out"] += answer.tokens_out or 0
         if verdict is None:
             return self._fallback(call, fault, meta, "invalid_answer")
+        if (why := abstention(verdict)) is not None:
+            st.store(key, verdict, rule.cache_ttl_s)
+            return self._abstained(call, fault, meta | {"cached": False, "latency_ms": elapsed_ms}, why)
         if state_conflict(fault, verdict, call):
             return self._fallback(call, fault, meta, "contradicts_state", verdict.fault_type)
         st.store(key, verdict, rule.cache_ttl_s)
@@ -326,6 +381,13 @@ class Diagnoser:
         log.info("diagnosis", outcome="applied", rules=fault.fault_type, model=verdict.fault_type, ms=elapsed_ms)
         _audit(call, "diagnosis:applied")
         return apply_verdict(fault, verdict, call, meta | {"cached": False, "latency_ms": elapsed_ms})
+
+    def _abstained(self, call: ToolCall, fault: Fault, meta: dict[str, Any], why: str) -> Fault:
+        """The model could not tell (or its kind is not trusted): the rules' "unrecognised" observation stands."""
+        self.state.stats["abstained"] += 1
+        _audit(call, "diagnosis:abstained")
+        log.info("diagnosis", outcome="abstained", reason=why, rules=fault.fault_type)
+        return fault.with_details(diagnosis={**meta, "status": "abstained", "reason": why})
 
     def _fallback(
         self, call: ToolCall, fault: Fault, meta: dict[str, Any], reason: str, why: str | None = None

@@ -10,6 +10,7 @@ puts where its documentation says, and ``vocab.py`` decides what the code means:
     OAuth 2.0 {"error": "invalid_grant", "error_description"} (RFC 6749 §5.2, RFC 6750 §3.1)     ("snake", error)
     Slack Web API {"ok": false, "error": "channel_not_found"}                                     ("snake", error)
     Stripe {"error": {"type": "card_error", "code": "card_declined"}}                   ("snake", code), (.., type)
+    Airtable {"error": {"type": "ROW_DOES_NOT_EXIST", "message"}} (an upper-case error type)      ("code", type)
     Kubernetes Status {"kind": "Status", "reason": "NotFound", "code": 404}                      ("k8s", reason)
     MongoDB {"code": 11000, "codeName": "DuplicateKey"}                                       ("mongo", codeName)
     any {"code": "NOT_FOUND"} / {"error_code": "QUOTA_EXCEEDED"}                                  ("code", code)
@@ -105,9 +106,13 @@ def error_codes(text: str) -> list[tuple[str, str]]:
         error = node.get("error")
         if isinstance(error, str):
             add("auto", error)
-        stripe_type = node.get("type")
-        if isinstance(stripe_type, str) and stripe_type.endswith("_error"):
-            add("snake", stripe_type)
+        error_type = node.get("type")
+        if isinstance(error_type, str) and error_type.endswith("_error"):
+            add("snake", error_type)
+        elif isinstance(error_type, str) and error_type.isupper() and "_" in error_type and depth > 0:
+            # an API's error type under "error" (Airtable's {"error": {"type": "ROW_DOES_NOT_EXIST"}}): it names the
+            # cause the HTTP status only classes (422 carries not-found and duplicates alike), so it is read first
+            add("code", error_type)
         for key in ("error", "errors", "extensions", "details", "errorResponse", "writeErrors", "writeConcernError"):
             child = node.get(key)
             if isinstance(child, dict | list):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -212,7 +213,7 @@ def validate_document(model: type[M], doc: Document, *, data: Any = None, prefix
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def expand_env(value: str, environ: dict[str, str] | os._Environ[str] | None = None, *, where: str = "") -> str:
+def expand_env(value: str, environ: Mapping[str, str] | None = None, *, where: str = "") -> str:
     """Replace ``${VAR}`` and ``${VAR:-default}`` with environment values; a missing variable is an error."""
     env = os.environ if environ is None else environ
 

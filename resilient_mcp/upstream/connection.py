@@ -26,7 +26,6 @@ import httpx2
 import mcp_types as types
 import structlog
 from mcp import ClientSession, StdioServerParameters
-from mcp.client._probe import negotiate_auto
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment, stdio_client
@@ -42,7 +41,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 from .. import __version__
-from ..adapters.sdk import after_envelope_stamp
+from ..adapters.sdk import after_envelope_stamp, negotiate_auto
 from ..call.chain import HOST_CAPABILITIES, HostEnvelope
 from ..call.meta import HOST_META
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment

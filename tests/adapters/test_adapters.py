@@ -28,6 +28,7 @@ from resilient_mcp.adapters.sdk import (
     close_request,
     host_connection,
     loop_dispatcher,
+    negotiate_auto,
     open_request,
 )
 
@@ -72,6 +73,19 @@ def test_the_private_key_reaches_the_amendment_and_never_the_wire() -> None:
     assert meta["io.modelcontextprotocol/clientCapabilities"] == {"sampling": {}}, "the SDK stamped after the take"
     send.close()
     receive.close()
+
+
+def test_auto_negotiation_is_the_one_the_sdks_own_client_runs() -> None:
+    """``negotiate_auto`` wraps the private ``mcp.client._probe.negotiate_auto``, the function the SDK's own
+    ``mcp.Client(mode="auto")`` runs: an upstream's 2026-07-28 connection opens as the SDK's client would."""
+    import inspect
+
+    import mcp.client._probe as probe
+    import mcp.client.client as client
+
+    assert client.negotiate_auto is probe.negotiate_auto
+    assert list(inspect.signature(probe.negotiate_auto).parameters) == ["session"]
+    assert inspect.iscoroutinefunction(negotiate_auto)
 
 
 def test_a_server_sessions_host_connection_is_the_connection_it_was_built_for() -> None:
@@ -143,3 +157,30 @@ async def test_a_request_opened_on_the_loop_dispatcher_is_cancelled_and_reports_
             close_request(dispatcher, other)
             assert not dispatcher._in_flight
             to_dispatcher.close()
+
+
+def test_no_module_outside_the_adapters_imports_a_librarys_private_module_or_name() -> None:
+    """A private member of a library (``mcp.client._probe``, ``_later_revision_fields``) is imported in
+    ``resilient_mcp/adapters/`` only, where this file pins it."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "resilient_mcp"
+    private: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        if path.parent.name == "adapters":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            private += [
+                f"{path.relative_to(package.parent)}:{node.lineno}: {name}"
+                for name in names
+                if not name.startswith("resilient_mcp")
+                and any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+            ]
+    assert not private, "private members of a library outside resilient_mcp/adapters/:\n" + "\n".join(private)

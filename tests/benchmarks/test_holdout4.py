@@ -60,6 +60,6 @@ def test_every_record_of_the_fourth_hold_out_replays_and_the_report_scores_it() 
 def test_accuracy_has_a_holdout4_option(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import benchmarks.errors.accuracy as accuracy
 
-    monkeypatch.setattr(accuracy, "holdout4", lambda: "the fourth hold-out's section")
+    monkeypatch.setattr(accuracy, "holdout4", lambda diagnosed=None: "the fourth hold-out's section")
     assert main(["--holdout4"]) == 0
     assert "the fourth hold-out's section" in capsys.readouterr().out

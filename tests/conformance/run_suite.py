@@ -53,7 +53,6 @@ LINES = ("stable", "alpha")
 # Result directories are named server-<scenario>-<ISO time with ':' and '.' replaced by '-'>.
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z)$")
 _RUNNING_SCENARIO = re.compile(r"^=== Running scenario: (?P<scenario>\S+) ===$", re.MULTILINE)
-_LISTED_SCENARIO = re.compile(r"^\s*- (?P<scenario>\S+)", re.MULTILINE)
 
 
 class SuiteError(RuntimeError):
@@ -183,12 +182,6 @@ class SuiteRun:
             if not result.passed:
                 lines.extend(f"       - {message}" for message in result.failure_messages())
         return "\n".join(lines)
-
-
-def list_server_scenarios(line: str = "stable") -> list[str]:
-    """Every server scenario the installed suite knows (``list --server``), active and pending."""
-    completed = _run_cli(["list", "--server"], timeout=60, line=line)
-    return [match["scenario"] for match in _LISTED_SCENARIO.finditer(completed.stdout)]
 
 
 def read_results(output_dir: Path) -> dict[str, ScenarioResult]:

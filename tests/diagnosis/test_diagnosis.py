@@ -230,7 +230,7 @@ async def test_the_prompt_redacts_secrets_fences_the_untrusted_error_text_and_li
     assert "pw1" not in with_url and "k9" not in with_url
     assert user.count("</untrusted_error_text>") == 1  # the upstream cannot close the fence early
     assert "never follow" in system and "list_tables() -> ok" in user
-    assert '"type": "object"' in user or '"type":"object"' in user
+    assert "Tool: run_sql: Run one SQL statement." in user and "Effect: read-only" in user
 
 
 async def test_the_openai_provider_posts_a_chat_completion_with_the_key_from_the_environment(

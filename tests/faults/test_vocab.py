@@ -12,28 +12,15 @@ from resilient_mcp.faults import (
     Fault,
     MissingRequiredArgument,
     PermanentExecutionError,
-    PermissionDenied,
     QuotaExhausted,
     RateLimited,
     RepairAction,
     RetrySafety,
     SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
 )
 from resilient_mcp.faults.classify import classify_exception, classify_result
 from resilient_mcp.faults.vocab import MAX_SCAN_CHARS, held_out, read
-
-D1, D4, D5, B4 = TransientExecutionError, PermanentExecutionError, StateConflict, SemanticArgumentRejection
-F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
-
-
-def of_text(text: str) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=None)
-    assert fault is not None
-    return fault
+from tests.faults.support import B4, D1, D4, D5, F1, F2, F3, of_text
 
 
 def check(text: str, cls: type[Fault], transient: bool, basis: str, family: str) -> Fault:
@@ -253,13 +240,15 @@ def test_text_beyond_the_scan_cap_is_not_read() -> None:
 
 
 def test_holding_a_server_out_switches_off_only_the_rules_learned_from_it() -> None:
-    sandbox = "Access denied - path outside allowed directories: /etc/passwd not in /srv"
-    assert of_text(sandbox).repair_action is RepairAction.FIX_PARAMETER  # the filesystem server's wording
-    with held_out(frozenset({"fs"})):  # "outside ... allowed" is git's wording too: learned from either, it stays
-        assert of_text(sandbox).repair_action is RepairAction.FIX_PARAMETER
-    with held_out(frozenset({"fs", "git"})):
-        generic = of_text(sandbox)  # the generic keyword "access denied" is all that is left
-        assert type(generic) is F2 and generic.details["vocabulary"] == "keyword"
+    private = "Refused to fetch x: 10.0.0.7 resolves to 10.0.0.7, which is not a public address."  # fetch's own
+    assert isinstance(of_text(private), F2)
+    with held_out(frozenset({"fetch"})):
+        assert not isinstance(of_text(private), F2)
         assert of_text("ENOENT: no such file").details["basis"] == "standard_code"  # standards stay on
     with held_out(frozenset({"git"})):
+        assert isinstance(of_text(private), F2)
+    # A family several servers use stays on whichever of them is held out (the sandbox's "outside ... allowed").
+    sandbox = "Access denied - path outside allowed directories: /etc/passwd not in /srv"
+    with held_out(frozenset({"fs", "git"})):
         assert of_text(sandbox).repair_action is RepairAction.FIX_PARAMETER
+        assert of_text(sandbox).details["recognised"] == "a path outside the roots the server allows"

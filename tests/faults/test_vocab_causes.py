@@ -12,30 +12,13 @@ from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.faults import (
     Fault,
-    PermanentExecutionError,
-    PermissionDenied,
     RepairAction,
-    SemanticArgumentRejection,
-    TransientExecutionError,
-    Unauthenticated,
 )
-from resilient_mcp.faults.classify import classify_exception, classify_result
+from resilient_mcp.faults.classify import classify_exception
 from resilient_mcp.faults.vocab import read
+from tests.faults.support import B4, D4, F1, F2, of_text, reads_as
 
-D1, D4, B4, F1, F2 = (
-    TransientExecutionError,
-    PermanentExecutionError,
-    SemanticArgumentRejection,
-    Unauthenticated,
-    PermissionDenied,
-)
 ASK, FIX = RepairAction.ASK_USER, RepairAction.FIX_PARAMETER
-
-
-def of_text(text: str) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=None)
-    assert fault is not None
-    return fault
 
 
 CAUSES = [
@@ -58,8 +41,7 @@ CAUSES = [
 
 @pytest.mark.parametrize(("text", "cls", "repair"), CAUSES)
 def test_a_documented_permanent_cause_is_read_as_itself(text: str, cls: type[Fault], repair: RepairAction) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and not fault.is_transient, (text, fault)
+    fault = reads_as(text, cls, False)
     assert fault.repair_action is repair, text
 
 
@@ -89,8 +71,7 @@ def test_a_generic_transport_prefix_followed_by_a_permanent_cause_takes_the_caus
     ],
 )
 def test_an_approval_that_could_not_be_obtained_is_a_refusal_to_ask_about(text: str) -> None:
-    fault = of_text(text)
-    assert type(fault) is F2 and not fault.is_transient, (text, fault)
+    fault = reads_as(text, F2, False)
     assert fault.repair_action is ASK
 
 

@@ -3,40 +3,13 @@ text is the library's or the RFC's own documented shape, cited beside it, not a 
 
 from __future__ import annotations
 
-import mcp_types as types
 import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
-    QuotaExhausted,
-    RateLimited,
-    SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
 )
-from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.vocab import read
-
-B4, D1, D2, D4, D5 = (
-    SemanticArgumentRejection,
-    TransientExecutionError,
-    RateLimited,
-    PermanentExecutionError,
-    StateConflict,
-)
-F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
-B1, B2 = MissingRequiredArgument, SchemaViolation
-
-
-def of_text(text: str) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=None)
-    assert fault is not None
-    return fault
+from tests.faults.support import B1, B4, D1, D2, D4, D5, F1, F2, F3, of_text, reads_as
 
 
 @pytest.mark.parametrize(
@@ -84,8 +57,7 @@ def of_text(text: str) -> Fault:
     ],
 )
 def test_http_clients_and_runtimes(text: str, cls: type[Fault], transient: bool) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    reads_as(text, cls, transient)
 
 
 def test_a_400_that_names_a_refusal_is_the_refusal_and_a_not_found_stays_the_requests() -> None:
@@ -123,8 +95,7 @@ def test_a_400_that_names_a_refusal_is_the_refusal_and_a_not_found_stays_the_req
     ],
 )
 def test_numbered_protocol_replies_where_the_protocol_is_named(text: str, cls: type[Fault], transient: bool) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    reads_as(text, cls, transient)
 
 
 @pytest.mark.parametrize(
@@ -174,8 +145,7 @@ def test_unambiguous_is_not_ambiguous() -> None:
     ],
 )
 def test_libcurl_codes(text: str, cls: type[Fault], transient: bool) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    reads_as(text, cls, transient)
 
 
 def test_only_a_protocols_own_reply_codes_are_read_as_replies() -> None:

@@ -20,39 +20,16 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
-    QuotaExhausted,
-    RateLimited,
     RepairAction,
     RetrySafety,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
     bodies,
 )
 from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.vocab import read
+from tests.faults.support import B4, D1, D2, D4, D5, F1, F2, F3, of_text, reads_as
 from tests.security.cpu import cpu_cost
 
-B1, B4, D1, D2, D4, D5 = (
-    MissingRequiredArgument,
-    SemanticArgumentRejection,
-    TransientExecutionError,
-    RateLimited,
-    PermanentExecutionError,
-    StateConflict,
-)
-F1, F2, F3 = Unauthenticated, PermissionDenied, QuotaExhausted
 ASK = RepairAction.ASK_USER
-
-
-def of_text(text: str) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=None)
-    assert fault is not None
-    return fault
 
 
 GOOGLE_API_KEY = {  # cloud.google.com/apis/design/errors, "Error model" example
@@ -222,8 +199,7 @@ def test_a_documented_error_body_is_read_by_its_code(
     ],
 )
 def test_codes_spelled_as_tokens(text: str, cls: type[Fault], transient: bool) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    reads_as(text, cls, transient)
 
 
 def test_a_code_refusal_says_nothing_ran_and_asks() -> None:

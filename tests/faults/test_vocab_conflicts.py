@@ -6,38 +6,18 @@ record."""
 
 from __future__ import annotations
 
-import mcp_types as types
 import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    PermanentExecutionError,
     RateLimited,
     RepairAction,
     RetrySafety,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
 )
-from resilient_mcp.faults.classify import classify_result
-
-D1, D4, D5, B4, F1 = (
-    TransientExecutionError,
-    PermanentExecutionError,
-    StateConflict,
-    SemanticArgumentRejection,
-    Unauthenticated,
-)
+from tests.faults.support import B4, D1, D4, D5, F1, of_text
 
 # k8s.io/apiserver/pkg/registry/generic/registry: OptimisticLockErrorMsg
 OPTIMISTIC_LOCK = "the object has been modified; please apply your changes to the latest version and try again"
-
-
-def of_text(text: str) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=None)
-    assert fault is not None
-    return fault
 
 
 @pytest.mark.parametrize(

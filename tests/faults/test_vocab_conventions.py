@@ -6,33 +6,14 @@ convention's own form, not copied from the error corpus."""
 
 from __future__ import annotations
 
-import mcp_types as types
 import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
     RepairAction,
     RetrySafety,
-    SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
 )
-from resilient_mcp.faults.classify import classify_result
-
-B1, B2, B4 = MissingRequiredArgument, SchemaViolation, SemanticArgumentRejection
-D1, D4, D5, F2 = TransientExecutionError, PermanentExecutionError, StateConflict, PermissionDenied
-
-
-def of_text(text: str, hint: dict[str, object] | None = None) -> Fault:
-    meta = {"io.github.resilient-mcp/error": hint} if hint is not None else None
-    result = types.CallToolResult(content=[types.TextContent(text=text)], is_error=True, _meta=meta)
-    fault = classify_result(result, tool=None)
-    assert fault is not None
-    return fault
+from tests.faults.support import B1, B2, B4, D1, D4, D5, F2, of_text, reads_as
 
 
 @pytest.mark.parametrize(
@@ -118,8 +99,7 @@ def test_exit_status_gives_way_to_a_state_conflict_and_a_signal_is_never_transie
     ],
 )
 def test_a_tool_cutting_its_own_child_is_not_transient(text: str) -> None:
-    fault = of_text(text)
-    assert type(fault) is D4 and not fault.is_transient, (text, fault)
+    fault = reads_as(text, D4, False)
     assert fault.retry_safety is RetrySafety.MAYBE_EXECUTED  # what ran before the cut is unknown
 
 
@@ -150,8 +130,7 @@ def test_a_transports_timeout_stays_transient() -> None:
     ],
 )
 def test_name_resolution_network_and_database_shutdown_texts(text: str, cls: type[Fault], transient: bool) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    fault = reads_as(text, cls, transient)
     assert fault.details["basis"] != "unrecognised", text  # read, not the unrecognised default
 
 

@@ -10,28 +10,11 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
     RateLimited,
     RepairAction,
-    SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
-    Unauthenticated,
 )
-from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.vocab import Basis, read
-
-D1, D4, D5, B4 = TransientExecutionError, PermanentExecutionError, StateConflict, SemanticArgumentRejection
-B1, B2, F1, F2 = MissingRequiredArgument, SchemaViolation, Unauthenticated, PermissionDenied
-
-
-def of_text(text: str, tool: types.Tool | None = None) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=tool)
-    assert fault is not None
-    return fault
+from tests.faults.support import B1, B2, B4, D1, D4, D5, F1, F2, of_text, reads_as
 
 
 @pytest.mark.parametrize(
@@ -163,8 +146,7 @@ def of_text(text: str, tool: types.Tool | None = None) -> Fault:
     ],
 )
 def test_aws_documented_error_codes_and_messages(text: str, cls: type[Fault], transient: bool, repair: str) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    fault = reads_as(text, cls, transient)
     if repair:
         assert fault.repair_action is RepairAction(repair)
 
@@ -192,8 +174,7 @@ def test_an_aws_code_is_read_as_a_code_and_only_as_a_whole_token() -> None:
     ],
 )
 def test_a_credential_the_server_lacks_asks_the_user(text: str) -> None:
-    fault = of_text(text)
-    assert type(fault) is F1 and not fault.is_transient, (text, fault)
+    fault = reads_as(text, F1, False)
     assert fault.repair_action is RepairAction.ASK_USER
 
 
@@ -245,8 +226,7 @@ def test_credential_nouns_without_absence_are_not_read_as_missing_credentials(te
 def test_name_resolution_is_transient_only_where_the_standard_says_temporary(
     text: str, cls: type[Fault], transient: bool
 ) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    reads_as(text, cls, transient)
 
 
 @pytest.mark.parametrize(
@@ -266,8 +246,7 @@ def test_name_resolution_is_transient_only_where_the_standard_says_temporary(
     ],
 )
 def test_undici_fetch_failed_is_decided_by_its_cause(text: str, cls: type[Fault], transient: bool) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    reads_as(text, cls, transient)
 
 
 def test_a_bare_fetch_failed_says_nothing_and_is_said_to_be_unrecognised() -> None:

@@ -5,35 +5,20 @@ limit the text names (not the transport's timeout). Each text is written from th
 
 from __future__ import annotations
 
-import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.faults import (
     Fault,
     MissingRequiredArgument,
-    PermanentExecutionError,
-    PermissionDenied,
-    QuotaExhausted,
     RepairAction,
     RetrySafety,
     SchemaViolation,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
     UnknownTool,
 )
-from resilient_mcp.faults.classify import classify_exception, classify_result
+from resilient_mcp.faults.classify import classify_exception
 from resilient_mcp.faults.vocab import held_out, read
-
-D1, D4, D5, B4 = TransientExecutionError, PermanentExecutionError, StateConflict, SemanticArgumentRejection
-F2, F3 = PermissionDenied, QuotaExhausted
-
-
-def of_text(text: str) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=None)
-    assert fault is not None
-    return fault
+from tests.faults.support import B4, D1, D4, D5, F2, F3, of_text, reads_as
 
 
 @pytest.mark.parametrize(
@@ -51,8 +36,7 @@ def of_text(text: str) -> Fault:
     ],
 )
 def test_mysql_and_mariadb_documented_messages(text: str, cls: type[Fault], transient: bool, repair: str) -> None:
-    fault = of_text(text)
-    assert type(fault) is cls and fault.is_transient is transient, (text, fault)
+    fault = reads_as(text, cls, transient)
     assert fault.details["vocabulary"] in ("sql", "runtime"), text  # runtime: the work-limit reading (below)
     if repair:
         assert fault.repair_action is RepairAction(repair)
@@ -103,8 +87,7 @@ def test_an_http_reason_phrase_alone_is_read_as_its_status(phrase: str, cls: typ
     ],
 )
 def test_work_stopped_at_a_time_limit_the_text_names_is_permanent(text: str) -> None:
-    fault = of_text(text)
-    assert type(fault) is D4 and not fault.is_transient, (text, fault)
+    fault = reads_as(text, D4, False)
     assert fault.repair_action is RepairAction.FIX_PARAMETER
 
 

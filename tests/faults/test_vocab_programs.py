@@ -18,26 +18,21 @@ import pytest
 
 from resilient_mcp.faults import (
     Fault,
-    PermanentExecutionError,
     RepairAction,
     RetrySafety,
-    SemanticArgumentRejection,
-    StateConflict,
-    TransientExecutionError,
 )
 from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.faults.vocab import read
+from tests.faults import support
+from tests.faults.support import B4, D1, D4, D5
 
-B4, D1, D4, D5 = SemanticArgumentRejection, TransientExecutionError, PermanentExecutionError, StateConflict
 FIX, ASK = RepairAction.FIX_PARAMETER, RepairAction.ASK_USER
 RUNNER = types.Tool(name="run-code", input_schema={"type": "object", "properties": {"code": {}, "language": {}}})
 READER = types.Tool(name="read_file", input_schema={"type": "object", "properties": {"path": {}}})
 
 
 def of_text(text: str, tool: types.Tool | None = RUNNER) -> Fault:
-    fault = classify_result(types.CallToolResult(content=[types.TextContent(text=text)], is_error=True), tool=tool)
-    assert fault is not None
-    return fault
+    return support.of_text(text, tool)
 
 
 PY_RUNTIME = """Traceback (most recent call last):

@@ -25,6 +25,7 @@ from resilient_mcp.host.toolcall import RAW_SWITCH
 from tests.helpers import (
     child_env,
     free_port,
+    logged_request_ids,
     probe_argv,
     proxy_argv,
     read_events,
@@ -112,15 +113,8 @@ def events(response: httpx.Response) -> list[dict[str, Any]]:
 
 
 def lane_ids(err: Path) -> list[Any]:
-    ids = []
-    for line in err.read_text(errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("event") == "tool_call_raw_http":
-            ids.append(entry.get("request_id"))
-    return ids
+    """The request ids the lane ran (its ``tool_call_raw_http`` debug lines)."""
+    return logged_request_ids(err, "tool_call_raw_http")
 
 
 def shape(response: httpx.Response) -> dict[str, Any]:
@@ -225,19 +219,27 @@ def _started(probe_events: Path, n: int = 1) -> bool:
     return sum(e.startswith("slow_started") for e in read_events(probe_events)) >= n
 
 
+@contextmanager
+def _slow_call(session: Session, probe_events: Path, err: Path) -> Iterator[dict[str, httpx.Response]]:
+    """The probe's ``slow`` tool called (id 7) on a thread of its own and begun upstream; after the block, its answer
+    under ``"r"``."""
+    answer: dict[str, httpx.Response] = {}
+    slow = threading.Thread(target=lambda: answer.update(r=session.call(7, "slow", {"seconds": 60})))
+    slow.start()
+    try:
+        wait_until(lambda: _started(probe_events), CALL_S, "the slow call upstream", stderr=err)
+        yield answer
+    finally:
+        slow.join(CALL_S)
+
+
 @pytest.mark.parametrize("raw", [True, False], ids=["lane", "sdk-path"])
 def test_a_call_the_client_cancels_is_answered_request_cancelled_as_on_the_sdk_path(tmp_path: Path, raw: bool) -> None:
     with _proxy(tmp_path, "cancel", raw=raw) as (url, err, probe_events), httpx.Client(timeout=CALL_S) as client:
         session = Session(client, url)
-        answer: dict[str, httpx.Response] = {}
-        slow = threading.Thread(target=lambda: answer.update(r=session.call(7, "slow", {"seconds": 60})))
-        slow.start()
-        try:
-            wait_until(lambda: _started(probe_events), CALL_S, "the slow call upstream", stderr=err)
+        with _slow_call(session, probe_events, err) as answer:
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
             assert session.post(cancel).status_code == 202
-        finally:
-            slow.join(CALL_S)
         assert events(answer["r"]) == [{"jsonrpc": "2.0", "id": 7, "error": CANCELLED}], answer["r"].text
         cancelled = lambda: any(e.startswith("cancelled") for e in read_events(probe_events))  # noqa: E731
         wait_until(cancelled, CALL_S, "the upstream's cancel", stderr=err)
@@ -283,14 +285,8 @@ def test_a_session_ended_during_a_call_cancels_it_and_ends_its_stream_unanswered
     name = "ended-lane" if raw else "ended-sdk"
     with _proxy(tmp_path, name, raw=raw) as (url, err, probe_events), httpx.Client(timeout=CALL_S) as client:
         session = Session(client, url)
-        answer: dict[str, httpx.Response] = {}
-        slow = threading.Thread(target=lambda: answer.update(r=session.call(7, "slow", {"seconds": 60})))
-        slow.start()
-        try:
-            wait_until(lambda: _started(probe_events), CALL_S, "the slow call upstream", stderr=err)
+        with _slow_call(session, probe_events, err) as answer:
             assert client.delete(url, headers=session.headers).status_code == 200
-        finally:
-            slow.join(CALL_S)
         assert answer["r"].status_code == 200 and events(answer["r"]) == [], answer["r"].text
         cancelled = lambda: any(e.startswith("cancelled") for e in read_events(probe_events))  # noqa: E731
         wait_until(cancelled, CALL_S, "the upstream's cancel", stderr=err)

@@ -24,6 +24,7 @@ from tests.helpers import (
     JsonRpcPipe,
     await_until,
     child_env,
+    logged_request_ids,
     probe_argv,
     proxy_argv,
     read_events,
@@ -72,15 +73,7 @@ def _proxy(
 
 def _raw_ids(err: Path) -> list[Any]:
     """The request ids the lane ran (its ``tool_call_raw`` debug lines)."""
-    ids = []
-    for line in err.read_text(errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("event") == "tool_call_raw":
-            ids.append(entry.get("request_id"))
-    return ids
+    return logged_request_ids(err, "tool_call_raw")
 
 
 def _ask(pipe: JsonRpcPipe, message: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from resilient_mcp.ops.logs import bound
 from resilient_mcp.policy import ToolRule
 from resilient_mcp.state.sqlite import SECRET_FILE, StateStore
 from resilient_mcp.text import canonical_json
-from resilient_mcp.text.redact import redact
 from tests.helpers import STARTUP_S, proxy_argv, running, wait_until, write_yaml
 
 pytestmark = pytest.mark.anyio
@@ -120,9 +119,8 @@ async def test_idempotency_records_on_disk_carry_no_unkeyed_hash_of_the_argument
     assert '"pin"' not in dump and "4821" not in dump
 
 
-def test_url_credentials_and_query_values_are_redacted_and_values_capped() -> None:
+def test_log_values_are_capped_and_keep_no_url_secret() -> None:
     line = "POST https://alice:hunter2@mcp.example.com:8443/mcp?token=SEKRET&v=2#x failed"
-    assert redact(line) == "POST https://***@mcp.example.com:8443/mcp?token=***&v=***#x failed"
     assert "SEKRET" not in bound({"url": line * 3000})["url"]
     assert len(bound("x" * 1_000_000)) < 3000
 

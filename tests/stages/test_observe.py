@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from resilient_mcp import faults as f
 from resilient_mcp.call.chain import Attempt, CallNext, ToolCall
-from resilient_mcp.call.fingerprint import Consecutive, FailureStats, call_arguments_hash, fingerprint
+from resilient_mcp.call.fingerprint import Consecutive, FailureStats, call_arguments_hash
 from resilient_mcp.faults import EffectClass
 from resilient_mcp.faults.classify import ERROR_META_KEY, FAULT_META_KEY
 from resilient_mcp.policy import ObservationLevel, ObservationRule, ToolRule
@@ -281,17 +281,3 @@ async def test_a_failed_call_logs_one_tool_call_event_with_the_audit_fields(monk
     events = [e for e in logs if e["event"] == "tool_call"]
     assert len(events) == 1
     assert {k: v for k, v in events[0].items() if k not in ("event", "log_level")} == audit.entries[0].as_dict()
-
-
-def test_fingerprint_ignores_key_order_and_separates_upstreams() -> None:
-    a = make_call(arguments={"a": 1, "b": "é"})
-    b = make_call(arguments={"b": "é", "a": 1})
-    other = ToolCall(
-        name="create_order",
-        arguments={"a": 1, "b": "é"},
-        upstream="other",
-        upstream_tool="create_order",
-        rule=ToolRule(),
-    )
-    assert fingerprint(a) == fingerprint(b) != fingerprint(other)
-    assert canonical_json({"b": "é", "a": [1, None]}) == '{"a":[1,null],"b":"é"}'

@@ -15,7 +15,6 @@ from resilient_mcp.faults import OutputSchemaViolation, OversizedResult, SideEff
 from resilient_mcp.policy import OutputRule, ToolRule
 from resilient_mcp.stages.output import READ_STORED_OUTPUT_TOOL, OutputCap, StoredOutputMissing, StoredOutputs
 from resilient_mcp.state.sqlite import StateStore
-from resilient_mcp.text import cut_text, json_prefix
 
 pytestmark = pytest.mark.anyio
 
@@ -112,17 +111,6 @@ async def test_json_text_is_cut_after_a_complete_value_and_stays_valid(store: St
     rest = await read_all(StoredOutputs(store), facts["handle"], offset=facts["resume_offset"])
     assert original.encode().startswith(head.text.encode()[: facts["resume_offset"]])
     assert head.text.encode()[: facts["resume_offset"]] + rest == original.encode()
-
-
-def test_json_cut_never_ends_inside_a_string_number_or_key() -> None:
-    assert json_prefix('[1, 2, "abc') == (5, "]")
-    assert json_prefix("[10, 2345") == (3, "]")
-    assert json_prefix('{"a": {"b": [true, nu') == (17, "]}}")
-    assert json_prefix('{"a": 1, "key') == (7, "}")
-    assert json_prefix("{name} is not JSON at all, it only starts with a brace") is None
-    text = "{name} is a template, not JSON " * 100
-    head, covered = cut_text(text, 300)
-    assert text.startswith(head) and covered == len(head) == 300
 
 
 async def test_an_output_schema_violation_withholds_text_that_cannot_be_told_apart_from_the_bad_values(

@@ -17,7 +17,6 @@ import pytest
 from resilient_mcp.state import StateError, StateLimits, default_state_dir
 from resilient_mcp.state import sqlite as state_sqlite
 from resilient_mcp.state.sqlite import StateStore, recent_audit
-from resilient_mcp.text import utf8_len
 from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -268,12 +267,6 @@ def test_default_state_dir_follows_xdg_state_home(monkeypatch: pytest.MonkeyPatc
     assert default_state_dir() == tmp_path / "resilient-mcp"
     monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
     assert default_state_dir() == Path.home() / ".local" / "state" / "resilient-mcp"
-
-
-def test_utf8_len_counts_encoded_bytes_without_encoding_whole() -> None:
-    assert utf8_len("abc") == 3
-    assert utf8_len("é✓😀" * 300_000) == (2 + 3 + 4) * 300_000
-    assert utf8_len("\ud800") == 1  # a lone surrogate is stored as "?"
 
 
 # --- the in-memory index of idempotency records ------------------------------------------------------------------
