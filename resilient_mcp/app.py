@@ -15,9 +15,9 @@ import anyio
 import structlog
 
 from .host.opening import declared_capabilities, read_opening, speaks_2026
-from .host.rawcall import RawToolCalls, raw_lanes_on
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
+from .host.toolcall import RawToolCalls, raw_lanes_on
 from .ops.runtime import Ops, OpsUnavailable
 from .policy import Policy, PolicyFile
 from .policy.config import ProxyConfig, StdioUpstream, command_problem, split_host_port

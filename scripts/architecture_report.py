@@ -18,7 +18,7 @@ policy: a ``write_unsafe`` tool, so idempotency, retry and breaker are all compo
 two paths:
 
 - **stdio**: ``wrap`` as the host runs it, in-process: ``app._serve`` on pipes in place of fds 0 and 1 (the stdio
-  transport and the raw tools/call lane, ``host/stdio.py`` -> ``host/rawcall.py``), a host thread writing JSON-RPC
+  transport and the raw tools/call lane, ``host/stdio.py`` -> ``host/toolcall.py``), a host thread writing JSON-RPC
   lines to them, an in-memory upstream;
 - **SDK**: the real client -> proxy -> in-memory upstream path of ``tests/harness.py`` (the SDK's server session and
   the tools/call fast path: what the HTTP host and a stdio host the raw lane does not serve go through).

@@ -68,7 +68,7 @@ def loop_dispatcher(session: object) -> JSONRPCDispatcher[Any] | None:
 def open_request(
     dispatcher: JSONRPCDispatcher[Any], request_id: Any, progress_token: Any, message_metadata: Any = None
 ) -> tuple[_JSONRPCDispatchContext[Any], anyio.CancelScope]:
-    """A request context of ``dispatcher`` for an inbound request it did not read (the raw tools/call path), and its
+    """A request context of ``dispatcher`` for an inbound request it did not read (the HTTP raw lane), and its
     cancel scope, registered as the dispatcher registers its own: a ``notifications/cancelled`` for ``request_id``
     sets ``cancel_requested`` and cancels the scope; progress, server→client requests and notifications ride the
     dispatcher, related to ``request_id``. ``message_metadata``: what the transport would have framed the request
@@ -87,14 +87,10 @@ def open_request(
     return dctx, scope
 
 
-def cancel_request(dispatcher: JSONRPCDispatcher[Any], request_id: Any) -> None:
-    """What the dispatcher does for a ``notifications/cancelled`` of ``request_id``, done now (it may also do it when
-    the notification reaches it: both steps are idempotent)."""
-    entry = dispatcher._in_flight.get(coerce_request_id(request_id))
-    if entry is not None:
-        entry.dctx.cancel_requested.set()
-        if dispatcher._peer_cancel_mode == "interrupt":
-            entry.scope.cancel()
+def interrupts_on_cancel(dispatcher: JSONRPCDispatcher[Any]) -> bool:
+    """Whether ``dispatcher`` cancels a request's handler on ``notifications/cancelled`` (``interrupt``, the SDK's
+    default), rather than only flagging it (``signal``)."""
+    return dispatcher._peer_cancel_mode == "interrupt"
 
 
 def close_request(dispatcher: JSONRPCDispatcher[Any], dctx: _JSONRPCDispatchContext[Any]) -> None:

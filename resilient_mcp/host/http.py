@@ -54,7 +54,7 @@ from ..ops.web import LOOPBACK_HOSTS, ops_routes
 from ..policy.config import ListenConfig, is_loopback
 from ..proxy.proxy import Proxy
 from ..tasks.host import HEADER_MISMATCH, routing_header_mismatch
-from ..text.jsoncount import TooComplex, count_items, items_at_most
+from ..text.jsonlines import TooComplex, count_items, items_at_most
 
 if TYPE_CHECKING:
     from ..ops.runtime import Ops

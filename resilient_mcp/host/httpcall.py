@@ -20,7 +20,7 @@ The session is looked up, checked and handed its call with no await in between t
 so a session that ends is either seen ended (the SDK's path answers) or ends with the call in its task group
 (cancelled with its other handlers).
 
-``accepts`` is the stdio lane's predicate (``rawcall.plain_tool_call``: no progress token, no trace context, no
+``accepts`` is the stdio lane's predicate (``toolcall.plain_tool_call``: no progress token, no trace context, no
 ``io.modelcontextprotocol/*`` key, no extra keys, no task hand-off, tracing off, no middleware but the SDK's
 OpenTelemetry one and the fast path), on a session whose host has sent ``notifications/initialized`` and declared
 none of ``elicitation``, ``sampling``, ``roots`` (a request the proxy relays to the host rides the call's SSE stream,
@@ -42,7 +42,7 @@ import anyio
 import mcp_types as types
 import pydantic_core
 import structlog
-from mcp.server import Server
+from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.session import ServerSession
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
@@ -68,8 +68,7 @@ from ..adapters.sdk import (
     spawn_handler,
 )
 from ..proxy.proxy import Ctx, Proxy
-from .rawcall import lane_context, plain_tool_call, request_meta
-from .server import ToolCallFastPath, tool_call_answer
+from .toolcall import ToolCallFastPath, plain_tool_call, request_meta, tool_call_answer
 
 log = structlog.get_logger(__name__)
 
@@ -275,3 +274,21 @@ async def _answer(
 
 def _event(data: bytes) -> bytes:
     return b"event: message\r\ndata: " + data + b"\r\n\r\n"
+
+
+def lane_context(
+    session: ServerSession, dctx: Any, rid: Any, params: dict[str, Any], meta: Any, request: Any = None
+) -> Ctx:
+    """The request context a lane's ``tools/call`` runs with: the SDK's, as its server runner builds it for the host
+    ``session`` (stdio's lane and streamable HTTP's, which also passes the HTTP ``request``)."""
+    connection: Any = host_connection(session)
+    return ServerRequestContext(
+        session=ServerSession(dctx, connection, request_meta=meta),
+        lifespan_context={},
+        method="tools/call",
+        params=params,
+        request_id=rid,
+        meta=meta,
+        protocol_version=connection.protocol_version,
+        request=request,
+    )

@@ -1,7 +1,8 @@
 """The MCP server the host talks to: lists the aggregated catalog, routes every request to its upstream.
 
 Built on the SDK's low-level ``Server``, which does not validate tool arguments (the chain does) and passes results
-through. Tool calls go through the compiled chain; resources, prompts, completion, logging and subscriptions are
+through. Tool calls go through the compiled chain (``toolcall``: the handler, its fast path and the raw lanes all land
+in ``run_tool_call``); resources, prompts, completion, logging and subscriptions are
 forwarded with this hop's envelope removed (``_hop``), errors included. For a 2026-07-28 host, tools/call, prompts/get
 and resources/read run through ``bridge.py``, which turns what a handshake-era upstream asks into InputRequiredResult
 rounds. Capabilities mirror what the upstreams offered at startup.
@@ -9,33 +10,26 @@ rounds. Capabilities mirror what the upstreams offered at startup.
 
 from __future__ import annotations
 
-import uuid
 import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-import anyio
 import mcp_types as types
 import structlog
 from mcp.server import Server
-from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import LOG_LEVEL_META_KEY, methods
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
-from ..call.chain import HostEnvelope, ToolCall
-from ..diagnosis.providers import Answer
 from ..proxy.catalog import MAX_URI_CHARS
-from ..proxy.proxy import MISSING_CAPABILITY, Ctx, Proxy, output_owner, session_key
+from ..proxy.proxy import Ctx, Proxy, output_owner, session_key
 from ..tasks.host import TaskEndpoints
 from ..tasks.host import principal as task_principal
 from ..tasks.manager import Patience, opted_in, required_error
-from ..upstream import host_capability_names
+from .toolcall import ToolCallFastPath, hop_meta, host_envelope, run_tool_call
 
 log = structlog.get_logger(__name__)
 
@@ -43,58 +37,10 @@ _P = TypeVar("_P", bound=types.RequestParams)
 
 
 class ConnectionAdopter(Protocol):
-    """What the server tells a lane beside it (the stdio host's raw tools/call lane, ``rawcall``) of a connection
+    """What the server tells a lane beside it (the stdio host's raw tools/call lane, ``toolcall``) of a connection
     whose handshake completed: a seam, so this module never imports the lane that builds on it."""
 
     def adopt(self, ctx: Ctx) -> None: ...
-
-
-PROGRESS_TOKEN = "progressToken"
-RESERVED_META_PREFIX = "io.modelcontextprotocol/"
-
-
-class _Host:
-    """``HostLink`` over the request context of one tools/call."""
-
-    def __init__(self, ctx: Ctx, proxy: Proxy) -> None:
-        self._ctx = ctx
-        self._proxy = proxy
-        self.envelope: HostEnvelope = host_envelope(ctx)
-        """What the upstream side may know of this request: handed down the chain to the upstream call."""
-
-    def refused_capabilities(self) -> set[str]:
-        """Host capabilities an upstream asked for during this call and the proxy refused (the host lacks them)."""
-        return self._proxy.refused_capabilities(self._ctx)
-
-    @property
-    def supports_elicitation(self) -> bool:
-        caps = self._ctx.session.client_capabilities
-        return caps is not None and caps.elicitation is not None and self._ctx.session.can_send_request
-
-    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
-        await self._ctx.session.report_progress(progress, total, message)
-
-    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> types.ElicitResult:
-        return await self._ctx.session.elicit(message, requested_schema, related_request_id=self._ctx.request_id)
-
-    @property
-    def supports_sampling(self) -> bool:
-        caps = self._ctx.session.client_capabilities
-        return caps is not None and caps.sampling is not None and self._ctx.session.can_send_request
-
-    async def create_message(self, system: str, user: str, *, max_tokens: int, model: str | None) -> Answer:
-        """Ask the host's own model (MCP sampling), for the diagnose step."""
-        prefs = types.ModelPreferences(hints=[types.ModelHint(name=model)]) if model else None
-        result = await self._ctx.session.create_message(
-            [types.SamplingMessage(role="user", content=types.TextContent(text=user))],
-            max_tokens=max_tokens,
-            system_prompt=system,
-            temperature=0,
-            model_preferences=prefs,
-            related_request_id=self._ctx.request_id,
-        )
-        content = result.content
-        return Answer(content.text if isinstance(content, types.TextContent) else "")
 
 
 _HOP_FIELDS = frozenset({"input_responses", "request_state"})
@@ -103,171 +49,10 @@ _HOP_FIELDS = frozenset({"input_responses", "request_state"})
 def _hop(params: _P) -> _P:
     """``params`` as the proxy sends them upstream: the host's envelope (2026-07-28 ``io.modelcontextprotocol/*``
     keys, progress token) and the host's multi-round-trip fields belong to the host's hop, never the upstream's."""
-    meta = _meta_dict(params.meta)
+    meta = hop_meta(params.meta)
     update: dict[str, Any] = {"meta": meta} if meta != params.meta else {}
     update |= {name: None for name in _HOP_FIELDS if getattr(params, name, None) is not None}
     return params.model_copy(update=update) if update else params
-
-
-def _meta_dict(meta: types.RequestParamsMeta | None) -> dict[str, Any] | None:
-    if meta is None:
-        return None
-    # The progress token and the protocol's own envelope (2026-07-28: protocol version, client capabilities, log
-    # level, ...) belong to this hop: the proxy speaks for itself toward the upstream.
-    data = {k: v for k, v in meta.items() if k != PROGRESS_TOKEN and not k.startswith(RESERVED_META_PREFIX)}
-    return data or None
-
-
-def host_envelope(ctx: Ctx) -> HostEnvelope:
-    """What the upstream side may know of the host of request ``ctx`` (see ``HostEnvelope``)."""
-    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-    level = ctx.meta.get(LOG_LEVEL_META_KEY) if modern and ctx.meta is not None else None
-    return HostEnvelope(
-        ctx=ctx,
-        capabilities=host_capability_names(ctx.session.client_capabilities),
-        log_level=level if isinstance(level, str) else None,
-        modern=modern,
-    )
-
-
-async def run_tool_call(
-    proxy: Proxy, ctx: Ctx, name: str, arguments: dict[str, Any] | None, meta: types.RequestParamsMeta | None
-) -> types.CallToolResult:
-    """One downstream tools/call through its compiled chain: the SDK handler and the fast path both land here."""
-    proxy.seen(ctx)
-    await proxy.follow_host(ctx)
-    handoff_s = legacy_handoff(proxy, ctx, name)
-    if handoff_s is None:
-        result = await _run_tool_call(proxy, ctx, name, arguments, meta)
-    else:  # a host that cannot poll: a handle once it has waited long enough (``tasks``)
-        result = await proxy.tasks.handoff(
-            task_principal(ctx),
-            name,
-            arguments,
-            handoff_s,
-            lambda: _run_tool_call(proxy, ctx, name, arguments, meta),
-            proxy.router.tools_changed,
-        )
-    missing = _missing_host_capability(result) if result.is_error else None
-    if missing is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        # 2026-07-28 (SEP-2575): a request the host cannot serve is the JSON-RPC error -32021, the observation in data.
-        raise MCPError(
-            MISSING_CAPABILITY,
-            f"Missing required client capability: {', '.join(missing)}",
-            {"requiredCapabilities": missing, "observation": result.structured_content},
-        )
-    return result
-
-
-def _missing_host_capability(result: types.CallToolResult) -> dict[str, Any] | None:
-    obs = result.structured_content
-    if not isinstance(obs, dict) or obs.get("code") != "PROTOCOL_MISMATCH":
-        return None
-    details = obs.get("details")
-    missing = details.get("missing_capability") if isinstance(details, dict) else None
-    if isinstance(missing, dict) and missing:
-        return missing
-    if isinstance(missing, str):
-        return {missing: {}}
-    return None
-
-
-async def _run_tool_call(
-    proxy: Proxy, ctx: Ctx, name: str, arguments: dict[str, Any] | None, meta: types.RequestParamsMeta | None
-) -> types.CallToolResult:
-    routing = proxy.routing
-    compiled = routing.chains.get(name)
-    call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex[:12]
-    session = session_key(ctx)
-    owner = output_owner(ctx.request, session)
-    if compiled is None:
-        return await proxy.pipeline.call_unlisted(
-            name, arguments, routing, session=session, owner=owner, call_id=call_id, host=_Host(ctx, proxy)
-        )
-    entry = compiled.entry
-    call = ToolCall(
-        name=name,
-        arguments=arguments,
-        upstream=entry.upstream,
-        upstream_tool=entry.name,
-        rule=compiled.rule,
-        tool=entry.tool,
-        meta=_meta_dict(meta),
-        session_id=session,
-        owner=owner,
-        call_id=call_id,
-        host=_Host(ctx, proxy),
-    )
-    async with proxy.in_flight(entry.upstream, ctx, call.envelope):
-        result = await compiled.chain(call)
-    if call.record.on_delivered:
-        await delivered(call)
-    return result
-
-
-async def delivered(call: ToolCall) -> None:
-    """The chain's result goes to the host now: run what waited for that (shielded, errors logged)."""
-    with anyio.CancelScope(shield=True):
-        for hook in call.record.on_delivered:
-            try:
-                await hook()
-            except Exception:
-                log.exception("delivery_hook_failed", tool=call.name)
-
-
-async def tool_call_answer(proxy: Proxy, ctx: Ctx, name: str, arguments: Any) -> dict[str, Any]:
-    """One tools/call through the proxy, as the JSON the host's protocol version reads (the fast path and the raw
-    lane both answer with it)."""
-    result = await run_tool_call(proxy, ctx, name, arguments, ctx.meta)
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    try:
-        return methods.serialize_server_result("tools/call", ctx.protocol_version, dumped)
-    except ValidationError:  # as the SDK's runner does: the detail echoes the result, so it stays in the log
-        log.exception("tool_call_invalid_result", tool=name)
-        raise MCPError(types.INTERNAL_ERROR, "Handler returned an invalid result") from None
-
-
-class ToolCallFastPath:
-    """``Server.middleware``: a well-formed handshake-era tools/call runs without the SDK's request models.
-
-    The SDK would validate the raw params twice (surface, then ``CallToolRequestParams``) before the handler.
-    Here a plain ``{name, arguments?, _meta?}`` goes straight to ``run_tool_call``; the result is still put through
-    the SDK's per-version sieve (a short-circuiting middleware is only dumped), so the wire is what the handler path
-    sends. Anything else (2026-era, before initialize, extra keys such as ``task``, malformed shapes) goes to
-    ``call_next``, so the SDK rejects it exactly as before.
-    """
-
-    def __init__(self, proxy: Proxy) -> None:
-        self._proxy = proxy
-
-    async def __call__(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
-        name = _plain_call_name(ctx) if ctx.method == "tools/call" else None
-        if name is None or ctx.params is None:
-            return await call_next(ctx)
-        return await tool_call_answer(self._proxy, ctx, name, ctx.params.get("arguments"))
-
-
-_PLAIN_KEYS = frozenset({"name", "arguments", "_meta"})
-
-
-def _plain_call_name(ctx: Ctx) -> str | None:
-    """The tool name of a tools/call the SDK would accept unchanged and hand to its handler, else ``None``.
-
-    Only an initialized handshake-era connection, params of at most ``name`` (a string), ``arguments`` (an object
-    or null) and ``_meta`` (an object the SDK parsed into ``ctx.meta``)."""
-    params = ctx.params
-    if (
-        ctx.request_id is None
-        or params is None
-        or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
-        or ctx.session.client_params is None
-        or not _PLAIN_KEYS.issuperset(params)
-    ):
-        return None
-    name, args, raw_meta = params.get("name"), params.get("arguments"), params.get("_meta")
-    if not isinstance(name, str) or not (args is None or type(args) is dict):
-        return None
-    return name if raw_meta is None or (type(raw_meta) is dict and ctx.meta is not None) else None
 
 
 _R = TypeVar("_R")
@@ -295,24 +80,6 @@ async def _maybe_bridged(
         patience=patience,
     )
     return result
-
-
-def legacy_handoff(proxy: Proxy, ctx: Ctx, name: str) -> float | None:
-    """For a handshake-era host (it cannot poll): how long it waits before it gets a handle instead of the result,
-    for a tool allowed to run longer than that (``task.handoff_s`` below ``timeouts.total_s``); else ``None``."""
-    return None if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else handoff_after(proxy, name)
-
-
-def handoff_after(proxy: Proxy, name: str) -> float | None:
-    """How long a handshake-era host waits for a call of ``name`` before it gets a task handle instead (``None``: it
-    gets the result, however long the call takes)."""
-    compiled = proxy.routing.chains.get(name) if proxy.policy.tasks.enabled else None
-    if compiled is None:
-        return None
-    rule = compiled.rule
-    if rule.task.mode == "never" or rule.timeouts.total_s <= rule.task.handoff_s:
-        return None
-    return rule.task.handoff_s
 
 
 def task_patience(proxy: Proxy, ctx: Ctx, name: str) -> Patience | None:

@@ -16,7 +16,7 @@ When stdin/stdout are not pipes, sockets or terminals (a regular file, ``/dev/nu
 asyncio, it falls back to the SDK's ``stdio_server``.
 
 Each message is written, whole, by the task that sends it (``_Wire``: no writer task in between), so the SDK's
-messages and the raw tools/call lane's answers (``rawcall``: ``raw`` takes the calls it accepts off the SDK's path)
+messages and the raw tools/call lane's answers (``toolcall``: ``raw`` takes the calls it accepts off the SDK's path)
 keep their order. When the host's input ends, the reader cancels the lane's calls in flight and nothing else (they
 are answered "Connection closed", as the SDK answers its own requests still running when it sees the end of its
 stream); every request read before is answered, and what was written is flushed before the transport closes
@@ -45,9 +45,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ..text.jsoncount import MAX_JSON_ITEMS, TooComplex, count_items, items_at_most
-from ..upstream.stdio import _EDGE, _Oversized
-from ..upstream.stdio import read_lines as split_lines
+from ..text.jsonlines import EDGE, MAX_JSON_ITEMS, Oversized, TooComplex, count_items, items_at_most, read_lines
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +82,7 @@ def _on_asyncio() -> bool:
 @asynccontextmanager
 async def stdio_transport(raw: RawLane | None = None) -> AsyncIterator[Streams | Any]:
     """``(read_stream, write_stream)`` over this process's stdin and stdout, for ``Server.run``. ``raw``: the lane
-    that takes the tools/call requests it accepts off the SDK's path (``rawcall.py``)."""
+    that takes the tools/call requests it accepts off the SDK's path (``toolcall.RawToolCalls``)."""
     if sys.platform == "win32" or not (_streamable(0, reading=True) and _streamable(1) and _on_asyncio()):
         async with stdio_server() as streams:
             yield streams
@@ -120,7 +118,7 @@ def _restore(fd: int, private: int) -> None:
 
 
 class RawLane(Protocol):
-    """What the transport asks of the raw tools/call lane (``rawcall.RawToolCalls``)."""
+    """What the transport asks of the raw tools/call lane (``toolcall.RawToolCalls``)."""
 
     def accepts(self, message: Any) -> bool: ...
 
@@ -225,7 +223,7 @@ class _Lines:
         async with self._to_session, anyio.create_task_group() as raw_calls:
             self._raw_calls = raw_calls
             try:
-                await split_lines(receive, MAX_LINE_BYTES, self.on_line, self.on_oversized)
+                await read_lines(receive, MAX_LINE_BYTES, self.on_line, self.on_oversized)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
             finally:
@@ -234,7 +232,7 @@ class _Lines:
     async def on_line(self, line: bytes) -> None:
         if not line.strip():
             return
-        if items_at_most(line) > MAX_JSON_ITEMS:
+        if len(line) >= MAX_JSON_ITEMS and items_at_most(line) > MAX_JSON_ITEMS:  # (a shorter line cannot be)
             try:
                 await anyio.to_thread.run_sync(count_items, line, MAX_JSON_ITEMS)
             except TooComplex as exc:
@@ -300,8 +298,8 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 
 def _line_id(line: bytes) -> int | str | None:
     """The JSON-RPC id of a line, read from its first or last few kilobytes only (never parsed whole)."""
-    edges = _Oversized(bytearray(line[:_EDGE]))
-    edges.add(line[-_EDGE:])
+    edges = Oversized(bytearray(line[:EDGE]))
+    edges.add(line[-EDGE:])
     return edges.message_id()
 
 

@@ -76,6 +76,8 @@ class Sessions:
 
 
 _CONNECTION_KEYS: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+_SESSION_KEYS: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+"""The key of each ``ServerSession`` seen (the SDK builds one per request; the stdio raw lane one per connection)."""
 PER_REQUEST = "http-request:"
 """The session key prefix of a connection that carries one request (stateless HTTP, 2026-07-28-era HTTP)."""
 
@@ -90,10 +92,14 @@ def session_key(ctx: Ctx) -> str:
     So two proxy processes of one host (two IDE windows, two agent runs) are two sessions, and a header a client
     sends in stateless mode names nothing: guards and replay of writes keyed by their arguments never cross
     connections (explicit idempotency keys are shared by every session of one principal, by design)."""
+    key = _SESSION_KEYS.get(ctx.session)
+    if key is not None:  # a session that serves many requests (the stdio raw lane's): its connection is known
+        return key
     connection = host_connection(ctx.session)
     key = _CONNECTION_KEYS.get(connection)
     if key is None:
         key = _CONNECTION_KEYS[connection] = _new_session_key(ctx, connection)
+    _SESSION_KEYS[ctx.session] = key
     return key
 
 

@@ -105,6 +105,19 @@ def _nothing() -> None:
     return None
 
 
+def _surely_fits(content: list[Any], rule: OutputRule) -> bool:
+    """Whether ``content`` is all text of at most a quarter of ``max_text_bytes`` characters in all, within
+    ``max_items``: a character is at most 4 UTF-8 bytes, so it fits the caps without being measured."""
+    if len(content) > rule.max_items:
+        return False
+    chars = 0
+    for item in content:
+        if type(item) is not types.TextContent:
+            return False
+        chars += len(item.text)
+    return chars * 4 <= rule.max_text_bytes
+
+
 class OutputCap:
     """The output stage; see the module docstring."""
 
@@ -140,6 +153,8 @@ class OutputCap:
             self._validate(self._validator, result)
         if self._invariants is not None:
             self._check_invariants(self._invariants, result)
+        if result.structured_content is None and _surely_fits(result.content, self._rule):
+            return result  # small text only: nothing to measure (and the text helpers are not entered)
         texts = [item_text(item) for item in result.content]
         sizes = [
             _binary_size(item) if t is None else utf8_len(t) for t, item in zip(texts, result.content, strict=True)

@@ -9,15 +9,16 @@
 - ``canonical_json``: one text per JSON value (sorted keys, compact), so equal values hash equal.
 
 All the cutting functions look only at the first ``budget`` characters of a text: the cost is a small multiple of
-the cap, however large the text. Beside this module: ``jsoncount`` (a bounded item count) and ``redact`` (URL
+the cap, however large the text. Beside this module: ``jsonlines`` (a peer's JSON lines, bounded) and ``redact`` (URL
 credentials out of a text).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import mcp_types as types
@@ -152,6 +153,8 @@ def json_shape(value: Any, depth: int = 0) -> Any:
     return "null" if value is None else type(value).__name__
 
 
-def canonical_json(value: Any) -> str:
-    """``value`` as canonical JSON: sorted keys, compact separators, non-ASCII kept; non-JSON values via ``str``."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+canonical_json: Callable[[Any], str] = functools.partial(
+    json.dumps, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)
+"""``value`` as canonical JSON: sorted keys, compact separators, non-ASCII kept; non-JSON values via ``str``. (A
+partial of ``json.dumps``, not a function of its own: every call's identity computes it, and it costs no frame.)"""

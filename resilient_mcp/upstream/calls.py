@@ -25,12 +25,12 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, TypeAdapter
 
 from ..call.chain import HostEnvelope, timing
-from ..faults import AttemptTimeout, ConnectFailure, PersistentOutage
+from ..faults import AttemptTimeout, ConnectFailure, Fault, PersistentOutage
 from ..faults.error_results import result_text
 from ..faults.stderr_words import STDERR_META_KEY, exception_words, wordless, wrapper_seen
 from ..policy.config import RemoteUpstream
 from .connection import Connection, host_meta, set_level
-from .errors import Attempt, HostDidNotAnswer, upstream_errors, upstream_faults
+from .errors import UPSTREAM_ERROR, WRITING, Attempt, HostDidNotAnswer, attempt_failed, upstream_errors
 from .rawcall import RawCalls, untraced
 
 log = structlog.get_logger(__name__)
@@ -69,6 +69,9 @@ class Upstream(Connection):
             # Tags the POST, so an HTTP error status (which the SDK reduces to -32603) can be read back.
             http_statuses=self._http_statuses if streamable else None,
         )
+
+    def _watched(self, read: Any, write: Any) -> tuple[Any, Any]:
+        return WatchedRead(read, self._ended.set), WatchedWrite(write)
 
     def _session_lost(self) -> None:
         """A remote upstream that forgot our session (it restarted, or expired it) answers every request with
@@ -189,8 +192,14 @@ class Upstream(Connection):
         progress_extends: bool,
         host: HostEnvelope | None,
     ) -> types.CallToolResult:
-        with upstream_faults(self._attempt()) as attempt:
-            meta = attempt.tag(host_meta(meta, host) if self.modern else meta)
+        # The exception seam of ``errors`` (``upstream_faults``), spelled out here so that a success never enters that
+        # module: what the attempt raises becomes a ``Fault`` there (``attempt_failed``), with ``sent`` known.
+        attempt = self._attempt()
+        token = WRITING.set(attempt)
+        try:
+            meta = host_meta(meta, host) if self.modern else meta
+            if attempt.http_statuses is not None:
+                meta = attempt.tag(meta)
             raw = self._raw_lane()
             began = anyio.current_time()
             # Registered with the host request's timers: stopped while the upstream waits for the host to answer.
@@ -198,21 +207,32 @@ class Upstream(Connection):
                 progress = _extending(scope, timeout_s if progress_extends else None, on_progress)
                 if raw is not None:
                     version = session.protocol_version or "2025-11-25"  # as the SDK's send_request
-                    return await raw.call_tool(name, arguments, meta, attempt, progress, version)
-                params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
-                request = types.CallToolRequest(params=params)
-                if self.modern:
-                    result: types.CallToolResult = await self._with_input(session, request, progress, host)
-                    return result
-                return await session.send_request(request, types.CallToolResult, progress_callback=progress)
-            elapsed = anyio.current_time() - began
-            raise AttemptTimeout.of(
-                "no_answer_within",
-                upstream=self.name,
-                method=name,
-                elapsed_s=elapsed,
-                details={"timeout_ms": int(elapsed * 1000), "upstream": self.name},
-            )
+                    result = await raw.call_tool(name, arguments, meta, attempt, progress, version)
+                else:
+                    params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
+                    request = types.CallToolRequest(params=params)
+                    if self.modern:
+                        result = await self._with_input(session, request, progress, host)
+                    else:
+                        result = await session.send_request(request, types.CallToolResult, progress_callback=progress)
+            if scope.cancelled_caught:
+                elapsed = anyio.current_time() - began
+                raise AttemptTimeout.of(
+                    "no_answer_within",
+                    upstream=self.name,
+                    method=name,
+                    elapsed_s=elapsed,
+                    details={"timeout_ms": int(elapsed * 1000), "upstream": self.name},
+                )
+        except Fault:
+            raise
+        except Exception as exc:
+            raise attempt_failed(attempt, exc) from exc
+        finally:
+            WRITING.reset(token)
+        if (sink := UPSTREAM_ERROR.get()) is not None:
+            sink.error = None  # the upstream answered with a result (``errors.note_upstream_error``)
+        return result
 
     def _raw_lane(self) -> RawCalls | None:
         """The raw lane, when this tool call may take it (the predicate of ``rawcall``'s docstring): a stdio process
@@ -332,6 +352,80 @@ class Upstream(Connection):
             else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
         )
         await self.request(req, types.EmptyResult)
+
+
+class WatchedRead:
+    """Delegates to a transport's read stream and reports its end: how a dead stdio process is noticed at once (by
+    the supervisor, and by the seam: a call whose connection ended meanwhile says the upstream died)."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._on_end()
+            raise
+
+    async def __aenter__(self) -> WatchedRead:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(*exc)
+        return result
+
+    def __getattr__(self, name: str) -> Any:  # last_context and friends
+        return getattr(self._inner, name)
+
+
+def note_written(message: Any) -> None:
+    """The session wrote ``message`` to the transport: if it is a request of the current attempt, that is sent."""
+    attempt = WRITING.get()
+    if attempt is not None and isinstance(message, types.JSONRPCRequest):
+        attempt.sent = True
+
+
+class WatchedWrite:
+    """Delegates to a transport's write stream and tells the seam what was written (``note_written``): how an
+    attempt knows whether its request left (a write into a stream already closed raises, and then nothing was
+    sent)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def send(self, item: Any) -> None:
+        await self._inner.send(item)
+        note_written(getattr(item, "message", None))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> WatchedWrite:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(*exc)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 STDERR_SETTLE_S = 0.5

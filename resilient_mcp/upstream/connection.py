@@ -46,7 +46,7 @@ from ..call.chain import HOST_CAPABILITIES, HostEnvelope
 from ..call.meta import HOST_META
 from ..policy.config import RemoteUpstream, StdioUpstream, stdio_environment
 from .catalog import Relists, UpstreamCatalog, list_catalog, list_pages
-from .errors import HttpStatuses, WatchedRead, WatchedWrite, reason
+from .errors import HttpStatuses, reason
 from .http_cap import SDK_SSE_EVENT_LIMIT, CappedTransport, capped_client_factory
 from .rawcall import RawCalls
 from .rawcall import enabled as raw_lane_enabled
@@ -324,10 +324,16 @@ class Connection:
         if self.start_failure is None or not self.start_failure.permanent:
             self._set_state("starting")  # (after a permanent failure it stays "failed": calls are answered at once)
 
+    def _watched(self, read: Any, write: Any) -> tuple[Any, Any]:
+        """``read`` and ``write`` as the session uses them: watched by the class that makes requests over them
+        (``calls.Upstream``: the end of ``read`` sets ``_ended``, and a write tells the exception seam what left)."""
+        raise NotImplementedError
+
     def _session_over(self, read: Any, write: Any) -> ClientSession:
+        read, write = self._watched(read, write)
         return ClientSession(
-            WatchedRead(read, self._ended.set),
-            WatchedWrite(write),
+            read,
+            write,
             # A capability is declared by handing the SDK its callback: only those the hosts can serve.
             sampling_callback=self._on_sampling if "sampling" in self.declared else None,
             elicitation_callback=self._on_elicitation if "elicitation" in self.declared else None,

@@ -14,12 +14,13 @@ of a tool call. ``to_fault`` is the mapping itself, pure:
     ... when the connection ended meanwhile  a maybe-executed fault says the upstream died during the call
 
 ``Attempt.sent`` is known, not assumed: it turns true when the request was handed to the transport (the write stream
-of the session, ``note_written``), so a request that the SDK could not even write ("Connection closed" from a
-stream already closed) is a fault that did not reach the upstream. The seam's two sensors wrap the session's streams
-(the connection installs them): ``WatchedWrite`` (what was written) and ``WatchedRead`` (the stream's end: the
-process died). Side effects at the seam: the JSON-RPC error (or
-its absence) is noted for a task that watches the call (``note_upstream_error``), and a remote upstream that forgot
-the session ("Session terminated") is reconnected.
+of the session), so a request that the SDK could not even write ("Connection closed" from a stream already closed)
+is a fault that did not reach the upstream. The sensors that learn it wrap the session's streams and live with the
+calls that use them (``calls.WatchedWrite``: what was written, under ``WRITING``; ``calls.WatchedRead``: the
+stream's end, the process died); a tool call's attempt runs the seam inline (``calls.Upstream._send_call``, the
+same as ``upstream_faults``) and enters this module only when it raises (``attempt_failed``). Side effects at the
+seam: the JSON-RPC error (or its absence) is noted for a task that watches the call (``note_upstream_error``), and
+a remote upstream that forgot the session ("Session terminated") is reconnected.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import httpx2
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -121,108 +121,42 @@ class Attempt:
         return {**(meta or {}), ATTEMPT_META: self.http_id}
 
 
-_WRITING: ContextVar[Attempt | None] = ContextVar("resilient_mcp_upstream_attempt", default=None)
+WRITING: ContextVar[Attempt | None] = ContextVar("resilient_mcp_upstream_attempt", default=None)
+"""The attempt whose request the current task is writing (``calls.WatchedWrite`` marks it sent)."""
 
 
-def note_written(message: Any) -> None:
-    """The session wrote ``message`` to the transport: if it is a request of the current attempt, that is sent."""
-    attempt = _WRITING.get()
-    if attempt is not None and isinstance(message, types.JSONRPCRequest):
-        attempt.sent = True
-
-
-class WatchedRead:
-    """Delegates to a transport's read stream and reports its end: how a dead stdio process is noticed at once (by
-    the supervisor, and by the seam: a call whose connection ended meanwhile says the upstream died)."""
-
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_end = on_end
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_end()
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> WatchedRead:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self._inner.__anext__()
-        except StopAsyncIteration:
-            self._on_end()
-            raise
-
-    async def __aenter__(self) -> WatchedRead:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(*exc)
-        return result
-
-    def __getattr__(self, name: str) -> Any:  # last_context and friends
-        return getattr(self._inner, name)
-
-
-class WatchedWrite:
-    """Delegates to a transport's write stream and tells the seam what was written (``note_written``): how an
-    attempt knows whether its request left (a write into a stream already closed raises, and then nothing was
-    sent)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    async def send(self, item: Any) -> None:
-        await self._inner.send(item)
-        note_written(getattr(item, "message", None))
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> WatchedWrite:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(*exc)
-        return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+def attempt_failed(attempt: Attempt, exc: Exception) -> Fault:
+    """What a tool call's ``attempt`` raising ``exc`` (not a ``Fault``) becomes: the seam's mapping, entered only on a
+    failure (``calls.Upstream`` runs an attempt with ``WRITING`` set to it and calls this from its ``except``)."""
+    if isinstance(exc, MCPError):
+        note_upstream_error(exc.error)
+        _observe(attempt, exc)
+    http = attempt.http_statuses.pop(attempt.http_id) if attempt.http_statuses and attempt.http_id else None
+    return to_fault(exc, sent=attempt.sent, http=http, died=attempt.ended(), upstream=attempt.upstream)
 
 
 @contextmanager
 def upstream_faults(attempt: Attempt) -> Iterator[Attempt]:
-    """The seam of a tool call: everything raised inside becomes a ``Fault`` (cancellation passes, as it must)."""
-    token = _WRITING.set(attempt)
+    """The seam of a tool call as a block: everything raised inside becomes a ``Fault`` (cancellation passes, as it
+    must). ``calls.Upstream`` spells the same out inline, so that a success never enters this module."""
+    token = WRITING.set(attempt)
     try:
         yield attempt
     except Fault:
         raise
     except Exception as exc:
-        if isinstance(exc, MCPError):
-            note_upstream_error(exc.error)
-            _observe(attempt, exc)
-        http = attempt.http_statuses.pop(attempt.http_id) if attempt.http_statuses and attempt.http_id else None
-        raise to_fault(exc, sent=attempt.sent, http=http, died=attempt.ended(), upstream=attempt.upstream) from exc
+        raise attempt_failed(attempt, exc) from exc
     else:
         note_upstream_error(None)
     finally:
-        _WRITING.reset(token)
+        WRITING.reset(token)
 
 
 @contextmanager
 def upstream_errors(attempt: Attempt) -> Iterator[Attempt]:
     """The seam of any other request: the upstream's ``MCPError`` passes to the host as it is (a question the host
     did not answer becomes the host's own error); a lost session is reconnected."""
-    token = _WRITING.set(attempt)
+    token = WRITING.set(attempt)
     try:
         yield attempt
     except HostDidNotAnswer as exc:
@@ -231,7 +165,7 @@ def upstream_errors(attempt: Attempt) -> Iterator[Attempt]:
         _observe(attempt, exc)
         raise
     finally:
-        _WRITING.reset(token)
+        WRITING.reset(token)
 
 
 def _observe(attempt: Attempt, exc: MCPError) -> None:

@@ -26,8 +26,8 @@ from typing import Any
 import httpx2
 import structlog
 
-from .rawcall import edge_id
-from .stdio import _EDGE, oversized_response
+from ..text.jsonlines import EDGE, edge_id
+from .stdio import oversized_response
 
 log = structlog.get_logger(__name__)
 
@@ -72,7 +72,7 @@ class _Skipped:
 
     def add(self, data: bytes) -> None:
         self.size += len(data)
-        self.tail = (self.tail + data[-_EDGE:])[-_EDGE:]
+        self.tail = (self.tail + data[-EDGE:])[-EDGE:]
 
 
 class _CappedEvents(httpx2.AsyncByteStream):
@@ -122,7 +122,7 @@ class _CappedEvents(httpx2.AsyncByteStream):
                         log.warning("upstream_result_oversized", upstream=self._upstream, bytes=len(buf))
                         yield b"event: message\ndata: " + _error_json(self._request_id, len(buf), self._limit) + b"\n\n"
                         return
-                    skipped = _Skipped(bytes(buf[:_EDGE]), bytes(buf[-_EDGE:]), len(buf))
+                    skipped = _Skipped(bytes(buf[:EDGE]), bytes(buf[-EDGE:]), len(buf))
                     last, buf = bytes(buf[-1:]), bytearray()
         if buf:
             yield bytes(buf)

@@ -59,9 +59,7 @@ after it is set.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -79,6 +77,7 @@ from opentelemetry import trace
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..adapters.sdk import ABANDON_WRITE_TIMEOUT_S, later_revision_fields
+from ..text.jsonlines import edge_id
 from .errors import Attempt
 
 log = structlog.get_logger(__name__)
@@ -95,10 +94,6 @@ _SNIFF_BYTES = 1 << 16
 _THREAD_PARSE_BYTES = 1 << 20
 _CLOSED = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
 _METHOD = "tools/call"
-
-_ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,256}")'
-_HEAD_ID = re.compile(rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
-_TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
 
 
 def enabled() -> bool:
@@ -374,24 +369,6 @@ def _key(value: object) -> int | None:
         return None
     key = coerce_request_id(value)
     return key if isinstance(key, int) else None
-
-
-def edge_id(head: bytes | bytearray | memoryview, tail: bytes | bytearray | memoryview) -> int | str | None:
-    """The id of a JSON-RPC line, read in its first bytes ``head`` when it is the first key (after ``jsonrpc``) or in
-    its last bytes ``tail`` when it is the last (before it): how the SDK and the TypeScript SDK write their messages;
-    ``None`` when it is in neither place. The raw lane reads every line's id so; the stdio reader reads an oversized
-    line's so (it keeps only its edges)."""
-    m = _HEAD_ID.match(head) or _TAIL_ID.search(tail)
-    if m is None:
-        return None
-    text = m.group(1)
-    if text[:1] != b'"':
-        return int(text)
-    try:
-        found = json.loads(text)
-    except ValueError:
-        return None
-    return found if isinstance(found, str) else None
 
 
 def _edge_id(line: bytes) -> int | str | None:

@@ -36,9 +36,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -54,7 +53,8 @@ from ..adapters.process import close_transport, stdin_writer
 from ..call.meta import OVERSIZED_META
 from ..spawn.prestart import Watchdog, adopt, unadopted
 from ..spawn.prestart import arm_watchdog as _arm_watchdog
-from .rawcall import RawCalls, edge_id
+from ..text.jsonlines import Oversized, read_lines
+from .rawcall import RawCalls
 from .startup import StderrTail
 
 log = structlog.get_logger(__name__)
@@ -73,78 +73,9 @@ STDERR_DRAIN_S = 0.5
 _CHUNK = 1 << 16
 _THREAD_PARSE_BYTES = 1 << 20
 """Lines at least this long are parsed in a worker thread."""
-_EDGE = 4096
-"""Bytes kept of the start and of the end of an oversized line, to find its id."""
 _MAX_PENDING_IDS = 10_000
 
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
-
-
-@dataclass(slots=True)
-class _Oversized:
-    """What is kept of a line over the limit: its size, its first and its last bytes."""
-
-    head: bytearray
-    tail: bytearray = field(default_factory=bytearray)
-    size: int = 0
-
-    def add(self, piece: bytes) -> None:
-        self.size += len(piece)
-        if len(self.head) < _EDGE:
-            self.head += piece[: _EDGE - len(self.head)]
-        self.tail += piece[-_EDGE:]
-        del self.tail[:-_EDGE]
-
-    def message_id(self) -> int | str | None:
-        return edge_id(self.head, self.tail)
-
-
-async def read_lines(
-    receive: Callable[[], Awaitable[bytes]],
-    limit: int,
-    on_line: Callable[[bytes], Awaitable[None]],
-    on_oversized: Callable[[_Oversized], Awaitable[None]],
-) -> None:
-    """Split what ``receive`` returns (until ``anyio.EndOfStream``) into lines, in linear time. Lines longer than
-    ``limit`` bytes are never held whole: ``on_oversized`` gets their size and edges instead."""
-    parts: list[bytes] = []
-    size = 0
-    big: _Oversized | None = None
-    while True:
-        try:
-            chunk = await receive()
-        except anyio.EndOfStream:
-            break
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            if big is not None:
-                big.add(piece)
-            elif size + len(piece) > limit:
-                big = _Oversized(bytearray())
-                for part in parts:
-                    big.add(part)
-                big.add(piece)
-                parts.clear()
-            elif piece:
-                parts.append(piece)
-                size += len(piece)
-            if end < 0:
-                break
-            if big is not None:
-                await on_oversized(big)
-                big = None
-            elif parts:
-                line = parts[0] if len(parts) == 1 else b"".join(parts)
-                parts.clear()
-                await on_line(line)
-            size = 0
-            start = end + 1
-    if big is not None:
-        await on_oversized(big)
-    elif parts:
-        await on_line(b"".join(parts))
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -327,7 +258,7 @@ class _Pump:
                 self._tail.unreadable(line)
             await self._deliver(item)
 
-    async def _on_oversized(self, big: _Oversized) -> None:
+    async def _on_oversized(self, big: Oversized) -> None:
         request_id = self._in_flight.match(big.message_id())
         log.warning(
             "upstream_message_oversized",

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from resilient_mcp.host.rawcall import RAW_SWITCH
+from resilient_mcp.host.toolcall import RAW_SWITCH
 from tests.helpers import (
     child_env,
     free_port,

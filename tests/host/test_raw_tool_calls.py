@@ -1,4 +1,4 @@
-"""The raw tools/call lane of the stdio host (``resilient_mcp.host.rawcall``), through a real ``wrap`` process.
+"""The raw tools/call lane of the stdio host (``resilient_mcp.host.toolcall``), through a real ``wrap`` process.
 
 A plain tools/call of an initialized handshake-era host takes the lane (it logs ``tool_call_raw`` at debug level);
 every other shape keeps the SDK's path (a progress token, a trace context, a host that declared elicitation or
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from resilient_mcp.host.rawcall import RAW_SWITCH
+from resilient_mcp.host.toolcall import RAW_SWITCH
 from tests.helpers import (
     JsonRpcPipe,
     await_until,
@@ -233,3 +233,33 @@ def test_a_wordless_crash_on_the_lane_is_read_from_the_upstreams_stderr_as_on_th
     assert fault["details"]["words_from"] == "stderr", fault
     assert fault["details"]["stderr_words"] == "LookupError: No such container: web-9", fault
     assert "No such container: web-9" in fault["upstream_message"]["text"], fault
+
+
+CONFORMANCE_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "conformance_server.py"
+
+
+def test_what_the_upstream_sends_the_host_during_a_call_on_the_lane_reaches_it(tmp_path: Path) -> None:
+    """The lane's calls share one session over the connection's channel: a roots/list the upstream asks mid-call is
+    relayed to the host (who declared roots) and answered, and the upstream's log lines reach the host before the
+    result, as on the SDK's path."""
+    upstream = [sys.executable, str(CONFORMANCE_SERVER), "--stdio"]
+    with _proxy(tmp_path, "relay", raw=True, upstream=upstream, capabilities={"roots": {}}) as (pipe, err, _):
+        call = {"jsonrpc": "2.0", "id": 31, "method": "tools/call"}
+        pipe.send({**call, "params": {"name": "test_input_required_result_list_roots", "arguments": {}}})
+        asked = pipe.receive(CALL_S)
+        while asked.get("method") != "roots/list":
+            asked = pipe.receive(CALL_S)
+        pipe.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": [{"uri": "file:///lane", "name": "l"}]}})
+        reply = pipe.receive(CALL_S)
+        while reply.get("id") != 31:
+            reply = pipe.receive(CALL_S)
+        assert "file:///lane" in json.dumps(reply["result"]), reply
+        pipe.send({**call, "id": 32, "params": {"name": "test_tool_with_logging", "arguments": {}}})
+        logged = []
+        reply = pipe.receive(CALL_S)
+        while reply.get("id") != 32:
+            logged += [reply["params"]["data"]] if reply.get("method") == "notifications/message" else []
+            reply = pipe.receive(CALL_S)
+        assert "Tool execution completed" in logged, (logged, reply)
+        assert not reply["result"].get("isError"), reply
+        assert _raw_ids(err) == [31, 32], stderr_tail(err)

@@ -18,8 +18,9 @@ from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from resilient_mcp.host import server as host_server
-from resilient_mcp.host.server import ToolCallFastPath, build_server
+from resilient_mcp.host import toolcall as host_toolcall
+from resilient_mcp.host.server import build_server
+from resilient_mcp.host.toolcall import ToolCallFastPath
 from tests.fixtures.scripted import ScriptedUpstream, error_text, ok_text
 from tests.harness import proxied
 
@@ -84,7 +85,7 @@ def fast_path(monkeypatch: pytest.MonkeyPatch) -> FastPath:
         taken.append((name, arguments, meta))
         return types.CallToolResult(content=[])
 
-    monkeypatch.setattr(host_server, "run_tool_call", run_tool_call)
+    monkeypatch.setattr(host_toolcall, "run_tool_call", run_tool_call)
 
     async def run(ctx: ServerRequestContext[Any, Any]) -> Taken | None:
         passed: list[str] = []

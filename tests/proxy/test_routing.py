@@ -19,6 +19,13 @@ class _Connection:
     """One host connection (the SDK's ``Connection``): what makes two requests one host session."""
 
 
+class _Session:
+    """The SDK's ``ServerSession`` of one request: an object of its own, weakly referenceable, as it is."""
+
+    def __init__(self, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+
+
 _CONNECTIONS: dict[str, _Connection] = {}
 
 
@@ -26,9 +33,7 @@ def _ctx(host: str) -> Any:
     """A request of host ``host``; requests of one host name come on one connection here."""
     info = SimpleNamespace(name=host)
     connection = _CONNECTIONS.setdefault(host, _Connection())
-    session = SimpleNamespace(
-        client_params=SimpleNamespace(client_info=info), can_send_request=True, _connection=connection
-    )
+    session = _Session(client_params=SimpleNamespace(client_info=info), can_send_request=True, _connection=connection)
     return SimpleNamespace(request=None, session=session, request_id=1)
 
 
@@ -46,9 +51,7 @@ async def test_a_request_during_calls_of_one_host_goes_to_that_host() -> None:
 
 async def test_two_connections_of_hosts_with_one_name_are_two_hosts() -> None:
     proxy, a = _proxy(), _ctx("A")
-    other = SimpleNamespace(
-        **{**vars(a), "session": SimpleNamespace(**{**vars(a.session), "_connection": _Connection()})}
-    )
+    other = SimpleNamespace(**{**vars(a), "session": _Session(**{**vars(a.session), "_connection": _Connection()})})
     async with proxy.in_flight("up", a), proxy.in_flight("up", other):
         assert proxy.answering("up") is None, "two windows of one host app are two hosts"
 

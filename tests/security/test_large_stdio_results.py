@@ -27,7 +27,8 @@ from resilient_mcp.policy import Policy, PolicyFile
 from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.proxy.pipeline import Pipeline
 from resilient_mcp.proxy.proxy import Proxy
-from resilient_mcp.upstream.stdio import _EDGE, read_lines
+from resilient_mcp.text.jsonlines import EDGE as _EDGE
+from resilient_mcp.text.jsonlines import read_lines
 from tests.harness import observation, text
 
 pytestmark = pytest.mark.anyio

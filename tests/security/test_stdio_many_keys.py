@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from resilient_mcp.text.jsoncount import MAX_JSON_ITEMS
+from resilient_mcp.text.jsonlines import MAX_JSON_ITEMS
 from tests.helpers import JsonRpcPipe, proxy_argv, running
 
 HOSTILE = Path(__file__).with_name("hostile_upstream.py")

@@ -23,7 +23,7 @@ from resilient_mcp.faults import (
     RepairAction,
     StateConflict,
 )
-from resilient_mcp.host.server import delivered
+from resilient_mcp.host.toolcall import delivered
 from resilient_mcp.policy import Policy, PolicyFile, SessionRule, ToolRule, VerifyWith
 from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.stages.guard import Guard, SessionGuards

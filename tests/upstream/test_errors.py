@@ -29,13 +29,13 @@ from resilient_mcp.faults import (
 )
 from resilient_mcp.policy.config import StdioUpstream
 from resilient_mcp.upstream import NoHost, Upstream
+from resilient_mcp.upstream.calls import note_written
 from resilient_mcp.upstream.errors import (
     UPSTREAM_ERROR,
     Attempt,
     ErrorSink,
     HostDidNotAnswer,
     HttpStatuses,
-    note_written,
     to_fault,
     upstream_errors,
     upstream_faults,

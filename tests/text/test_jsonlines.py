@@ -1,4 +1,4 @@
-"""Counting a JSON document's items before parsing it (``resilient_mcp/text/jsoncount.py``)."""
+"""Counting a JSON document's items before parsing it (``resilient_mcp/text/jsonlines.py``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from resilient_mcp.text.jsoncount import TooComplex, count_items, items_at_most
+from resilient_mcp.text.jsonlines import TooComplex, count_items, items_at_most
 
 
 def test_every_string_key_number_literal_object_and_array_is_one_item() -> None:
