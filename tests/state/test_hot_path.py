@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -32,6 +33,7 @@ from resilient_mcp.policy.config import StateConfig
 from resilient_mcp.proxy import pipeline as pipeline_module
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.state import StateLimits
+from resilient_mcp.state import schema as state_schema
 from resilient_mcp.state import sqlite as state_sqlite
 from resilient_mcp.state.redis import RedisStateStore
 from resilient_mcp.state.sqlite import StateStore, recent_audit
@@ -207,6 +209,74 @@ async def test_a_write_behind_job_submitted_before_stop_is_written() -> None:
     with anyio.fail_after(10):
         await worker.stop()
     assert ran == ["settle"]
+
+
+async def test_now_runs_in_the_callers_thread_after_the_queued_write_behind_jobs() -> None:
+    ran: list[tuple[str, int]] = []
+    worker = state_sqlite.Worker(lambda: None, tick_s=3600)
+    try:
+        with anyio.fail_after(10):
+            await worker.call(lambda: None)
+            with worker._busy:  # (the thread is back waiting for a job)
+                pass
+            worker.submit(lambda: ran.append(("settle 1", threading.get_ident())))
+            done, value = worker.now(lambda: (ran.append(("claim 2", threading.get_ident())), 7)[1])
+    finally:
+        await worker.stop()
+    here = threading.get_ident()
+    assert (done, value) == (True, 7)
+    assert ran == [("settle 1", here), ("claim 2", here)]
+
+
+async def test_now_never_overtakes_a_job_asked_before_nor_waits_for_the_thread() -> None:
+    release = threading.Event()
+    ran: list[str] = []
+    worker = state_sqlite.Worker(lambda: None, tick_s=3600)
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker.call, lambda: (release.wait(10), ran.append("slow job")))
+                await anyio.lowlevel.checkpoint()  # the slow job is asked
+                assert worker.now(lambda: ran.append("claim")) == (False, None)
+                release.set()
+            assert ran == ["slow job"]
+    finally:
+        await worker.stop()
+
+
+async def test_a_claim_never_blocks_the_event_loop_on_a_database_another_process_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: list[CountingWorker]
+) -> None:
+    """Run in the event loop's thread, the claim would wait there for the lock (up to the busy timeout) and stop
+    every other call: it fails at once instead, and the worker thread waits for the lock."""
+    monkeypatch.setattr(state_schema, "BUSY_TIMEOUT_S", 30.0)  # longer than the test may take: waiting is failing
+    async with await StateStore.open(tmp_path) as store:
+        assert store.path is not None
+        other = sqlite3.connect(store.path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process's write transaction
+        claimed = anyio.Event()
+        [worker] = workers
+        await worker.idle()  # so the claim is made in the event loop's thread, if it can
+
+        async def claim() -> None:
+            assert await store.begin("k", args_hash="h", tool="t", now=1.0, expires_at=9e9) is None
+            claimed.set()
+
+        try:
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(claim)
+                    await anyio.lowlevel.checkpoint()  # the claim ran up to its wait: the event loop is free
+                    assert not claimed.is_set()
+                    other.execute("COMMIT")
+                    await claimed.wait()
+        finally:
+            other.close()
+        conn = sqlite3.connect(f"{store.path.as_uri()}?mode=ro", uri=True)
+        try:
+            assert conn.execute("SELECT status FROM idempotency WHERE key = 'k'").fetchall() == [("in_flight",)]
+        finally:
+            conn.close()
 
 
 class LazyAudit(StateStore):
