@@ -1,7 +1,8 @@
-"""The SQLite schema of the state store and every query; all of it runs on the store's worker thread.
+"""The SQLite schema of the state store and every query, run by the store's worker (one thread at a time).
 
-``sqlite.Worker`` calls these with the connection it owns (``read_audit`` opens a separate read-only connection, which
-WAL lets run beside a writing proxy). Schema version 1 (``meta.schema_version``)::
+``sqlite.Worker`` calls these with the store's connection, in its thread or, for a claim when it is idle, in the event
+loop's (``Worker.now``, inside ``nonblocking``); ``read_audit`` opens a separate read-only connection, which WAL lets
+run beside a writing proxy. Schema version 1 (``meta.schema_version``)::
 
     idempotency(key PK, args_hash, tool, status in_flight|completed|unknown, result_json, created_at, expires_at)
     outputs(handle PK, tool, created_at, expires_at, size, manifest, data BLOB)   data = UTF-8 text, blob I/O
