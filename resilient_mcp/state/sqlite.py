@@ -575,7 +575,7 @@ class Worker:
         """Held while write-behind jobs are taken: by ``call`` (with the job it queues) or by the worker (only when
         no job is queued), so a job never overtakes one submitted before it."""
         self._busy = threading.Lock()
-        """Held by whoever uses the connection (this thread, or the event loop's in ``now`` and ``_kick``)."""
+        """Held by whoever uses the connection (this thread, or the event loop's in ``now``)."""
         self._asked = 0
         """Jobs queued by ``call`` (written by the event loop's thread only)."""
         self._answered = 0

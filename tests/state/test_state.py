@@ -235,7 +235,7 @@ async def test_audit_rows_expire_and_are_trimmed_to_the_bound(tmp_path: Path) ->
         assert [r["ts"] for r in store.recent_audit()] == [99_800.0, 99_700.0, 99_600.0]
 
 
-async def test_queries_run_in_one_dedicated_thread_not_the_event_loop(
+async def test_queries_handed_to_the_worker_run_in_its_one_thread_not_the_event_loop(
     tmp_path: Path, workers: list[WatchedWorker]
 ) -> None:
     async with await StateStore.open(tmp_path) as store:
