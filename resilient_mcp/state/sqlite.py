@@ -177,6 +177,10 @@ class StateStore:
         self._next_index_prune = 0.0
         self._hash_key = secrets.token_bytes(32)
         """Replaced by the state directory's secret when the store opens (``":memory:"`` keeps this one)."""
+        self._settling: dict[str, _Settle] = {}
+        """Completed writes whose settling is queued, by key: delivered before it is written (``forget``, most often
+        in the same step), the record is deleted instead, in that one transaction, and its result never serialised."""
+        self._settle_lock = threading.Lock()
 
     @classmethod
     async def open(
@@ -372,19 +376,28 @@ class StateStore:
         if marker is not None:
             self._index.delete(marker)
 
-        def job() -> None:
-            text: str | None = None
-            if result is not None:
-                text = result.model_dump_json(by_alias=True, exclude_none=True)
-                if len(text) > self.limits.idempotency_max_result_bytes:
-                    log.info("idempotency_result_not_kept", key=key, bytes=len(text))
-                    text = None
-            sql.idem_settle_write(self._db(), key, marker, text, expires_at, result is not None)
-
+        settle = _Settle(key, marker, result, expires_at)
         if self._indexed():
-            self._queue(job)  # write-behind, in order: every later operation of this store sees it
+            if result is not None:
+                with self._settle_lock:
+                    self._settling[key] = settle  # (``forget`` before it is written: nothing to keep)
+            self._queue(lambda: self._write_settle(settle))  # write-behind, in order: every later operation sees it
         else:  # another process shares the database: it sees the claims gone before this host has the answer
-            await self._now(job)
+            await self._now(lambda: self._write_settle(settle))
+
+    def _write_settle(self, settle: _Settle) -> None:
+        with self._settle_lock:
+            settle.started = True
+            if self._settling.get(settle.key) is settle:
+                del self._settling[settle.key]
+        done = settle.result is not None and not settle.forgotten
+        text: str | None = None
+        if done and settle.result is not None:
+            text = settle.result.model_dump_json(by_alias=True, exclude_none=True)
+            if len(text) > self.limits.idempotency_max_result_bytes:
+                log.info("idempotency_result_not_kept", key=settle.key, bytes=len(text))
+                text = None
+        sql.idem_settle_write(self._db(), settle.key, settle.marker, text, settle.expires_at, done)
 
     def _indexed(self) -> bool:
         """Whether the in-memory index answers (the store is open and the sole user of its database)."""
@@ -426,6 +439,11 @@ class StateStore:
 
     def forget(self, key: str) -> None:
         self._index.delete(key)
+        with self._settle_lock:
+            settle = self._settling.pop(key, None)
+            if settle is not None and not settle.started:  # its settling deletes the record instead of completing it
+                settle.forgotten = True
+                return
         self._queue(lambda: sql.idem_delete(self._db(), key))
 
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
@@ -509,6 +527,19 @@ class StateStore:
         if self._indexed():
             self._prune_index(write=False)
         return await self._run(lambda: sql.prune(self._db(), self.limits, self._clock()))
+
+
+@dataclass(eq=False, slots=True)
+class _Settle:
+    """How a derived-key write ended (``settle_write``), as the worker writes it."""
+
+    key: str
+    marker: str | None
+    result: types.CallToolResult | None
+    expires_at: float
+    forgotten: bool = False
+    """The host had the result before this was written (``forget``): delete the record rather than complete it."""
+    started: bool = False
 
 
 def _from_held(key: str, held: Held) -> IdempotencyRecord:

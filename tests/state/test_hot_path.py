@@ -102,6 +102,15 @@ class Seen:
     rows: list[tuple[str, str]]
 
 
+def disk_rows(state_file: Path) -> list[tuple[str, str]]:
+    """The idempotency records on disk: (key, status), by key."""
+    conn = sqlite3.connect(f"{state_file.as_uri()}?mode=ro", uri=True)
+    try:
+        return [(str(k), str(s)) for k, s in conn.execute("SELECT key, status FROM idempotency ORDER BY key")]
+    finally:
+        conn.close()
+
+
 def upstream(state_file: Callable[[], Path], worker: Callable[[], CountingWorker], seen: list[Seen]) -> Server[Any]:
     tools = [
         types.Tool(name="lookup", input_schema=OBJECT, annotations=types.ToolAnnotations(read_only_hint=True)),
@@ -112,13 +121,8 @@ def upstream(state_file: Callable[[], Path], worker: Callable[[], CountingWorker
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        conn = sqlite3.connect(f"{state_file().as_uri()}?mode=ro", uri=True)
-        try:
-            rows = conn.execute("SELECT key, status FROM idempotency ORDER BY key").fetchall()
-        finally:
-            conn.close()
         w = worker()
-        seen.append(Seen(w.waited, w.inline, w.queued, [(str(k), str(s)) for k, s in rows]))
+        seen.append(Seen(w.waited, w.inline, w.queued, disk_rows(state_file())))
         return types.CallToolResult(content=[types.TextContent(text=f"{params.name} {params.arguments}")])
 
     return Server("shop", on_list_tools=list_tools, on_call_tool=call_tool)
@@ -152,7 +156,11 @@ async def test_a_read_waits_for_no_state_write_and_a_write_for_one_durable_claim
                 (1, "in_flight"),
             ], sent.rows
             assert after[0] == sent.waited, "a write waits for no state write after the upstream answered"
-            assert after[1] - sent.queued <= 2, "settling and delivery are at most one queued job each"
+            # Delivered before the worker wrote the settling: one job, one transaction deleting both records (main
+            # queued two: the result completed, then deleted).
+            assert after[1] - sent.queued == 1, "settling and delivery are one queued job"
+            await worker.idle()
+            assert disk_rows(state / "state.sqlite3") == [], "a delivered write left a record behind"
 
 
 async def test_the_write_behind_jobs_of_one_step_wake_the_worker_once() -> None:
