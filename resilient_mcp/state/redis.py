@@ -11,9 +11,10 @@ Keys (all under ``state.key_prefix``, default ``resilient-mcp:``):
 ``idem:<key>``                  a hash per idempotency record (status, args_hash, tool, times, result); every status
                                 change is one Lua script (claim, complete, mark unknown), so a claim is atomic across
                                 replicas and is in Redis **before** the call is sent; ``PEXPIREAT`` = its expiry. A
-                                default write waits for two round trips: both of its records claimed in one script,
-                                both settled in one; its own record is deleted in the background once the host has
-                                the result (``forget``: the next operation on it waits for that, redoes a failed one)
+                                default write makes two round trips, both waited for: both of its records claimed in
+                                one script, both settled in one; its own record, once the host has the result
+                                (``forget``), is deleted by the next claim's script on its way (or the background
+                                task's next tick, all waiting records in one ``DEL``): no round trip of its own
 ``out:<key>`` / ``out:<key>:m``  a stored output's UTF-8 text (appended chunk by chunk, read by ``GETRANGE`` pages)
                                 and its manifest; both expire after ``output_ttl_s``; the key binds handle and owner
 ``audit``                       a Redis Stream capped with ``XADD MAXLEN ~ audit_max_entries``
@@ -77,7 +78,10 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
 
-_MAX_UNFORGOTTEN = 10_000
+_MAX_FORGETS = 10_000
+"""Records waiting to be deleted (``forget``) at most; beyond it the oldest only expire (``window_s``)."""
+_CARRY = 64
+"""Records one claim deletes on its way at most (the rest wait for the next one, or the background task)."""
 _DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
 
 SECRET_CHECK_S = 5.0
@@ -86,10 +90,12 @@ RESET_REPORTED_S = 600.0
 """How long ``/healthz`` reports ``"state": "reset"`` after a wipe was found."""
 _MISMATCH = "!secret"
 
-# KEYS[1] record, KEYS[2] the secret · ARGV: now, args_hash, tool, expires_at, the secret this replica uses.
+# KEYS[1] record, KEYS[2] the secret, KEYS[3...] records to delete first (``forget``) · ARGV: now, args_hash, tool,
+# expires_at, the secret this replica uses.
 # Returns {} when claimed, {'!secret', <what the key holds>} when the secret is not this replica's, else the record
 # that holds the key.
 _CLAIM = """
+for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
 local s = redis.call('GET', KEYS[2])
 if s ~= ARGV[5] then return {'!secret', s or ''} end
 local r = redis.call('HGETALL', KEYS[1])
@@ -105,11 +111,12 @@ redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[4]) * 1000))
 return {}
 """
 
-# KEYS[1] own record, KEYS[2] upstream-wide marker, KEYS[3] the secret · ARGV: now, args_hash, tool, own expiry,
-# marker expiry, the secret this replica uses.
+# KEYS[1] own record, KEYS[2] upstream-wide marker, KEYS[3] the secret, KEYS[4...] records to delete first
+# (``forget``) · ARGV: now, args_hash, tool, own expiry, marker expiry, the secret this replica uses.
 # {1, own}: own holds a completed result (nothing claimed) · {2, marker}: own claimed, the marker held · {0}: both ·
 # {3, {'!secret', <what the key holds>}}: the secret is not this replica's (nothing claimed).
 _CLAIM_WRITE = """
+for i = 4, #KEYS do redis.call('DEL', KEYS[i]) end
 local s = redis.call('GET', KEYS[3])
 if s ~= ARGV[6] then return {3, {'!secret', s or ''}} end
 local now = tonumber(ARGV[1])
@@ -195,10 +202,10 @@ class RedisStateStore:
         self._back.set()
         self._writing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
-        self._forgetting: dict[str, asyncio.Task[None]] = {}
-        """Records being deleted in the background (``forget``): this store's next operation on one waits for it."""
-        self._unforgotten: collections.OrderedDict[str, None] = collections.OrderedDict()
-        """Records whose background delete failed: deleted before this store's next operation on them."""
+        self._forgets: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Records to delete (``forget``): carried by this store's next claim, or deleted by the background task."""
+        self._forgetting: dict[str, asyncio.Future[None]] = {}
+        """Records a command in flight deletes: this store's next operation on one waits for that command."""
         self._hash_key = b""
         self._check_value = ""
         """What the secret key must hold: this replica's secret in hex (or the digest of ``state.secret``)."""
@@ -308,6 +315,10 @@ class RedisStateStore:
         if self._forgetting:
             await asyncio.wait(list(self._forgetting.values()), timeout=self.config.command_timeout_s)
         try:
+            await asyncio.wait_for(self._delete_forgotten(), self.config.command_timeout_s)
+        except Exception:  # (Redis down: they expire with their window)
+            log.warning("idempotency_forget_not_written_at_close", records=len(self._forgets))
+        try:
             await self._write_audit()
         except (StateError, RedisError):
             log.warning("audit_not_written_at_close", queued=len(self._audit))
@@ -382,6 +393,7 @@ class RedisStateStore:
                     await self._check_secret()
                     checked = time.monotonic()
                 await self._write_audit()
+                await self._delete_forgotten()
             except _DOWN as exc:
                 self._down(exc)
                 await asyncio.sleep(1.0)
@@ -395,45 +407,75 @@ class RedisStateStore:
         return f"{self.prefix}idem:{key}"
 
     def forget(self, key: str) -> None:
-        """Delete the record in a background task (off the call's path); ``_settled`` makes this store's next
-        operation on ``key`` wait for it, and redo it if it failed, so a record the host received is never
-        replayed."""
+        """Delete the record off the call's path: this store's next claim deletes it on its way (in the same script,
+        no round trip of its own), or the background task at its next tick (``flush_interval_s``), with every other
+        one waiting. ``_settled`` makes this store's next operation on ``key`` see it gone, so a record the host
+        received is never replayed."""
         if self._task is None:
             raise StateError("the state store is closed")
-        task = asyncio.get_running_loop().create_task(self._forget(key))
-        self._forgetting[key] = task
+        self._forgets[key] = None
+        self._forgets.move_to_end(key)
+        while len(self._forgets) > _MAX_FORGETS:  # bounded: the oldest then only expire (window_s)
+            self._forgets.popitem(last=False)
 
-        def done(t: asyncio.Task[None]) -> None:
-            if self._forgetting.get(key) is t:
-                del self._forgetting[key]
-
-        task.add_done_callback(done)
-
-    async def _forget(self, key: str) -> None:
-        try:
-            await self._do(lambda: self.redis.delete(self._idem(key)))
-        except Exception as exc:
-            self._unforgotten[key] = None
-            while len(self._unforgotten) > _MAX_UNFORGOTTEN:  # bounded: the oldest then only expire (window_s)
-                self._unforgotten.popitem(last=False)
-            log.warning("idempotency_forget_deferred", key=key, error=str(exc))
-
-    async def _settled(self, *keys: str) -> None:
-        """Wait for background deletes of ``keys`` (never cancelling them); redo the ones that failed."""
+    def _carry(self) -> tuple[list[str], asyncio.Future[None] | None]:
+        """Take up to ``_CARRY`` records to delete into a command about to be sent: their Redis keys and the future
+        that ``_carried`` resolves (what ``_settled`` waits for meanwhile)."""
+        if not self._forgets:
+            return [], None
+        keys = [self._forgets.popitem(last=False)[0] for _ in range(min(_CARRY, len(self._forgets)))]
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for key in keys:
-            task = self._forgetting.get(key)
-            if task is not None:
-                await asyncio.wait([task])
-            if key in self._unforgotten:
-                await self._do(lambda k=key: self.redis.delete(self._idem(k)))  # type: ignore[misc]
-                self._unforgotten.pop(key, None)
+            self._forgetting[key] = done
+        return [self._idem(k) for k in keys], done
+
+    def _carried(self, done: asyncio.Future[None] | None, deleted: bool) -> None:
+        """The command that carried records to delete has ended; when it failed they wait for the next one."""
+        if done is None:
+            return
+        keys = [k for k, f in self._forgetting.items() if f is done]
+        for key in keys:
+            del self._forgetting[key]
+            if not deleted:
+                self._forgets[key] = None
+                self._forgets.move_to_end(key, last=False)
+        done.set_result(None)
+
+    async def _delete_forgotten(self) -> None:
+        """Delete every record waiting for it, ``_CARRY`` a round trip (the background task's tick, closing; Redis's
+        own errors raised as they are, as the audit's writes do)."""
+        while self._forgets:
+            keys, done = self._carry()
+            try:
+                await self.redis.delete(*keys)
+            except BaseException:
+                self._carried(done, False)
+                raise
+            self._carried(done, True)
+
+    async def _settled(self, *keys: str, carried: bool = False) -> None:
+        """Wait for commands in flight that delete ``keys``; then delete those still waiting for it, unless the
+        caller's command carries them (``carried``: a claim, which deletes every waiting record first)."""
+        for key in keys:
+            done = self._forgetting.get(key)
+            if done is not None:
+                await asyncio.wait([done])
+        if not carried and any(key in self._forgets for key in keys):
+            await self._do(self._delete_forgotten)
 
     async def begin(
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
-        await self._settled(key)
+        await self._settled(key, carried=True)
         args = [repr(now), args_hash, tool, repr(expires_at), self._check_value]
-        held = await self._do(lambda: self._claim(keys=[self._idem(key), self._check_key], args=args))
+        deletes, done = self._carry()
+        keys = [self._idem(key), self._check_key, *deletes]
+        try:
+            held = await self._do(lambda: self._claim(keys=keys, args=args))
+        except BaseException:
+            self._carried(done, False)
+            raise
+        self._carried(done, True)
         if not held:
             return None
         flat = [v.decode() if isinstance(v, bytes) else str(v) for v in held]
@@ -446,12 +488,19 @@ class RedisStateStore:
         return _record(key, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
-        """One round trip (a Lua script, atomic across replicas) for both claims of a derived-key write."""
-        await self._settled(key, marker)
+        """One round trip (a Lua script, atomic across replicas) for both claims of a derived-key write, which also
+        deletes the records waiting for it (``forget``: the previous write's, once the host had its answer)."""
+        await self._settled(key, marker, carried=True)
         args = [repr(claim.now), claim.args_hash, claim.tool, repr(claim.expires_at), repr(claim.marker_expires_at)]
         args.append(self._check_value)
-        keys = [self._idem(key), self._idem(marker), self._check_key]
-        got = await self._do(lambda: self._claim_write(keys=keys, args=args))
+        deletes, done = self._carry()
+        keys = [self._idem(key), self._idem(marker), self._check_key, *deletes]
+        try:
+            got = await self._do(lambda: self._claim_write(keys=keys, args=args))
+        except BaseException:
+            self._carried(done, False)
+            raise
+        self._carried(done, True)
         which = int(got[0])
         if which == 0:
             return None, None

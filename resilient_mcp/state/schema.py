@@ -1,7 +1,8 @@
-"""The SQLite schema of the state store and every query; all of it runs on the store's worker thread.
+"""The SQLite schema of the state store and every query, run by the store's worker (one thread at a time).
 
-``sqlite.Worker`` calls these with the connection it owns (``read_audit`` opens a separate read-only connection, which
-WAL lets run beside a writing proxy). Schema version 1 (``meta.schema_version``)::
+``sqlite.Worker`` calls these with the store's connection, in its thread or, for a claim when it is idle, in the event
+loop's (``Worker.now``, inside ``nonblocking``); ``read_audit`` opens a separate read-only connection, which WAL lets
+run beside a writing proxy. Schema version 1 (``meta.schema_version``)::
 
     idempotency(key PK, args_hash, tool, status in_flight|completed|unknown, result_json, created_at, expires_at)
     outputs(handle PK, tool, created_at, expires_at, size, manifest, data BLOB)   data = UTF-8 text, blob I/O
@@ -30,6 +31,8 @@ from .errors import StateError, state_errors
 log = structlog.get_logger(__name__)
 
 SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 5.0
+"""How long the worker's statements wait for a lock another process holds (the event loop's never wait)."""
 
 
 @contextmanager
@@ -101,17 +104,40 @@ def connect(uri: str, path: Path | None) -> tuple[sqlite3.Connection, str]:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with state_errors(path, doing="create the state database"):
             make_private(path)
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
+    # Used by one thread at a time, but not always the one that opened it (``sqlite.Worker.now``).
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     try:
         with state_errors(path or uri):
             conn.row_factory = sqlite3.Row
             mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
             conn.execute("PRAGMA synchronous=NORMAL")
+            # Checkpoints (which fsync) run in the worker's maintenance (``checkpoint``), never in a commit that the
+            # event loop's thread makes.
+            conn.execute("PRAGMA wal_autocheckpoint=0")
             _migrate(conn)
     except BaseException:
         conn.close()
         raise
     return conn, mode
+
+
+@contextmanager
+def nonblocking(conn: sqlite3.Connection) -> Iterator[None]:
+    """While inside, a database locked by another connection fails at once (``SQLITE_BUSY``) instead of waiting up
+    to ``BUSY_TIMEOUT_S``; a transaction left open by a failure is rolled back on the way out."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy what the WAL holds back into the database file (``PASSIVE``: never waits for readers; nothing to do when
+    nothing was written since the last one)."""
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

@@ -4,27 +4,32 @@ One SQLite file (``state.sqlite3``) in the state directory: ``$XDG_STATE_HOME/re
 ``~/.local/state/resilient-mcp``; ``":memory:"`` gives a private in-memory database for tests. The schema is
 versioned in a ``meta`` table; a newer schema than this code knows is refused rather than damaged.
 
-Nothing here blocks the event loop: one dedicated thread owns the connection and runs every query, one at a time,
-in the order asked (``Worker``; ``schema`` holds the tables and the queries). Audit entries are
-fire-and-forget: ``record`` appends to a bounded in-memory queue (entries beyond it are dropped and counted) and the
-worker writes them in batches. Between jobs the worker deletes expired rows and trims each table to its row and
-byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an output also trims the outputs table
-(that path is rare, never the hot path).
+Nothing here blocks the event loop: a dedicated thread runs the queries, one at a time, in the order asked
+(``Worker``; ``schema`` holds the tables and the queries), except a claim (below) when the connection is free and
+nothing is queued before it: that short commit runs in the event loop's thread (``Worker.now``), where a database
+locked by another process fails at once (busy timeout 0) and sends it to the thread after all. A handoff to the
+thread and back cost more than the commit itself (two context switches and a wake-up of the event loop). Audit
+entries are fire-and-forget: ``record`` appends to a bounded in-memory queue (entries beyond it are dropped and
+counted) and the worker writes them in batches. Between jobs the worker deletes expired rows and trims each table to
+its row and byte bounds (``StateLimits``), at most every ``prune_interval_s``; storing an output also trims the
+outputs table (that path is rare, never the hot path).
 
 Idempotency records are also kept in memory (``IdempotencyIndex``: loaded from SQLite when the store
 opens, updated by every operation) while this store is the only user of its database, so a held record and ``get``
 answer without a round trip to the worker; only the replay of a completed result reads SQLite. A claim is the one
 write a call waits for: ``begin`` (and ``begin_write``, both records of a derived-key write in one transaction) is
-committed before it returns, so once the call is sent a crash of the proxy leaves a record that reads as "outcome
-unknown" after a restart. Every other write to the records (``settle_write``, ``complete``, ``release``...) is queued
-to the worker (write-behind, in order) and returns at once. A record loaded from a previous process keeps its status:
-``in_flight`` (that process stopped mid-call) reads as "outcome unknown", ``completed`` replays. As soon as another
-process (or another store of this process) opens the same database, the store stops trusting its index and asks
-SQLite on every call, atomically across processes, as it always did where POSIX locks are missing.
+committed (to the WAL, in the event loop's thread when the connection is free) before it returns, so once the call
+is sent a crash of the proxy leaves a record that reads as "outcome unknown" after a restart. Every other write to
+the records (``settle_write``, ``complete``, ``release``...) is queued to the worker (write-behind, in order) and
+returns at once. A record loaded from a previous process keeps its status: ``in_flight`` (that process stopped
+mid-call) reads as "outcome unknown", ``completed`` replays. As soon as another process (or another store of this
+process) opens the same database, the store stops trusting its index and asks SQLite on every call, atomically
+across processes, as it always did where POSIX locks are missing.
 
 Stored outputs are UTF-8 text written and read in chunks through SQLite's incremental blob I/O, so a 50 MB result
 is never copied whole in memory. Writes survive a crash of the proxy (WAL, ``synchronous=NORMAL``); several proxy
-processes may share one directory (``BEGIN IMMEDIATE`` and a busy timeout).
+processes may share one directory (``BEGIN IMMEDIATE`` and a busy timeout). No commit checkpoints the WAL (its fsyncs
+take milliseconds): the worker's maintenance does, every ``CHECKPOINT_S``.
 
 The in-memory index of idempotency records (``IdempotencyIndex``, at the end) lets ``StateStore.begin``/``get``
 answer without a disk round trip: an implementation detail of this backend, not of the ``IdempotencyStore``
@@ -57,7 +62,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -84,6 +89,9 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 Clock = Callable[[], float]
+
+CHECKPOINT_S = 1.0
+"""How often the worker's maintenance checkpoints the WAL (commits never do: ``schema.connect``)."""
 
 
 def _locate(state_dir: str | Path | None) -> tuple[str, str, Path | None]:
@@ -163,12 +171,16 @@ class StateStore:
         self._conn: sqlite3.Connection | None = None
         self._worker: Worker | None = None
         self._audit: collections.deque[AuditFields] = collections.deque()
-        self._next_flush = self._next_prune = 0.0
+        self._next_flush = self._next_prune = self._next_checkpoint = 0.0
         self._index = IdempotencyIndex(limits.idempotency_max_rows)
         self._sole: SoleUser | None = None
         self._next_index_prune = 0.0
         self._hash_key = secrets.token_bytes(32)
         """Replaced by the state directory's secret when the store opens (``":memory:"`` keeps this one)."""
+        self._settling: dict[str, _Settle] = {}
+        """Completed writes whose settling is queued, by key: delivered before it is written (``forget``, most often
+        in the same step), the record is deleted instead, in that one transaction, and its result never serialised."""
+        self._settle_lock = threading.Lock()
 
     @classmethod
     async def open(
@@ -177,6 +189,7 @@ class StateStore:
         """Open (creating if needed) the store of ``state_dir`` (default ``default_state_dir()``; ``":memory:"``)."""
         store = cls(state_dir, clock=clock, limits=limits or StateLimits())
         worker = Worker(store._maintain, store.limits.flush_interval_s)
+        worker.inline_guard = store._nonblocking
         try:
             await worker.call(store._connect)
         except BaseException:
@@ -254,6 +267,14 @@ class StateStore:
         if now >= self._next_prune:
             self._next_prune = now + self.limits.prune_interval_s
             sql.prune(self._conn, self.limits, self._clock())
+        if now >= self._next_checkpoint:
+            self._next_checkpoint = now + CHECKPOINT_S
+            sql.checkpoint(self._conn)
+
+    def _nonblocking(self) -> AbstractContextManager[None]:
+        """What the event loop's thread runs its SQLite work in (``Worker.now``): a lock held by another process
+        fails at once, and the work goes to the worker, which waits for it."""
+        return sql.nonblocking(self._db())
 
     def _write_audit(self) -> None:
         entries = [self._audit.popleft() for _ in range(len(self._audit))]
@@ -274,6 +295,19 @@ class StateStore:
             raise StateError("the state store is closed")
         return await self._worker.call(fn)
 
+    async def _now(self, fn: Callable[[], T]) -> T:
+        """``_run`` for a short write the call waits for (a claim): in the event loop's thread when the connection
+        is free (``Worker.now``: no handoff to the worker and back), else in the worker."""
+        worker = self._worker
+        if worker is None:
+            raise StateError("the state store is closed")
+        now = getattr(worker, "now", None)  # (a stand-in worker without it runs every job inline anyway)
+        if now is not None:
+            done, value = now(fn)
+            if done:
+                return cast(T, value)
+        return await worker.call(fn)
+
     def _queue(self, fn: Callable[[], object]) -> None:
         if self._worker is None:
             raise StateError("the state store is closed")
@@ -285,7 +319,7 @@ class StateStore:
         self, key: str, *, args_hash: str, tool: str, now: float, expires_at: float
     ) -> IdempotencyRecord | None:
         if not self._indexed():
-            return await self._run(lambda: _record(sql.idem_begin(self._db(), key, args_hash, tool, now, expires_at)))
+            return await self._now(lambda: _record(sql.idem_begin(self._db(), key, args_hash, tool, now, expires_at)))
         if self._index.over_bound() or time.monotonic() >= self._next_index_prune:
             self._prune_index()
         held = self._index.get(key, now)
@@ -299,7 +333,7 @@ class StateStore:
         self._index.claim(key, Held(args_hash, tool, "in_flight", now, expires_at))
         # Committed before the call is sent (one synchronous write): a crash from here on reads as outcome unknown.
         try:
-            await self._run(lambda: sql.idem_claim(self._db(), key, args_hash, tool, now, expires_at))
+            await self._now(lambda: sql.idem_claim(self._db(), key, args_hash, tool, now, expires_at))
         except Exception:
             self._index.delete(key)
             raise
@@ -307,7 +341,7 @@ class StateStore:
 
     async def begin_write(self, key: str, marker: str, claim: Claim) -> tuple[IdempotencyRecord | None, ...]:
         if not self._indexed():
-            rows = await self._run(lambda: sql.idem_begin_write(self._db(), key, marker, claim))
+            rows = await self._now(lambda: sql.idem_begin_write(self._db(), key, marker, claim))
             return _record(rows[0]), _record(rows[1])
         if self._index.over_bound() or time.monotonic() >= self._next_index_prune:
             self._prune_index()
@@ -324,7 +358,7 @@ class StateStore:
         # The one synchronous write before the call is sent: the claims are committed, so a crash of this process
         # from here on reads as "outcome unknown" after a restart.
         try:
-            await self._run(lambda: sql.idem_claim_write(self._db(), key, None if held is not None else marker, claim))
+            await self._now(lambda: sql.idem_claim_write(self._db(), key, None if held is not None else marker, claim))
         except Exception:  # not claimed after all (the stage logs it and sends the call unguarded)
             self._index.delete(key)
             if held is None:
@@ -342,19 +376,28 @@ class StateStore:
         if marker is not None:
             self._index.delete(marker)
 
-        def job() -> None:
-            text: str | None = None
-            if result is not None:
-                text = result.model_dump_json(by_alias=True, exclude_none=True)
-                if len(text) > self.limits.idempotency_max_result_bytes:
-                    log.info("idempotency_result_not_kept", key=key, bytes=len(text))
-                    text = None
-            sql.idem_settle_write(self._db(), key, marker, text, expires_at, result is not None)
-
+        settle = _Settle(key, marker, result, expires_at)
         if self._indexed():
-            self._queue(job)  # write-behind, in order: every later operation of this store sees it
+            if result is not None:
+                with self._settle_lock:
+                    self._settling[key] = settle  # (``forget`` before it is written: nothing to keep)
+            self._queue(lambda: self._write_settle(settle))  # write-behind, in order: every later operation sees it
         else:  # another process shares the database: it sees the claims gone before this host has the answer
-            await self._run(job)
+            await self._now(lambda: self._write_settle(settle))
+
+    def _write_settle(self, settle: _Settle) -> None:
+        with self._settle_lock:
+            settle.started = True
+            if self._settling.get(settle.key) is settle:
+                del self._settling[settle.key]
+        done = settle.result is not None and not settle.forgotten
+        text: str | None = None
+        if done and settle.result is not None:
+            text = settle.result.model_dump_json(by_alias=True, exclude_none=True)
+            if len(text) > self.limits.idempotency_max_result_bytes:
+                log.info("idempotency_result_not_kept", key=settle.key, bytes=len(text))
+                text = None
+        sql.idem_settle_write(self._db(), settle.key, settle.marker, text, settle.expires_at, done)
 
     def _indexed(self) -> bool:
         """Whether the in-memory index answers (the store is open and the sole user of its database)."""
@@ -396,6 +439,11 @@ class StateStore:
 
     def forget(self, key: str) -> None:
         self._index.delete(key)
+        with self._settle_lock:
+            settle = self._settling.pop(key, None)
+            if settle is not None and not settle.started:  # its settling deletes the record instead of completing it
+                settle.forgotten = True
+                return
         self._queue(lambda: sql.idem_delete(self._db(), key))
 
     async def get(self, key: str, *, now: float) -> IdempotencyRecord | None:
@@ -481,6 +529,19 @@ class StateStore:
         return await self._run(lambda: sql.prune(self._db(), self.limits, self._clock()))
 
 
+@dataclass(eq=False, slots=True)
+class _Settle:
+    """How a derived-key write ended (``settle_write``), as the worker writes it."""
+
+    key: str
+    marker: str | None
+    result: types.CallToolResult | None
+    expires_at: float
+    forgotten: bool = False
+    """The host had the result before this was written (``forget``): delete the record rather than complete it."""
+    started: bool = False
+
+
 def _from_held(key: str, held: Held) -> IdempotencyRecord:
     return IdempotencyRecord(key, held.args_hash, held.tool, held.status, held.created_at, held.expires_at)  # type: ignore[arg-type]
 
@@ -522,13 +583,21 @@ _STOP, _WAKE = object(), object()
 
 
 class Worker:
-    """The one thread that owns the SQLite connection: jobs run one at a time, in order; after each job (and every
-    ``tick_s`` when idle) it runs ``idle`` (audit batches, pruning).
+    """The thread that runs the SQLite connection's slow or waiting work: jobs run one at a time, in order; after
+    each job (and every ``tick_s`` when idle) it runs ``idle`` (audit batches, pruning, checkpoints).
+
+    Whoever uses the connection holds ``_busy``: this thread for a job, the write-behind jobs before it and
+    ``idle``; the event loop's thread for ``now``, which runs a short job in the caller's thread at once when the
+    connection is free and nothing asked before is still queued (never waiting for the lock: a handoff to this thread
+    and back costs more than a claim's commit, ~0.1 ms and two context switches on a busy 2-core machine).
 
     Write-behind jobs (``submit``) submitted in one step of the event loop wake the thread once, when that step is
     over (a call's settling and its delivery's delete: one wake-up, not two); a job that is waited for and queued
-    before that takes them along. Always in the order submitted. Waking the thread is the expensive part of a job
-    on a busy machine (the event loop and the worker then contend for the GIL and the cores)."""
+    before that, or a ``now`` that finds them still waiting, takes them along. Always in the order submitted. Here
+    they run beside the event loop, after the host has its answer (run in the event loop's thread instead, they
+    measured slower: the next request waited for them). A job that ``now`` runs and that finds the database locked by
+    another process (``inline_guard`` makes it fail at once rather than wait) goes to this thread, with every job
+    after it."""
 
     def __init__(self, idle: Callable[[], None], tick_s: float) -> None:
         self._jobs: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -536,8 +605,17 @@ class Worker:
         self._order = threading.Lock()
         """Held while write-behind jobs are taken: by ``call`` (with the job it queues) or by the worker (only when
         no job is queued), so a job never overtakes one submitted before it."""
+        self._busy = threading.Lock()
+        """Held by whoever uses the connection (this thread, or the event loop's in ``now``)."""
+        self._asked = 0
+        """Jobs queued by ``call`` (written by the event loop's thread only)."""
+        self._answered = 0
+        """Jobs this thread has run (written by this thread only): ``_asked - _answered`` are still queued."""
         self._kick_due = False
         self._idle, self._tick_s = idle, tick_s
+        self.inline_guard: Callable[[], AbstractContextManager[object]] = nullcontext
+        """Entered around work the event loop's thread does on the connection: the store makes a locked database
+        fail at once there (``busy``) instead of waiting for it."""
         self.errors = 0
         """State backend errors so far (failed jobs, writes and maintenance): the ``/metrics`` counter."""
         self._thread = threading.Thread(target=self._run, name="resilient-mcp-state", daemon=True)
@@ -549,12 +627,35 @@ class Worker:
         loop = _asyncio_loop()
         with self._order:
             job = _Job(fn, anyio.lowlevel.current_token(), anyio.Event(), loop, _take(self._behind))
+            self._asked += 1
             self._jobs.put(job)
         with anyio.CancelScope(shield=True):
             await job.done.wait()
         if job.error is not None:
             raise job.error
         return cast(T, job.value)
+
+    def now(self, fn: Callable[[], T]) -> tuple[bool, T | None]:
+        """Run ``fn`` here, at once, after the write-behind jobs submitted before it: ``(True, its value)``; or
+        ``(False, None)`` without running it when the connection is in use, a job asked before is still queued or
+        the database is locked by another process (``busy``): then ``call`` it. Never waits."""
+        if not self._busy.acquire(blocking=False):
+            return False, None
+        try:
+            if self._asked != self._answered:
+                return False, None
+            with self.inline_guard():
+                if not self._behind_here():
+                    return False, None
+                try:
+                    return True, fn()
+                except Exception as exc:
+                    if busy(exc):
+                        return False, None
+                    self.errors += 1
+                    raise
+        finally:
+            self._busy.release()
 
     def submit(self, fn: Callable[[], object]) -> None:
         """Queue ``fn`` without waiting for it (write-behind); a failure is logged. Jobs keep their order."""
@@ -573,6 +674,23 @@ class Worker:
         if self._behind:  # (else a job that was waited for took them along)
             self._jobs.put(_WAKE)
 
+    def _behind_here(self) -> bool:
+        """Run the write-behind jobs in the caller's thread (``_busy`` held). False when one found the database
+        locked: it and the jobs after it are put back, first in line, for this thread (woken)."""
+        with self._order:
+            jobs = _take(self._behind)
+        for i, fn in enumerate(jobs):
+            try:
+                fn()
+            except Exception as exc:
+                if busy(exc):
+                    self._behind.extendleft(reversed(jobs[i:]))
+                    self._jobs.put(_WAKE)
+                    return False
+                self.errors += 1
+                log.exception("state_write_failed")
+        return True
+
     def wake(self) -> None:
         self._jobs.put(_WAKE)
 
@@ -586,19 +704,20 @@ class Worker:
                 item = self._jobs.get(timeout=self._tick_s)
             except queue.Empty:
                 item = None
-            if isinstance(item, _Job):
-                self._write_behind(item.behind)
-                self._execute(item)
-            with self._order:  # (a job queued meanwhile takes them along; the last wake-up takes them all)
-                behind = _take(self._behind) if item is _STOP or self._jobs.empty() else []
-            self._write_behind(behind)
-            if item is _STOP:
-                return
-            try:
-                self._idle()
-            except Exception:
-                self.errors += 1
-                log.exception("state_maintenance_failed")
+            with self._busy:
+                if isinstance(item, _Job):
+                    self._write_behind(item.behind)
+                    self._execute(item)
+                with self._order:  # (a job queued meanwhile takes them along; the last wake-up takes them all)
+                    behind = _take(self._behind) if item is _STOP or self._jobs.empty() else []
+                self._write_behind(behind)
+                if item is _STOP:
+                    return
+                try:
+                    self._idle()
+                except Exception:
+                    self.errors += 1
+                    log.exception("state_maintenance_failed")
 
     def _write_behind(self, jobs: list[Callable[[], object]]) -> None:
         for fn in jobs:
@@ -614,6 +733,7 @@ class Worker:
         except BaseException as exc:
             job.error = exc
             self.errors += isinstance(exc, Exception)
+        self._answered += 1  # before the caller resumes: its next ``now`` sees nothing queued
         try:
             if job.loop is not None:
                 job.loop.call_soon_threadsafe(job.done.set)
@@ -621,6 +741,12 @@ class Worker:
                 anyio.from_thread.run_sync(job.done.set, token=job.token)
         except Exception:  # the event loop that asked has gone away
             log.debug("state_result_undelivered")
+
+
+def busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" (another connection holds the lock): nothing was done."""
+    code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.OperationalError) else None
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # (or an extended code)
 
 
 def _take(jobs: deque[Callable[[], object]]) -> list[Callable[[], object]]:
