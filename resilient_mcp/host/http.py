@@ -55,6 +55,7 @@ from ..policy.config import ListenConfig, is_loopback
 from ..proxy.proxy import Proxy
 from ..tasks.host import HEADER_MISMATCH, routing_header_mismatch
 from ..text.jsonlines import TooComplex, count_items, items_at_most
+from .heap import settled_heap
 
 if TYPE_CHECKING:
     from ..ops.runtime import Ops
@@ -522,7 +523,7 @@ async def serve_http(
             await userver.serve()
         tg.cancel_scope.cancel()
 
-    with _quiet_server_loggers():
+    with _quiet_server_loggers(), settled_heap():  # started: the collector never walks start-up's heap again
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
             try:
