@@ -29,6 +29,8 @@ command -v openssl >/dev/null || { apt-get update && apt-get install -y openssl;
 # The fifth fresh hold-out (benchmarks/errors/holdout5.py): Debian's Mosquitto behind the MQTT server (chromium above
 # behind Puppeteer's server).
 command -v mosquitto >/dev/null || { apt-get update && apt-get install -y mosquitto; }
+# The sixth fresh hold-out (benchmarks/errors/holdout6.py): Debian's pandoc behind the document converter.
+command -v pandoc >/dev/null || { apt-get update && apt-get install -y pandoc; }
 
 NPM_SERVERS=(
   mcp-fetch-server@1.1.2
@@ -56,6 +58,9 @@ NPM_SERVERS=(
   @modelcontextprotocol/server-brave-search@0.6.2
   @modelcontextprotocol/server-google-maps@0.6.2
   @modelcontextprotocol/server-puppeteer@2025.5.12
+  todoist-mcp@1.3.4
+  @notionhq/notion-mcp-server@2.5.2
+  @stripe/mcp@0.2.5
 )
 if [ ! -f "$CORPUS/npm/.installed" ] || [ "$(cat "$CORPUS/npm/.installed")" != "${NPM_SERVERS[*]}" ]; then
   # No browser downloads (a dependency of desktop-commander pulls puppeteer; Playwright's server drives Debian's
@@ -101,6 +106,8 @@ PY_SERVERS=(
   "radicale=radicale==3.9.0"
   "mqtt=mqtt-mcp==0.4.0"
   "sentry=mcp-server-sentry==2025.1.14 mcp==1.0.0"
+  "pandoc=mcp-pandoc==0.11.1"
+  "jenkins=mcp-jenkins==3.6.0"
 )
 # The interpreter itself, not a pyenv shim (a shim for a version that is not pyenv's global one fails).
 find_python() {
@@ -116,7 +123,7 @@ find_python() {
 # it pins pglast==7.2.0, which has no build for these Pythons. mcp-server-docker 0.3.0 needs Python 3.12+.
 declare -A PYTHON_OF=([text-editor]=python3.13 [mcp-sqlite]=python3.13 [docker-py]=python3.13 [prometheus-py]=python3.13
   [grafana-py]=python3.13 [obsidian-py]=python3.13 [couchdb-py]=python3.13 [hass]=python3.13 [ldap]=python3.13
-  [email]=python3.12 [mqtt]=python3.13)
+  [email]=python3.12 [mqtt]=python3.13 [pandoc]=python3.13 [jenkins]=python3.13)
 for entry in "${PY_SERVERS[@]}"; do
   name=${entry%%=*}
   reqs=${entry#*=}

@@ -346,6 +346,12 @@ HOLDOUT5_FROZEN_AT = "157afad"
 """The commit that froze the fifth hold-out (``holdout5.py``): collected and labelled while rules (in general form)
 and model diagnosis were being written elsewhere, without reading them; "frozen" is main's rules of that day
 (f400c6d), "now" the rules at measurement (after the round's work is merged: its hold-out figure)."""
+HOLDOUT6 = CORPUS.with_name("holdout6.jsonl")
+HOLDOUT6_SHAPED = CORPUS.with_name("holdout6_success_shaped.jsonl")
+HOLDOUT6_FROZEN_AT = "ae7c9f3"
+"""The commit that froze the sixth hold-out (``holdout6.py``): collected and labelled while rules were being written
+elsewhere, without reading them; "frozen" is main's rules of that day (74aaae0), "now" the rules at measurement (after
+the round's work is merged: its hold-out figure)."""
 
 _FROZEN_SCRIPT = """
 import dataclasses, json, sys
@@ -492,6 +498,11 @@ def holdout5(diagnosed: Diagnosed | None = None) -> str:
     return holdout(HOLDOUT5, HOLDOUT5_SHAPED, rev=HOLDOUT5_FROZEN_AT, before=HOLDOUT4_FROZEN_AT, diagnosed=diagnosed)
 
 
+def holdout6(diagnosed: Diagnosed | None = None) -> str:
+    """The sixth hold-out, with the rules of the fifth hold-out's freezing commit beside its own."""
+    return holdout(HOLDOUT6, HOLDOUT6_SHAPED, rev=HOLDOUT6_FROZEN_AT, before=HOLDOUT5_FROZEN_AT, diagnosed=diagnosed)
+
+
 def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = False, holdout_too: bool = True) -> str:
     records = load(path)
     insample = [rules_verdict(r) for r in records]
@@ -545,6 +556,7 @@ def run(path: Path, diagnosed: Diagnosed | None = None, *, confusions: bool = Fa
         out += ["", "## The third fresh hold-out (`holdout3.jsonl`)", "", holdout3(diagnosed)]
         out += ["", "## The fourth fresh hold-out (`holdout4.jsonl`)", "", holdout4(diagnosed)]
         out += ["", "## The fifth fresh hold-out (`holdout5.jsonl`)", "", holdout5(diagnosed)]
+        out += ["", "## The sixth fresh hold-out (`holdout6.jsonl`)", "", holdout6(diagnosed)]
     if confusions:
         for axis in ("fault_type", "repair_action", "transient"):
             out += [
@@ -579,6 +591,7 @@ DIAGNOSIS_SETS = {
     "holdout3": ("hold-out 3, LOSO", HOLDOUT3, True),
     "holdout4": ("hold-out 4, LOSO", HOLDOUT4, True),
     "holdout5": ("hold-out 5, LOSO", HOLDOUT5, True),
+    "holdout6": ("hold-out 6, LOSO", HOLDOUT6, True),
 }
 """What ``--diagnosis-summary`` measures (``--diagnosis-sets`` picks some): the corpus (in-sample for the rules and
 for any tuning of the diagnosis), and each fresh hold-out with the rules now, LOSO."""
@@ -645,6 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--holdout3", action="store_true", help="print only the third fresh hold-out's section")
     parser.add_argument("--holdout4", action="store_true", help="print only the fourth fresh hold-out's section")
     parser.add_argument("--holdout5", action="store_true", help="print only the fifth fresh hold-out's section")
+    parser.add_argument("--holdout6", action="store_true", help="print only the sixth fresh hold-out's section")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     diagnosed = None
@@ -687,6 +701,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.holdout5:
         sys.stdout.write(holdout5(diagnosed) + "\n")
+        return 0
+    if args.holdout6:
+        sys.stdout.write(holdout6(diagnosed) + "\n")
         return 0
     sys.stdout.write(run(args.corpus, diagnosed, confusions=args.confusion) + "\n")
     return 0
