@@ -1688,14 +1688,19 @@ _PREFIX_INVALID = Rule("validation", "validation error: ", B2)
 _CONSTRAINT_WORDS = ("unique", "duplicate", "already exist", "constraint")
 
 
-def _validation_prefix(plain: str) -> Rule | None:
+def _validation_prefix(plain: str, text: str, words: list[str]) -> Rule | None:
     """zod-validation-error's message ("Validation error: Required at "url"", "Validation error: Expected number,
     received string at "age""), opening the text: the arguments break the schema (B1 when a value is required).
     Not a database's constraint that an ORM also calls a validation error (Sequelize's "Validation error: name must
-    be unique": the row exists, the statement ran)."""
+    be unique": the row exists, the statement ran), and not a server's prefix for an HTTP API's refusal whose status
+    the text carries (GitHub's reference server: "Validation Error: Validation Failed Details: {..."status":"422"}"):
+    that API received and ran the request; the prefix is the wrapper's word, the status the cause. Only a validator's
+    shape may say that nothing ran (``rejected``)."""
     at = plain.find("validation error: ")
     if at < 0 or not _opening(plain[:at]) or any(w in plain for w in _CONSTRAINT_WORDS):
         return None
+    if _http(words) is not None or _bracket_status(text) is not None:  # (a JSON body's words: not ``plain``'s)
+        return None  # a service behind the tool ran the request and refused it: its status decides (``_http``)
     return _PREFIX_MISSING if "required" in plain[at:] else _PREFIX_INVALID
 
 
@@ -2056,7 +2061,15 @@ def _without_urls(lowered: str) -> str:
     pydantic help link or of ``/srv/docs/missing.md``)."""
     if "://" not in lowered and " /" not in lowered and "'/" not in lowered and '"/' not in lowered:
         return lowered
-    return " ".join("<url>" if "://" in w else "<path>" if _a_path(w) else w for w in lowered.split())
+    return " ".join(_url_in_word(w) if "://" in w else "<path>" if _a_path(w) else w for w in lowered.split())
+
+
+def _url_in_word(word: str) -> str:
+    """A word holding a URL, with only the URL replaced: in a JSON body without spaces (``"errors":[],
+    "documentation_url":"https://...","status":"422"}``) the words around the quoted URL are the server's."""
+    if '"' not in word:
+        return "<url>"
+    return '"'.join("<url>" if "://" in part else part for part in word.split('"'))
 
 
 def _a_path(word: str) -> bool:
@@ -2122,16 +2135,44 @@ def _windowed(found: Rule | None, plain: str) -> Rule | None:
     return found
 
 
+_WAIT_WORDS = ("try again", "retry", "slow down", "wait", "temporar", "later", "secondary", "retry-after", "reset")
+_UNTIMED_LIMITS = frozenset({"rate limit", "rate-limit", "ratelimit", "throttl"})
+
+
+def _limit_without_wait(found: Rule | None, plain: str, words: list[str]) -> Rule | None:
+    """A rate limit said in a generic word ("Rate limit exceeded") is transient only where the text says the wait
+    is short: a ``Retry-After``, a window of seconds or minutes (``_windowed``), or words of waiting ("try again
+    later", "slow down", "temporarily", "secondary rate limit"). Without them the same words name a limit that no
+    retry budget outlasts as often as one that passes (GitHub's hourly "API rate limit exceeded for user ID",
+    a server's own limit that its fan-out always trips): a rate limit (D2), not asserted transient, so the proxy
+    never repeats it on its own; the model reads the server's words and may wait. A status or a code that names a
+    rate limit (429, ``RATE_LIMITED``, "Too Many Requests") stays transient."""
+    if found is None or found.family != "keyword" or found.key not in _UNTIMED_LIMITS or not found.transient:
+        return found
+    if retry_after_ms(words) is not None or any(w in plain for w in (*_WAIT_WORDS, *_SHORT_WINDOWS)):
+        return found
+    return Rule(found.family, found.key, RateLimited, False, found.repair, found.sources)
+
+
 _SERVER_ERRORS = frozenset({("http", "500"), ("http-reason", "internal server error")})
-_BAD_REQUESTS = frozenset({("http", "400"), ("http-reason", "bad request")})
+_BAD_REQUESTS = frozenset(
+    {
+        ("http", "400"),
+        ("http", "422"),
+        ("http-reason", "bad request"),
+        ("http-reason", "unprocessable entity"),
+        ("http-reason", "unprocessable content"),
+    }
+)
 
 
 def _server_error_said_how(found: Rule | None, plain: str) -> Rule | None:
     """A 500 says only that the server failed (RFC 9110 §15.6.1: "an unexpected condition"); services answer many a
     permanent refusal with it (Docker's "port is already allocated", a conflict). Where its words name a conflict or a
-    refusal, they decide; otherwise the 500 stands (a transient server error). A 400 says only that the request was
-    wrong somehow (§15.5.1): a conflict or a refusal its words name decides too; a "not found" stays the request's
-    (a field or a name the request got wrong, B4)."""
+    refusal, they decide; otherwise the 500 stands (a transient server error). A 400 or a 422 says only that the
+    request was wrong somehow (§15.5.1, §15.5.21; APIs disagree on the status of a duplicate: GitHub answers "already
+    exists" with 422, others with 409 or 400): a conflict or a refusal its words name decides too; a "not found"
+    stays the request's (a field or a name the request got wrong, B4)."""
     if found is None or (found.family, found.key) not in _SERVER_ERRORS | _BAD_REQUESTS:
         return found
     said = _first_phrase(plain, _KEYWORDS)
@@ -2151,7 +2192,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         _zod_missing(lowered)
         or _pydantic(lowered)
         or _first_phrase(plain, _SDK)
-        or _on(_validation_prefix(plain))
+        or _on(_validation_prefix(plain, text, words))
         or (_program(text, plain, words, arguments) if active(_PROGRAM_FAILED) else None)
         or _exited(plain, words)
         or _body_code(text)
@@ -2184,6 +2225,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _KEYWORDS)
     )
     found = _policy_remedy(_windowed(_with_choices(_server_error_said_how(found, plain), plain), plain), plain)
+    found = _limit_without_wait(found, plain, words)
     if found is None:
         return None
     return Reading(found, retry_after_ms(words) if found.transient else None)
