@@ -2154,6 +2154,43 @@ def _limit_without_wait(found: Rule | None, plain: str, words: list[str]) -> Rul
     return Rule(found.family, found.key, RateLimited, False, found.repair, found.sources)
 
 
+_IDENTITY_WORDS = (
+    *_CREDENTIAL_NOUNS,
+    "authenticat",
+    "unauthori",
+    "host key",
+    "host_key",
+    "key ",
+    "certificate",
+    "permission",
+    "denied",
+    "forbidden",
+    "not allowed",
+)
+"""Who the caller is or what it may do: a cause that names one is about identity, not about the connection."""
+
+
+def _wrapper_word(found: Rule | None, plain: str) -> Rule | None:
+    """A generic transient word that only names the wrapper of a cause ("SSH connection error: <cause>"): the words
+    after the wrapper's colon are the cause. Where the cause speaks of identity (a credential, a key, a certificate,
+    a permission) and none of its words says transient, the wrapper's word is no evidence that repeating helps ("All
+    configured authentication methods failed", a host key that is not the pinned one). Then nothing is recognised:
+    the server's words are quoted, nothing is asserted transient, the proxy does not repeat the call. A cause the
+    generic words read as transient, or one a standard's code or wording recognised earlier, is not affected."""
+    if found is None or found.family != "keyword" or not found.transient:
+        return found
+    phrase = next((p for p in _KEYWORDS if p.rule is found and not p.whole and _has(plain, p)), None)
+    if phrase is None:
+        return found
+    at = plain.find(phrase.parts[-1], plain.find(phrase.parts[0])) + len(phrase.parts[-1])
+    colon = plain.find(": ", at)
+    cause = plain[colon + 2 :].strip(" .\n") if colon >= 0 and not plain[at:colon].strip(" ").count(" ") else ""
+    if not cause or not any(w in cause for w in _IDENTITY_WORDS):
+        return found
+    said = _first_phrase(cause, _KEYWORDS)
+    return found if said is not None and said.transient else None
+
+
 _SERVER_ERRORS = frozenset({("http", "500"), ("http-reason", "internal server error")})
 _BAD_REQUESTS = frozenset(
     {
@@ -2225,7 +2262,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _KEYWORDS)
     )
     found = _policy_remedy(_windowed(_with_choices(_server_error_said_how(found, plain), plain), plain), plain)
-    found = _limit_without_wait(found, plain, words)
+    found = _wrapper_word(_limit_without_wait(found, plain, words), plain)
     if found is None:
         return None
     return Reading(found, retry_after_ms(words) if found.transient else None)

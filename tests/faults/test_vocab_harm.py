@@ -139,3 +139,33 @@ def test_a_rate_limit_over_a_long_window_is_a_quota() -> None:
     fault = of_text("Rate limit exceeded: 5000 requests per hour")
     assert fault.fault_type == "F3_quota_exhausted"
     assert not fault.is_transient
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # ssh2's (Node) and paramiko's own sentences behind a server's generic wrapper
+        "SSH connection error: All configured authentication methods failed",
+        "Connection error: Authentication failed.",
+        "Network error: the server's host key is not the pinned key",
+        "connection error: client certificate required by the server",
+    ],
+)
+def test_a_generic_transient_wrapper_over_an_identity_cause_is_not_transient(text: str) -> None:
+    fault = of_text(text)
+    assert not fault.is_transient, fault
+    assert not decide(fault, ToolRule(effect=EffectClass.READ_ONLY)).repeat
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Connection error: connection refused",
+        "Network error: request timed out",
+        "SSH connection error: connect ECONNREFUSED 127.0.0.1:22",
+        "Network Error: fetch failed. Check if the URL is correct and the server is available",
+        "Connection error: the password store is temporarily unavailable",  # the cause says transient itself
+    ],
+)
+def test_a_generic_transient_wrapper_over_a_transient_or_plain_cause_stays_transient(text: str) -> None:
+    assert of_text(text).is_transient
