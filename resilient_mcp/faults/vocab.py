@@ -1164,6 +1164,8 @@ _REDIS_MESSAGES: tuple[Phrase, ...] = (
 
 # Node's runtime messages. Node's fetch (undici) says "fetch failed" for every failure (DNS, refused, reset, TLS):
 # not read, it says nothing about transience.
+_TYPE_ABSENT = "runtime type error: a value the code needs is absent"
+_TYPE_OTHER = "runtime type error: a value of another type"
 _RUNTIME: tuple[Phrase, ...] = (
     # Chromium's network error codes (net/base/net_error_list.h), as browsers and browser automation report them.
     _p("runtime", "net::err_connection_refused", D1, transient=True),
@@ -1218,7 +1220,30 @@ _RUNTIME: tuple[Phrase, ...] = (
     _p("node", "no such file or directory", D4),
     _p("runtime", "no such process", B4, repair=FIX),  # strerror(ESRCH): kill(1) and kill(2) of a process id
     _p("node", "socket hang up", D1, transient=True),
+    # A runtime's own type error inside the server's code (V8's and JavaScriptCore's TypeError messages, CPython's
+    # AttributeError and TypeError): a value of another type than the code expected, or none, reached the handler.
+    # In a server that does not check its arguments that value is the caller's argument (the reference Redis server,
+    # BullMQ's, the Node MySQL server, Sentry's): B1 where the value is absent, B2 where it has another type. Never
+    # "refused before it ran": the handler stopped midway (``cut``: what it did before is unknown). "'NoneType'
+    # object has no attribute" is not read: the absent value is as often the server's own state (a closed
+    # connection, a missing config).
+    _p("runtime", "cannot read properties of undefined", B1, repair=FIX, cut=True, key=_TYPE_ABSENT),
+    _p("runtime", ("cannot read property ", " of undefined"), B1, repair=FIX, cut=True, near=80, key=_TYPE_ABSENT),
+    _p("runtime", "undefined is not an object", B1, repair=FIX, cut=True, key=_TYPE_ABSENT),
+    _p("runtime", "cannot read properties of null", B2, repair=FIX, cut=True, key=_TYPE_OTHER),
+    _p("runtime", " is not a function", B2, repair=FIX, cut=True, key=_TYPE_OTHER),
+    _p("runtime", ("' object has no attribute '",), B2, repair=FIX, cut=True, key=_TYPE_OTHER),
+    _p("runtime", ("' object is not subscriptable",), B2, repair=FIX, cut=True, key=_TYPE_OTHER),
+    _p("runtime", ("' object is not iterable",), B2, repair=FIX, cut=True, key=_TYPE_OTHER),
 )
+
+
+def _runtime(plain: str) -> Rule | None:
+    """``_RUNTIME``'s phrases; a type error about ``None`` (CPython's "'NoneType' object has no attribute ...") is not
+    the caller's value of another type (the type errors are the tuple's last phrases: nothing else is skipped)."""
+    found = _first_phrase(plain, _RUNTIME)
+    return None if found is not None and found.key == _TYPE_OTHER and "'nonetype' object" in plain else found
+
 
 # AWS's documented messages for its error codes (S3 "List of error codes", botocore's exceptions), which servers pass
 # on without the code.
@@ -2250,7 +2275,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _SQL)
         or _first_phrase(plain, _REDIS_MESSAGES)
         or _on(_parser_error(plain, arguments))
-        or _first_phrase(plain, _RUNTIME)
+        or _runtime(plain)
         or _first_phrase(plain, _AWS_MESSAGES)
         or _first_phrase(plain, _K8S_MESSAGES)
         or _on(_credentials(plain, arguments))

@@ -169,3 +169,36 @@ def test_a_generic_transient_wrapper_over_an_identity_cause_is_not_transient(tex
 )
 def test_a_generic_transient_wrapper_over_a_transient_or_plain_cause_stays_transient(text: str) -> None:
     assert of_text(text).is_transient
+
+
+@pytest.mark.parametrize(
+    ("text", "cls"),
+    [
+        # V8's TypeError messages (Node 16+), JavaScriptCore's, CPython's AttributeError / TypeError
+        ("TypeError: Cannot read properties of undefined (reading 'map')", B1),
+        ("Error: Parsing failed: Cannot read properties of undefined (reading 'trim')", B1),
+        ("TypeError: Cannot read property 'length' of undefined", B1),
+        ("TypeError: undefined is not an object (evaluating 'args.name')", B1),
+        ("Error: name.includes is not a function", B2),
+        ("An error occurred: 'int' object has no attribute 'startswith'", B2),
+        ("TypeError: 'int' object is not subscriptable", B2),
+        ("TypeError: 'int' object is not iterable", B2),
+    ],
+)
+def test_a_runtime_type_error_is_the_arguments_fault_but_never_refused_before_it_ran(text: str, cls: type) -> None:
+    fault = of_text(text)
+    assert type(fault) is cls, fault
+    assert fault.retry_safety is RetrySafety.MAYBE_EXECUTED  # the handler stopped midway: not "rejected"
+    assert not fault.is_transient
+    assert not decide(fault, ToolRule(effect=EffectClass.READ_ONLY)).repeat
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "AttributeError: 'NoneType' object has no attribute 'cursor'",  # the server's own state is as likely absent
+        "module 'msoffcrypto.exceptions' has no attribute 'InvalidFormatError'",  # a server's import bug
+    ],
+)
+def test_an_absent_server_state_or_a_module_is_not_read_as_the_arguments(text: str) -> None:
+    assert type(of_text(text)) not in (B1, B2)
