@@ -1164,6 +1164,8 @@ _REDIS_MESSAGES: tuple[Phrase, ...] = (
 
 # Node's runtime messages. Node's fetch (undici) says "fetch failed" for every failure (DNS, refused, reset, TLS):
 # not read, it says nothing about transience.
+_TYPE_ABSENT = "runtime type error: a value the code needs is absent"
+_TYPE_OTHER = "runtime type error: a value of another type"
 _RUNTIME: tuple[Phrase, ...] = (
     # Chromium's network error codes (net/base/net_error_list.h), as browsers and browser automation report them.
     _p("runtime", "net::err_connection_refused", D1, transient=True),
@@ -1218,7 +1220,30 @@ _RUNTIME: tuple[Phrase, ...] = (
     _p("node", "no such file or directory", D4),
     _p("runtime", "no such process", B4, repair=FIX),  # strerror(ESRCH): kill(1) and kill(2) of a process id
     _p("node", "socket hang up", D1, transient=True),
+    # A runtime's own type error inside the server's code (V8's and JavaScriptCore's TypeError messages, CPython's
+    # AttributeError and TypeError): a value of another type than the code expected, or none, reached the handler.
+    # In a server that does not check its arguments that value is the caller's argument (the reference Redis server,
+    # BullMQ's, the Node MySQL server, Sentry's): B1 where the value is absent, B2 where it has another type. Never
+    # "refused before it ran": the handler stopped midway (``cut``: what it did before is unknown). "'NoneType'
+    # object has no attribute" is not read: the absent value is as often the server's own state (a closed
+    # connection, a missing config).
+    _p("runtime", "cannot read properties of undefined", B1, repair=FIX, cut=True, key=_TYPE_ABSENT),
+    _p("runtime", ("cannot read property ", " of undefined"), B1, repair=FIX, cut=True, near=80, key=_TYPE_ABSENT),
+    _p("runtime", "undefined is not an object", B1, repair=FIX, cut=True, key=_TYPE_ABSENT),
+    _p("runtime", "cannot read properties of null", B2, repair=FIX, cut=True, key=_TYPE_OTHER),
+    _p("runtime", " is not a function", B2, repair=FIX, cut=True, key=_TYPE_OTHER),
+    _p("runtime", ("' object has no attribute '",), B2, repair=FIX, cut=True, key=_TYPE_OTHER),
+    _p("runtime", ("' object is not subscriptable",), B2, repair=FIX, cut=True, key=_TYPE_OTHER),
+    _p("runtime", ("' object is not iterable",), B2, repair=FIX, cut=True, key=_TYPE_OTHER),
 )
+
+
+def _runtime(plain: str) -> Rule | None:
+    """``_RUNTIME``'s phrases; a type error about ``None`` (CPython's "'NoneType' object has no attribute ...") is not
+    the caller's value of another type (the type errors are the tuple's last phrases: nothing else is skipped)."""
+    found = _first_phrase(plain, _RUNTIME)
+    return None if found is not None and found.key == _TYPE_OTHER and "'nonetype' object" in plain else found
+
 
 # AWS's documented messages for its error codes (S3 "List of error codes", botocore's exceptions), which servers pass
 # on without the code.
@@ -1688,14 +1713,19 @@ _PREFIX_INVALID = Rule("validation", "validation error: ", B2)
 _CONSTRAINT_WORDS = ("unique", "duplicate", "already exist", "constraint")
 
 
-def _validation_prefix(plain: str) -> Rule | None:
+def _validation_prefix(plain: str, text: str, words: list[str]) -> Rule | None:
     """zod-validation-error's message ("Validation error: Required at "url"", "Validation error: Expected number,
     received string at "age""), opening the text: the arguments break the schema (B1 when a value is required).
     Not a database's constraint that an ORM also calls a validation error (Sequelize's "Validation error: name must
-    be unique": the row exists, the statement ran)."""
+    be unique": the row exists, the statement ran), and not a server's prefix for an HTTP API's refusal whose status
+    the text carries (GitHub's reference server: "Validation Error: Validation Failed Details: {..."status":"422"}"):
+    that API received and ran the request; the prefix is the wrapper's word, the status the cause. Only a validator's
+    shape may say that nothing ran (``rejected``)."""
     at = plain.find("validation error: ")
     if at < 0 or not _opening(plain[:at]) or any(w in plain for w in _CONSTRAINT_WORDS):
         return None
+    if _http(words) is not None or _bracket_status(text) is not None:  # (a JSON body's words: not ``plain``'s)
+        return None  # a service behind the tool ran the request and refused it: its status decides (``_http``)
     return _PREFIX_MISSING if "required" in plain[at:] else _PREFIX_INVALID
 
 
@@ -2056,7 +2086,15 @@ def _without_urls(lowered: str) -> str:
     pydantic help link or of ``/srv/docs/missing.md``)."""
     if "://" not in lowered and " /" not in lowered and "'/" not in lowered and '"/' not in lowered:
         return lowered
-    return " ".join("<url>" if "://" in w else "<path>" if _a_path(w) else w for w in lowered.split())
+    return " ".join(_url_in_word(w) if "://" in w else "<path>" if _a_path(w) else w for w in lowered.split())
+
+
+def _url_in_word(word: str) -> str:
+    """A word holding a URL, with only the URL replaced: in a JSON body without spaces (``"errors":[],
+    "documentation_url":"https://...","status":"422"}``) the words around the quoted URL are the server's."""
+    if '"' not in word:
+        return "<url>"
+    return '"'.join("<url>" if "://" in part else part for part in word.split('"'))
 
 
 def _a_path(word: str) -> bool:
@@ -2122,16 +2160,81 @@ def _windowed(found: Rule | None, plain: str) -> Rule | None:
     return found
 
 
+_WAIT_WORDS = ("try again", "retry", "slow down", "wait", "temporar", "later", "secondary", "retry-after", "reset")
+_UNTIMED_LIMITS = frozenset({"rate limit", "rate-limit", "ratelimit", "throttl"})
+
+
+def _limit_without_wait(found: Rule | None, plain: str, words: list[str]) -> Rule | None:
+    """A rate limit said in a generic word ("Rate limit exceeded") is transient only where the text says the wait
+    is short: a ``Retry-After``, a window of seconds or minutes (``_windowed``), or words of waiting ("try again
+    later", "slow down", "temporarily", "secondary rate limit"). Without them the same words name a limit that no
+    retry budget outlasts as often as one that passes (GitHub's hourly "API rate limit exceeded for user ID",
+    a server's own limit that its fan-out always trips): a rate limit (D2), not asserted transient, so the proxy
+    never repeats it on its own; the model reads the server's words and may wait. A status or a code that names a
+    rate limit (429, ``RATE_LIMITED``, "Too Many Requests") stays transient."""
+    if found is None or found.family != "keyword" or found.key not in _UNTIMED_LIMITS or not found.transient:
+        return found
+    if retry_after_ms(words) is not None or any(w in plain for w in (*_WAIT_WORDS, *_SHORT_WINDOWS)):
+        return found
+    return Rule(found.family, found.key, RateLimited, False, found.repair, found.sources)
+
+
+_IDENTITY_WORDS = (
+    *_CREDENTIAL_NOUNS,
+    "authenticat",
+    "unauthori",
+    "host key",
+    "host_key",
+    "key ",
+    "certificate",
+    "permission",
+    "denied",
+    "forbidden",
+    "not allowed",
+)
+"""Who the caller is or what it may do: a cause that names one is about identity, not about the connection."""
+
+
+def _wrapper_word(found: Rule | None, plain: str) -> Rule | None:
+    """A generic transient word that only names the wrapper of a cause ("SSH connection error: <cause>"): the words
+    after the wrapper's colon are the cause. Where the cause speaks of identity (a credential, a key, a certificate,
+    a permission) and none of its words says transient, the wrapper's word is no evidence that repeating helps ("All
+    configured authentication methods failed", a host key that is not the pinned one). Then nothing is recognised:
+    the server's words are quoted, nothing is asserted transient, the proxy does not repeat the call. A cause the
+    generic words read as transient, or one a standard's code or wording recognised earlier, is not affected."""
+    if found is None or found.family != "keyword" or not found.transient:
+        return found
+    phrase = next((p for p in _KEYWORDS if p.rule is found and not p.whole and _has(plain, p)), None)
+    if phrase is None:
+        return found
+    at = plain.find(phrase.parts[-1], plain.find(phrase.parts[0])) + len(phrase.parts[-1])
+    colon = plain.find(": ", at)
+    cause = plain[colon + 2 :].strip(" .\n") if colon >= 0 and not plain[at:colon].strip(" ").count(" ") else ""
+    if not cause or not any(w in cause for w in _IDENTITY_WORDS):
+        return found
+    said = _first_phrase(cause, _KEYWORDS)
+    return found if said is not None and said.transient else None
+
+
 _SERVER_ERRORS = frozenset({("http", "500"), ("http-reason", "internal server error")})
-_BAD_REQUESTS = frozenset({("http", "400"), ("http-reason", "bad request")})
+_BAD_REQUESTS = frozenset(
+    {
+        ("http", "400"),
+        ("http", "422"),
+        ("http-reason", "bad request"),
+        ("http-reason", "unprocessable entity"),
+        ("http-reason", "unprocessable content"),
+    }
+)
 
 
 def _server_error_said_how(found: Rule | None, plain: str) -> Rule | None:
     """A 500 says only that the server failed (RFC 9110 §15.6.1: "an unexpected condition"); services answer many a
     permanent refusal with it (Docker's "port is already allocated", a conflict). Where its words name a conflict or a
-    refusal, they decide; otherwise the 500 stands (a transient server error). A 400 says only that the request was
-    wrong somehow (§15.5.1): a conflict or a refusal its words name decides too; a "not found" stays the request's
-    (a field or a name the request got wrong, B4)."""
+    refusal, they decide; otherwise the 500 stands (a transient server error). A 400 or a 422 says only that the
+    request was wrong somehow (§15.5.1, §15.5.21; APIs disagree on the status of a duplicate: GitHub answers "already
+    exists" with 422, others with 409 or 400): a conflict or a refusal its words name decides too; a "not found"
+    stays the request's (a field or a name the request got wrong, B4)."""
     if found is None or (found.family, found.key) not in _SERVER_ERRORS | _BAD_REQUESTS:
         return found
     said = _first_phrase(plain, _KEYWORDS)
@@ -2151,7 +2254,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         _zod_missing(lowered)
         or _pydantic(lowered)
         or _first_phrase(plain, _SDK)
-        or _on(_validation_prefix(plain))
+        or _on(_validation_prefix(plain, text, words))
         or (_program(text, plain, words, arguments) if active(_PROGRAM_FAILED) else None)
         or _exited(plain, words)
         or _body_code(text)
@@ -2172,7 +2275,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _SQL)
         or _first_phrase(plain, _REDIS_MESSAGES)
         or _on(_parser_error(plain, arguments))
-        or _first_phrase(plain, _RUNTIME)
+        or _runtime(plain)
         or _first_phrase(plain, _AWS_MESSAGES)
         or _first_phrase(plain, _K8S_MESSAGES)
         or _on(_credentials(plain, arguments))
@@ -2184,6 +2287,7 @@ def read(text: str, arguments: frozenset[str] = frozenset()) -> Reading | None:
         or _first_phrase(plain, _KEYWORDS)
     )
     found = _policy_remedy(_windowed(_with_choices(_server_error_said_how(found, plain), plain), plain), plain)
+    found = _wrapper_word(_limit_without_wait(found, plain, words), plain)
     if found is None:
         return None
     return Reading(found, retry_after_ms(words) if found.transient else None)

@@ -144,6 +144,11 @@ def _outage(fault: Fault, call: ToolCall, d: Mapping[str, Any]) -> str:
 
 def _rate(fault: Fault, call: ToolCall, d: Mapping[str, Any]) -> str:
     scope = f" (limit scope: {d['scope']})" if d.get("scope") else ""
+    if not fault.is_transient and fault.retry_after_ms is None:  # a limit that names no wait: it may not pass soon
+        return (
+            f"{call.name} hit a rate limit that names no wait{scope}; it may last longer than a retry. Do not repeat "
+            "the call soon: read the server's words, and tell the user if the limit does not pass."
+        )
     return f"Wait {_wait(fault)} before calling {call.name} again{scope}; calling sooner will fail again."
 
 

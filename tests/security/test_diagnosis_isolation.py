@@ -170,7 +170,7 @@ async def test_a_fault_type_meaning_never_sent_is_refused_for_a_call_that_was_se
 async def test_a_read_the_server_refused_may_be_diagnosed_as_a_refusal_of_its_arguments(effect: EffectClass) -> None:
     """The server itself answered (an error result): a refusal of the arguments is what that answer can be, and for
     a read or an idempotent write nothing rides on whether it ran; the rules' retry safety stays (the clamps)."""
-    rules = _untyped("Error: name.includes is not a function")
+    rules = _untyped("Error: the queue could not be processed")  # a text the rules do not recognise
     model = Model("Send queue as a string.", fault_type="B2_schema_violation", repair_action="fix_parameter")
     fault = await Diagnoser(RULE, DiagnosisState(), model)(_call(effect=effect), rules)
     assert fault.fault_type == "B2_schema_violation" and fault.details["diagnosis"]["status"] == "applied"

@@ -189,6 +189,13 @@ def test_rate_limited_says_how_long_to_wait() -> None:
     assert obs["suggestion"].startswith("Wait 2.5 s before calling create_order again")
 
 
+def test_a_rate_limit_that_names_no_wait_is_not_told_to_wait_a_few_seconds() -> None:
+    obs = structured(observe(f.RateLimited("Rate limit exceeded.", transient=False), make_call()))
+    assert obs["is_transient"] is False
+    assert obs["suggestion"].startswith("create_order hit a rate limit that names no wait")
+    assert "Wait a few seconds" not in obs["suggestion"]
+
+
 def test_a_stage_written_suggestion_is_kept() -> None:
     fault = f.BudgetExhausted("Budget spent.", suggestion="Summarize and stop.")
     assert structured(observe(fault, make_call()))["suggestion"] == "Summarize and stop."
