@@ -123,7 +123,11 @@ class RawLane(Protocol):
 
     def cancelled(self, message: Any) -> None: ...
 
-    async def run(self, message: dict[str, Any], send: Callable[[bytes], Awaitable[None]]) -> None: ...
+    async def run(
+        self, message: dict[str, Any], send: Callable[[bytes], Awaitable[None]], scope: anyio.CancelScope
+    ) -> None:
+        """Answer ``message``; ``scope`` (entered by ``run``) is cancelled when the host's input ends."""
+        ...
 
 
 class _Wire:
@@ -213,8 +217,8 @@ class _Lines:
 
     def __init__(self, wire: _Wire, to_session: Any, raw: RawLane | None) -> None:
         self._wire, self._to_session, self._raw = wire, to_session, raw
-        self._raw_calls: dict[asyncio.Task[None], anyio.CancelScope] = {}
-        """The raw lane's calls running, each an asyncio task of its own under a cancel scope of its own."""
+        self._raw_calls: dict[anyio.CancelScope, asyncio.Task[None]] = {}
+        """The raw lane's calls running, each an asyncio task of its own with a cancel scope of its own."""
 
     async def read_all(self, receive: Callable[[], Awaitable[bytes]]) -> None:
         """Every line until the host's input ends. The raw lane's calls run in tasks of this reader's own: at the
@@ -231,31 +235,28 @@ class _Lines:
 
     def _start_raw_call(self, message: dict[str, Any]) -> None:
         """One call of the lane in a plain asyncio task (an anyio task group's ``start_soon`` built a task handle,
-        an event and a cancel scope per call: ~40 µs of a ~500 µs call); its scope is what ends it with the input,
-        as the task group's scope did (cancelled at every checkpoint until it exits)."""
+        an event and a cancel scope per call: ~40 µs of a ~500 µs call); its scope (the lane's call enters it as
+        its own) is what ends it with the input, as the task group's scope did (cancelled at every checkpoint until
+        the call exits it)."""
         scope = anyio.CancelScope()
-        task = asyncio.get_running_loop().create_task(self._raw_call(scope, message))
-        self._raw_calls[task] = scope
-        task.add_done_callback(self._raw_call_done)
+        self._raw_calls[scope] = asyncio.get_running_loop().create_task(self._raw_call(scope, message))
 
     async def _raw_call(self, scope: anyio.CancelScope, message: dict[str, Any]) -> None:
         assert self._raw is not None
-        with scope:
-            try:
-                await self._raw.run(message, self._wire.send_line)
-            except Exception:  # ``run`` answers what the chain raises: this is the lane's own bug, not the proxy's end
-                log.exception("tool_call_lane_failed", request_id=message.get("id"))
-
-    def _raw_call_done(self, task: asyncio.Task[None]) -> None:
-        self._raw_calls.pop(task, None)
+        try:
+            await self._raw.run(message, self._wire.send_line, scope)
+        except Exception:  # ``run`` answers what the chain raises: this is the lane's own bug, not the proxy's end
+            log.exception("tool_call_lane_failed", request_id=message.get("id"))
+        finally:
+            self._raw_calls.pop(scope, None)  # (stored before the task first runs)
 
     async def _end_raw_calls(self) -> None:
         if not self._raw_calls:
             return
-        for scope in self._raw_calls.values():
+        for scope in self._raw_calls:
             scope.cancel()
         with anyio.CancelScope(shield=True):
-            await asyncio.wait(list(self._raw_calls))
+            await asyncio.wait(list(self._raw_calls.values()))
 
     async def on_line(self, line: bytes) -> None:
         if not line.strip():

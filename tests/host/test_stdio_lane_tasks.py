@@ -3,13 +3,17 @@ input as the SDK's in-flight requests are, and a lane that raises is logged with
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import anyio
 import pytest
 
+from resilient_mcp.host import toolcall
 from resilient_mcp.host.stdio import _Lines
+from resilient_mcp.host.toolcall import RawToolCalls
 
 _CALL = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}\n'
 
@@ -27,18 +31,19 @@ class _Lane:
     def cancelled(self, message: Any) -> None:
         return None
 
-    async def run(self, message: dict[str, Any], send: Callable[[bytes], Awaitable[None]]) -> None:
+    async def run(
+        self, message: dict[str, Any], send: Callable[[bytes], Awaitable[None]], scope: anyio.CancelScope
+    ) -> None:
         rid = message["id"]
         if rid == 1:
             raise RuntimeError("the lane's own bug")
-        try:
+        with scope:
             self.started.set()
             await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
+        if scope.cancelled_caught:
             with anyio.CancelScope(shield=True):
                 await anyio.lowlevel.checkpoint()  # a shielded write of "Connection closed" still runs
                 self.outcomes[rid] = "closed"
-            raise
 
 
 class _Wire:
@@ -62,3 +67,40 @@ async def test_lane_calls_end_with_the_input_and_a_raising_lane_is_only_logged()
         async with from_lines:
             await _Lines(_Wire(), to_session, lane).read_all(receive)  # type: ignore[arg-type]
     assert lane.outcomes == {2: "closed"}  # waited for: its end ran before read_all returned
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["input_ended", "host_cancelled"])
+async def test_a_lane_call_ended_by_the_transports_scope_is_answered_connection_closed_one_the_host_cancelled_not(
+    monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """``RawToolCalls.run`` enters the transport's scope as the call's own: cancelled by the transport (the input
+    ended), the host reads "Connection closed"; cancelled by the host, nothing (as the SDK's dispatcher)."""
+    entered = anyio.Event()
+
+    async def waits(*_: Any) -> dict[str, Any]:
+        entered.set()
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    monkeypatch.setattr(toolcall, "tool_call_answer", waits)
+    lane = RawToolCalls()
+    lane._proxy = cast(Any, object())
+    lane._session = cast(Any, SimpleNamespace(protocol_version="2025-06-18"))
+    sent: list[dict[str, Any]] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(json.loads(data))
+
+    scope = anyio.CancelScope()
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo"}}
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lane.run, message, send, scope)
+            await entered.wait()
+            if how == "input_ended":
+                scope.cancel()
+            else:
+                lane.cancelled({"method": "notifications/cancelled", "params": {"requestId": 7}})
+    closed = {"jsonrpc": "2.0", "id": 7, "error": {"code": -32000, "message": "Connection closed"}}
+    assert sent == ([closed] if how == "input_ended" else [])
