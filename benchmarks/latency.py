@@ -13,6 +13,8 @@ with a new message (so an idempotent write is never a replay), after a warm-up. 
 - ``resilient_read_only``: the same with a policy marking echo read_only (no idempotency stage);
 - ``fastmcp``: FastMCP's proxy (``fastmcp_proxy.py``, in its own venv), when it can be installed;
 - ``resilient_http``: ``resilient-mcp wrap --http 127.0.0.1:PORT``, the client over streamable HTTP;
+- ``resilient_baseline`` / ``resilient_read_only_baseline`` (``--baseline DIR``): ``resilient`` and
+  ``resilient_read_only`` with the package found in DIR (before/after a change, in the same rounds);
 - ``floor_relay`` / ``floor_sdk`` (``--floors``): a raw line relay (the physical floor of one Python hop) and the
   SDK on both sides with nothing else;
 - ``scale_1x50`` / ``scale_20x50``: ``resilient-mcp serve`` with 1 or 20 raw upstreams of 50 tools each; the
@@ -191,6 +193,14 @@ def build_modes(
                 lambda: stdio_session(base, log("resilient_baseline"), PYTHONPATH=str(args.baseline)),
             )
         )
+        base_ro = [*base[:5], str(tmp / "state-baseline-ro"), "--policy", str(policy), *base[6:]]
+        modes.append(
+            Mode(
+                "resilient_read_only_baseline",
+                f"as resilient_read_only, with the package found in {args.baseline}",
+                lambda: stdio_session(base_ro, log("resilient_read_only_baseline"), PYTHONPATH=str(args.baseline)),
+            )
+        )
     fastmcp_python, why = fastmcp_interpreter(args)
     if fastmcp_python is not None:
         fm = [fastmcp_python, str(HERE / "fastmcp_proxy.py"), "--run-id", run_id]
@@ -333,6 +343,9 @@ def report(
             max(summary["added_resilient_to_added_fastmcp"], summary["added_resilient_read_only_to_added_fastmcp"])
             <= FASTMCP_SHARE_TARGET
         )
+    for name in ("resilient_baseline", "resilient_read_only_baseline"):  # --baseline: the same, before/after
+        if name in by:
+            summary[f"ratio_{name}_to_direct"] = by[name]["ratio_to_direct"]
     if "floor_relay" in by:
         summary["ratio_floor_relay_to_direct"] = by["floor_relay"]["ratio_to_direct"]
     if "resilient_http" in by:

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import structlog
 
+from .host.heap import settled_heap
 from .host.opening import declared_capabilities, read_opening, speaks_2026
 from .host.server import build_server, init_options
 from .host.stdio import stdio_transport
@@ -104,7 +105,8 @@ async def _serve_on(
             await serve_http(p, server, host, port, config.listen, ops, lane=raw)
         else:
             read, write, _ = stdio
-            await server.run(read, write, init_options(server))
+            with settled_heap(full=False):  # started: the collector never walks start-up's heap again
+                await server.run(read, write, init_options(server))
         tg.cancel_scope.cancel()
 
 

@@ -323,8 +323,8 @@ class _Flight:
 
     __slots__ = ("cancelled", "scope")
 
-    def __init__(self) -> None:
-        self.scope = anyio.CancelScope()
+    def __init__(self, scope: anyio.CancelScope | None) -> None:
+        self.scope = scope if scope is not None else anyio.CancelScope()
         self.cancelled = False
 
 
@@ -401,15 +401,16 @@ class RawToolCalls:
             if self._interrupt:
                 flight.scope.cancel()
 
-    async def run(self, message: dict[str, Any], send: SendLine) -> None:
+    async def run(self, message: dict[str, Any], send: SendLine, scope: anyio.CancelScope | None = None) -> None:
         """Answer ``message`` (``accepts`` said yes) as the SDK's dispatcher answers a request: the result, or the
         error its handler raised, never an answer once the host cancelled it, "Connection closed" when the proxy
-        stops first."""
+        stops first: ``scope`` (the transport's, cancelled when the host's input ends; the call's own cancel scope
+        as well, so a call enters one scope here, not two) or a scope around the task."""
         assert self._proxy is not None and self._session is not None
         rid, params = message["id"], message["params"]
         log.debug("tool_call_raw", request_id=rid)
         key = coerce_request_id(rid)
-        flight = self._running[key] = _Flight()
+        flight = self._running[key] = _Flight(scope)
         session = self._session
         ctx: Ctx = ServerRequestContext(
             session=session,
@@ -433,9 +434,7 @@ class RawToolCalls:
                     await _deliver(send, {"jsonrpc": "2.0", "id": rid, "result": result})
         except anyio.get_cancelled_exc_class():
             if not answered and not flight.cancelled:
-                closed = {"code": types.CONNECTION_CLOSED, "message": "Connection closed"}
-                with anyio.move_on_after(_CLOSED_WRITE_S, shield=True):
-                    await _deliver(send, {"jsonrpc": "2.0", "id": rid, "error": closed})
+                await _closed(send, rid)
             raise
         except Exception as exc:
             error = handler_exception_to_error_data(exc)
@@ -445,6 +444,9 @@ class RawToolCalls:
             if not flight.cancelled:
                 data = error.model_dump(by_alias=True, mode="json", exclude_none=True)
                 await _deliver(send, {"jsonrpc": "2.0", "id": rid, "error": data})
+        else:
+            if flight.scope.cancelled_caught and not answered and not flight.cancelled:  # the transport's scope
+                await _closed(send, rid)
 
 
 def plain_tool_call(proxy: Proxy, message: Any) -> bool:
@@ -479,6 +481,13 @@ def request_meta(params: dict[str, Any]) -> Any:
         return types.RequestParams.model_validate(params, by_name=False).meta
     except ValidationError:
         return _INVALID
+
+
+async def _closed(send: SendLine, rid: Any) -> None:
+    """The SDK's answer to a request still running when the connection ends (bounded, shielded)."""
+    closed = {"code": types.CONNECTION_CLOSED, "message": "Connection closed"}
+    with anyio.move_on_after(_CLOSED_WRITE_S, shield=True):
+        await _deliver(send, {"jsonrpc": "2.0", "id": rid, "error": closed})
 
 
 async def _deliver(send: SendLine, message: dict[str, Any]) -> None:

@@ -38,3 +38,23 @@ def test_the_switch_leaves_the_collector_as_python_sets_it(monkeypatch: pytest.M
 
 def test_serve_http_serves_with_the_heap_settled() -> None:
     assert "settled_heap()" in inspect.getsource(http.serve_http)  # after start-up, around uvicorn's serving
+
+
+def test_the_stdio_proxy_freezes_after_a_young_collection_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's ``initialize`` waits meanwhile: no full collection of start-up's heap (40-160 ms) before it."""
+    monkeypatch.delenv(GC_SWITCH, raising=False)
+    collected: list[tuple[int, ...]] = []
+    monkeypatch.setattr(gc, "collect", lambda *generation: collected.append(generation) or 0)
+    with settled_heap(full=False) as on:
+        assert on
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+    with settled_heap():
+        pass
+    assert collected == [(1,), ()]
+
+
+def test_serve_stdio_serves_with_the_heap_settled() -> None:
+    from resilient_mcp import app
+
+    assert "settled_heap(full=False)" in inspect.getsource(app._serve_on)  # around the SDK server's run
