@@ -75,7 +75,7 @@ import anyio.to_thread
 import mcp_types as types
 import structlog
 
-from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
+from ..call.chain import call_arguments_hash, keyed_fingerprint
 from ..text import iter_utf8, utf8_len
 from . import AuditFields, Claim, IdempotencyRecord, StateLimits, default_state_dir, output_key
 from . import schema as sql
