@@ -43,8 +43,7 @@ from ..stages.fallback import Fallback
 from ..stages.guard import Guard, SessionGuards
 from ..stages.idempotency import Idempotency, InFlight, replays_writes, upstream_identity
 from ..stages.observe import AuditSink, FailureStats, Observe
-from ..stages.output import OutputCap
-from ..stages.provenance import Provenance, SessionTaint
+from ..stages.output import OutputCap, Provenance, SessionTaint
 from ..stages.result_errors import success_shaped_failure
 from ..stages.retry import Retry, RetryBudgets
 from ..stages.validate import Validate, suggest_tools
