@@ -26,7 +26,9 @@ idempotency stage), on two paths:
 
 Files entered: the package's files whose code ran during the call. Entries: how many times the call moved into that
 file from another of the package's files (a resumed coroutine counts as moving back in). Work of the state store's
-worker thread is not counted (the profile is the loop's).
+worker thread is not counted (the profile is the loop's); the traced call starts once the worker has written what
+the warming call queued (``StateStore.flush``), as a host's next request usually finds it: else the event loop's
+thread may write those jobs itself before its claim (``sqlite.Worker.now``), and the count would depend on a race.
 
 ``--write FILE`` writes the document form (``docs/architecture.md``): every package and module with the first line
 of its docstring, the arrows between packages, the cycles, the functions over ``LONG_FUNCTION`` lines and the files
@@ -303,6 +305,7 @@ from tests.harness import proxied
 async def main():
     async with proxied({"only": upstream()}) as h:
         await h.client.call_tool(TOOL, {"text": "warm"})
+        await h.proxy.pipeline.services.store.flush()  # the warm call's settling written: the state worker is idle
         sys.setprofile(profile)
         result = await h.client.call_tool(TOOL, {"text": "hello"})
         sys.setprofile(None)
@@ -325,7 +328,7 @@ from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.proxy.proxy import Proxy
 
 
-def host(wire_in, reader):
+def host(wire_in, reader, services):
     def request(rid, method, params):
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
         os.write(wire_in, json.dumps(message).encode() + b"\n")
@@ -339,6 +342,7 @@ def host(wire_in, reader):
     os.write(wire_in, b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
     assert "result" in request(2, "ping", {})  # answered after the notification: the raw lane knows the connection
     assert not request(3, "tools/call", {"name": TOOL, "arguments": {"text": "warm"}})["result"].get("isError")
+    anyio.from_thread.run(services.store.flush)  # the warm call's settling written: the state worker is idle
     anyio.from_thread.run_sync(sys.setprofile, profile)
     answer = request(4, "tools/call", {"name": TOOL, "arguments": {"text": "hello"}})
     anyio.from_thread.run_sync(sys.setprofile, None)
@@ -370,7 +374,7 @@ async def main():
     with os.fdopen(reader_fd, "rb") as reader:
         async with anyio.create_task_group() as tg:
             tg.start_soon(app._serve, proxy, config, None, None, ops)
-            await anyio.to_thread.run_sync(host, wire_in, reader)
+            await anyio.to_thread.run_sync(host, wire_in, reader, proxy.pipeline.services)
     assert proxy.router.routing.chains[TOOL].rule.effect.value == EFFECT
     ops.shutdown()
     os.write(result_out, json.dumps(entries).encode() + b"\n")
