@@ -14,8 +14,9 @@ Levels: the longest chain of module-level arrows, cycles collapsed.
 
 The call path is measured, in a subprocess run with the checkout first on ``sys.path``, recorded with
 ``sys.setprofile`` on the event loop's thread, for one successful ``tools/call`` of an unannotated tool (the default
-policy: a ``write_unsafe`` tool, so idempotency, retry and breaker are all composed) after a first, warming one, on
-two paths:
+policy: a ``write_unsafe`` tool, so idempotency, retry and breaker are all composed) after a first, warming one, and
+the same for a tool its (local) server annotates ``readOnlyHint`` (``read_only`` under the default policy: no
+idempotency stage), on two paths:
 
 - **stdio**: ``wrap`` as the host runs it, in-process: ``app._serve`` on pipes in place of fds 0 and 1 (the stdio
   transport and the raw tools/call lane, ``host/stdio.py`` -> ``host/toolcall.py``), a host thread writing JSON-RPC
@@ -25,7 +26,9 @@ two paths:
 
 Files entered: the package's files whose code ran during the call. Entries: how many times the call moved into that
 file from another of the package's files (a resumed coroutine counts as moving back in). Work of the state store's
-worker thread is not counted (the profile is the loop's).
+worker thread is not counted (the profile is the loop's); the traced call starts once the worker has written what
+the warming call queued (``StateStore.flush``), as a host's next request usually finds it: else the event loop's
+thread may write those jobs itself before its claim (``sqlite.Worker.now``), and the count would depend on a race.
 
 ``--write FILE`` writes the document form (``docs/architecture.md``): every package and module with the first line
 of its docstring, the arrows between packages, the cycles, the functions over ``LONG_FUNCTION`` lines and the files
@@ -264,7 +267,7 @@ import json, os, sys, anyio
 import mcp_types as types
 from mcp.server import Server
 
-ROOT = sys.argv[1]
+ROOT, TOOL, EFFECT = sys.argv[1:4]
 PKG = ROOT.rstrip("/") + "/resilient_mcp/"
 entries, last = [], [None]
 
@@ -284,7 +287,10 @@ def profile(frame, event, arg):
 def upstream():
     async def list_tools(ctx, params):
         schema = {"type": "object", "properties": {"text": {"type": "string"}}}
-        return types.ListToolsResult(tools=[types.Tool(name="echo", input_schema=schema)])
+        read_only = types.ToolAnnotations(read_only_hint=True)  # a local server's hint: read_only by default
+        tools = [types.Tool(name="echo", input_schema=schema), types.Tool(name="lookup", input_schema=schema,
+                 annotations=read_only)]
+        return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx, params):
         return types.CallToolResult(content=[types.TextContent(text=str(params.arguments))])
@@ -298,11 +304,13 @@ from tests.harness import proxied
 
 async def main():
     async with proxied({"only": upstream()}) as h:
-        await h.client.call_tool("echo", {"text": "warm"})
+        await h.client.call_tool(TOOL, {"text": "warm"})
+        await h.proxy.pipeline.services.store.flush()  # the warm call's settling written: the state worker is idle
         sys.setprofile(profile)
-        result = await h.client.call_tool("echo", {"text": "hello"})
+        result = await h.client.call_tool(TOOL, {"text": "hello"})
         sys.setprofile(None)
         assert not result.is_error, result
+        assert h.proxy.router.routing.chains[TOOL].rule.effect.value == EFFECT
     print(json.dumps(entries))
 
 
@@ -320,7 +328,7 @@ from resilient_mcp.policy.config import ProxyConfig
 from resilient_mcp.proxy.proxy import Proxy
 
 
-def host(wire_in, reader):
+def host(wire_in, reader, services):
     def request(rid, method, params):
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
         os.write(wire_in, json.dumps(message).encode() + b"\n")
@@ -333,9 +341,10 @@ def host(wire_in, reader):
     assert "result" in request(1, "initialize", hello)
     os.write(wire_in, b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
     assert "result" in request(2, "ping", {})  # answered after the notification: the raw lane knows the connection
-    assert not request(3, "tools/call", {"name": "echo", "arguments": {"text": "warm"}})["result"].get("isError")
+    assert not request(3, "tools/call", {"name": TOOL, "arguments": {"text": "warm"}})["result"].get("isError")
+    anyio.from_thread.run(services.store.flush)  # the warm call's settling written: the state worker is idle
     anyio.from_thread.run_sync(sys.setprofile, profile)
-    answer = request(4, "tools/call", {"name": "echo", "arguments": {"text": "hello"}})
+    answer = request(4, "tools/call", {"name": TOOL, "arguments": {"text": "hello"}})
     anyio.from_thread.run_sync(sys.setprofile, None)
     assert not answer["result"].get("isError"), answer
     os.close(wire_in)  # the host's input ends: the proxy stops
@@ -365,7 +374,8 @@ async def main():
     with os.fdopen(reader_fd, "rb") as reader:
         async with anyio.create_task_group() as tg:
             tg.start_soon(app._serve, proxy, config, None, None, ops)
-            await anyio.to_thread.run_sync(host, wire_in, reader)
+            await anyio.to_thread.run_sync(host, wire_in, reader, proxy.pipeline.services)
+    assert proxy.router.routing.chains[TOOL].rule.effect.value == EFFECT
     ops.shutdown()
     os.write(result_out, json.dumps(entries).encode() + b"\n")
 
@@ -373,15 +383,21 @@ async def main():
 anyio.run(main)
 """
 
-LANES = {"stdio": PROBE_STDIO, "sdk": PROBE_SDK}
-"""The two paths a traced call takes (see the module's docstring)."""
+LANES = {
+    "stdio": (PROBE_STDIO, "echo", "write_unsafe"),
+    "sdk": (PROBE_SDK, "echo", "write_unsafe"),
+    "stdio-read": (PROBE_STDIO, "lookup", "read_only"),
+    "sdk-read": (PROBE_SDK, "lookup", "read_only"),
+}
+"""The two paths a traced call takes (see the module's docstring), for the default write and the default read: the
+probe, the tool called and the effect class the default policy gives it (checked by the probe)."""
 
 
 def trace_call(root: Path, lane: str = "stdio") -> list[str]:
     """The package files one successful tools/call enters on ``lane``, in order, one item per entry."""
     env = dict(os.environ, PYTHONPATH=str(root))
     out = subprocess.run(
-        [sys.executable, "-c", PROBE_COMMON + LANES[lane], str(root)],
+        [sys.executable, "-c", PROBE_COMMON + LANES[lane][0], str(root), *LANES[lane][1:]],
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -467,7 +483,12 @@ def report(root: Path, trace: bool, top: int) -> None:
             print("- in order of first entry (entries): " + ", ".join(f"{f} ({per_file[f]})" for f in first_seen))
 
 
-TRACE_TITLES = {"stdio": "stdio (the raw lane)", "sdk": "the SDK's path"}
+TRACE_TITLES = {
+    "stdio": "stdio (the raw lane)",
+    "sdk": "the SDK's path",
+    "stdio-read": "a read_only tool, stdio (the raw lane)",
+    "sdk-read": "a read_only tool, the SDK's path",
+}
 
 
 def _first_line(path: Path) -> str:
@@ -567,6 +588,7 @@ def document(root: Path, trace: bool = True) -> str:
     if trace:
         stdio = list(dict.fromkeys(trace_call(root, "stdio")))
         sdk = list(dict.fromkeys(trace_call(root, "sdk")))
+        stdio_read, sdk_read = set(trace_call(root, "stdio-read")), set(trace_call(root, "sdk-read"))
         md += [
             "",
             "## One tools/call",
@@ -584,6 +606,9 @@ def document(root: Path, trace: bool = True) -> str:
             f"{len(sdk)} files:",
             "",
             " → ".join(sdk) + ".",
+            "",
+            f"A read_only tool (its local server's `readOnlyHint`, the default policy: no idempotency stage) enters "
+            f"{len(stdio_read)} files over stdio and {len(sdk_read)} through the SDK's path.",
         ]
     return "\n".join(md) + "\n"
 

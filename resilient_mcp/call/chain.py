@@ -1,4 +1,5 @@
-"""The interception chain: the value a tool call is, the seam every stage shares, and how stages are composed.
+"""The interception chain: the value a tool call is, its identity, the seam every stage shares, and how stages are
+composed.
 
 A stage is ``async (call, call_next) -> CallToolResult``. It observes, refuses (raises a ``Fault``), rewrites
 (``call_next(replace(call, ...))``) or answers without calling next. Stages are configured in ``__init__`` and keep no
@@ -8,6 +9,8 @@ explicit object handed to the stage. The order of stages is fixed in ``pipeline.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -19,6 +22,7 @@ import anyio
 import mcp_types as types
 
 from ..faults import RetrySafety
+from ..text import canonical_json
 
 if TYPE_CHECKING:
     from ..policy import ToolRule
@@ -93,8 +97,8 @@ class CallRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     """Facts a stage adds to the observation's ``details`` (e.g. an idempotency key)."""
     canonical_args: tuple[object, str] | None = None
-    """``(arguments, their canonical JSON)``, computed once per call by ``fingerprint`` for every stage that hashes
-    them (guard, idempotency, audit); valid while ``call.arguments`` is that same object."""
+    """``(arguments, their canonical JSON)``, computed once per call by ``call_arguments_json`` (below) for every
+    stage that hashes them (guard, idempotency, audit); valid while ``call.arguments`` is that same object."""
     on_delivered: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Run once the result is handed to the host's connection (not when the host cancelled first): the idempotency
     stage forgets a write the host has seen, so an identical call later runs (``server.run_tool_call`` calls them)."""
@@ -246,6 +250,52 @@ class ToolCall:
     def envelope(self) -> HostEnvelope | None:
         """The host request this call serves, as the upstream side may know it (``host.envelope``)."""
         return self.host.envelope if self.host is not None else None
+
+
+# --- the call's identity: its fingerprint -----------------------------------------------------------------------------
+#
+# The fingerprint of a call is ``(upstream, tool, canonical JSON of the arguments)`` hashed with SHA-256
+# (``docs/fault-catalog.md`` §4, guards): two calls are "identical" exactly when their fingerprints are equal. Canonical
+# JSON sorts keys, uses compact separators and keeps non-ASCII text as is, so the same arguments always give the same
+# bytes whatever order the host sent them in. Computed from the call and memoised on its record (``canonical_args``).
+
+
+def call_arguments_json(call: ToolCall) -> str:
+    """The canonical JSON of ``call.arguments`` (``None`` as ``{}``), computed once per call and arguments object."""
+    memo = call.record.canonical_args
+    args = call.arguments
+    if memo is not None and memo[0] is args:
+        return memo[1]
+    text = canonical_json(args or {})
+    call.record.canonical_args = (args, text)
+    return text
+
+
+def call_arguments_hash(call: ToolCall, key: bytes) -> str:
+    """HMAC-SHA-256 (hex), keyed with ``key``, of the canonical JSON of ``call.arguments`` (``None`` like ``{}``).
+
+    Keyed, because an unkeyed hash of small arguments is reversed by guessing (``{"pin": "4821"}`` in 17 ms): the
+    audit keeps this, with the state directory's per-installation secret (``StateStore.arguments_hash``)."""
+    return hmac.new(key, call_arguments_json(call).encode(), hashlib.sha256).hexdigest()
+
+
+def _identity_json(call: ToolCall) -> bytes:
+    """The canonical JSON of ``[upstream, upstream tool, arguments]``: what makes two calls identical."""
+    head = canonical_json([call.upstream, call.upstream_tool or call.name])  # '["up","tool"]'
+    return f"{head[:-1]},{call_arguments_json(call)}]".encode()
+
+
+def fingerprint(call: ToolCall) -> str:
+    """SHA-256 (hex) of ``[upstream, upstream tool, arguments]``; equal for identical calls, whatever the key order.
+
+    For in-memory maps only: what is written to disk uses ``keyed_fingerprint``."""
+    return hashlib.sha256(_identity_json(call)).hexdigest()
+
+
+def keyed_fingerprint(call: ToolCall, key: bytes) -> str:
+    """HMAC-SHA-256 (hex), keyed with ``key``, of what ``fingerprint`` hashes: equal for identical calls, and not
+    reversible by guessing small arguments without the per-installation secret (idempotency records keep it)."""
+    return hmac.new(key, _identity_json(call), hashlib.sha256).hexdigest()
 
 
 CallNext = Callable[[ToolCall], Awaitable[types.CallToolResult]]

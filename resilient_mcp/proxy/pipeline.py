@@ -31,7 +31,6 @@ from mcp.shared.exceptions import MCPError
 
 from ..call.chain import Entry, HostLink, Stage, ToolCall, compose
 from ..call.events import NULL, CallEvents
-from ..call.fingerprint import FailureStats
 from ..diagnosis.engine import Diagnoser, DiagnosisState
 from ..diagnosis.providers import Provider
 from ..faults import EffectClass, Fault, ProtocolMismatch, UnknownTool
@@ -43,9 +42,8 @@ from ..stages.cache import Cache, ResponseCache
 from ..stages.fallback import Fallback
 from ..stages.guard import Guard, SessionGuards
 from ..stages.idempotency import Idempotency, InFlight, replays_writes, upstream_identity
-from ..stages.observe import AuditSink, Observe
-from ..stages.output import OutputCap
-from ..stages.provenance import Provenance, SessionTaint
+from ..stages.observe import AuditSink, FailureStats, Observe
+from ..stages.output import OutputCap, Provenance, SessionTaint
 from ..stages.result_errors import success_shaped_failure
 from ..stages.retry import Retry, RetryBudgets
 from ..stages.validate import Validate, suggest_tools

@@ -33,7 +33,7 @@ from ..adapters.sdk import host_connection
 from ..call.chain import HostEnvelope
 from ..policy import Policy
 from ..policy.config import ProxyConfig
-from ..stages.provenance import mark_description
+from ..stages.output import mark_description
 from ..state.stored_outputs import http_principal
 from ..tasks.bridge import Bridges
 from ..upstream import Connection, TransportFactory, Upstream, host_capability_names

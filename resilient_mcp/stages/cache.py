@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
-from ..call.chain import CallNext, ToolCall
-from ..call.fingerprint import fingerprint
+from ..call.chain import CallNext, ToolCall, fingerprint
 from ..call.meta import CACHE_META
 from ..policy import CacheRule
 

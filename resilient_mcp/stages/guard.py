@@ -42,8 +42,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..call.chain import CallNext, Decision, ToolCall, Verdict
-from ..call.fingerprint import fingerprint
+from ..call.chain import CallNext, Decision, ToolCall, Verdict, fingerprint
 from ..faults import (
     BudgetExhausted,
     EffectClass,

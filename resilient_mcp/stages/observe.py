@@ -3,7 +3,7 @@
 Per call it binds ``session``, ``upstream``, ``tool`` and ``call_id`` into structlog's contextvars (every log line of
 the inner stages carries them), then calls next and:
 
-- on success: resets the consecutive-failure counts and returns the result untouched;
+- on success: resets the consecutive-failure counts (``FailureStats``, below) and returns the result untouched;
 - on a ``Fault`` (or an ``isError`` result nobody classified): counts the failure and returns the observation
   (``observations.build_observation``); an ``UnknownTool`` is raised as the JSON-RPC ``-32602`` error unless the
   policy says ``unknown_tool_as_result``;
@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from itertools import islice
@@ -33,14 +34,13 @@ import mcp_types as types
 import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from ..call.chain import CallNext, ToolCall
+from ..call.chain import CallNext, ToolCall, call_arguments_hash, fingerprint
 from ..call.events import NULL, CallEvents, call_end
-from ..call.fingerprint import FailureStats, call_arguments_hash
 from ..diagnosis.engine import Diagnoser
 from ..faults import ConnectFailure, Fault, GatewayError, RepairAction, RetrySafety, UnknownTool
 from ..faults.classify import FAULT_META_KEY, classify_result
 from ..policy import ObservationLevel, ObservationRule
-from ..verdict.observations import Observed, build_observation, unknown_tool_error
+from ..verdict.observations import Consecutive, Observed, build_observation, unknown_tool_error
 
 log = structlog.get_logger(__name__)
 
@@ -159,6 +159,60 @@ def _group_fault(exc: Exception) -> Fault | None:
             return None
         exc = inner
     return None
+
+
+class FailureStats:
+    """Consecutive failures per call fingerprint (per session), per tool and per upstream; reset by a success.
+
+    ``this_server`` counts only faults that say something about the upstream's health (the observe stage passes
+    ``Fault.counts_against_upstream``): the model's own argument mistakes or a proxy refusal do not make a server
+    look down. Fingerprint entries are kept for the ``max_calls`` most recently failing calls.
+    """
+
+    def __init__(self, max_calls: int = 10_000) -> None:
+        self._max_calls = max_calls
+        self._calls: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._tools: OrderedDict[tuple[str, str], int] = OrderedDict()
+        """Bounded like ``_calls``: a host can send any number of distinct (unknown) tool names."""
+        self._servers: dict[str, int] = {}
+
+    @staticmethod
+    def _keys(call: ToolCall) -> tuple[tuple[str, str], tuple[str, str]]:
+        return (call.session_id, fingerprint(call)), (call.upstream, call.upstream_tool or call.name)
+
+    def record_failure(self, call: ToolCall, *, upstream_health: bool) -> Consecutive:
+        """Count one failed call; ``upstream_health``: the fault says the upstream is unwell (counts for the server).
+
+        Returns the counts including this failure."""
+        call_key, tool_key = self._keys(call)
+        n_call = self._calls.pop(call_key, 0) + 1
+        self._calls[call_key] = n_call
+        while len(self._calls) > self._max_calls:
+            self._calls.popitem(last=False)
+        n_tool = self._tools.pop(tool_key, 0) + 1
+        self._tools[tool_key] = n_tool
+        while len(self._tools) > self._max_calls:
+            self._tools.popitem(last=False)
+        n_server = self._servers.get(call.upstream, 0)
+        if upstream_health:
+            n_server = self._servers[call.upstream] = n_server + 1
+        return Consecutive(n_call, n_tool, n_server)
+
+    def record_success(self, call: ToolCall) -> None:
+        """Reset the counts of this call, its tool and its upstream (cheap when nothing failed)."""
+        if self._calls:
+            self._calls.pop((call.session_id, fingerprint(call)), None)
+        if self._tools:
+            self._tools.pop((call.upstream, call.upstream_tool or call.name), None)
+        if self._servers:
+            self._servers.pop(call.upstream, None)
+
+    def current(self, call: ToolCall) -> Consecutive:
+        """The counts for ``call`` without recording anything."""
+        call_key, tool_key = self._keys(call)
+        return Consecutive(
+            self._calls.get(call_key, 0), self._tools.get(tool_key, 0), self._servers.get(call.upstream, 0)
+        )
 
 
 class Observe:

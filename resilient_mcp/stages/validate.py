@@ -33,8 +33,7 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from referencing.exceptions import Unresolvable
 
-from ..call.chain import CallNext, ToolCall
-from ..call.fingerprint import call_arguments_json
+from ..call.chain import CallNext, ToolCall, call_arguments_json
 from ..faults import MalformedArguments, MissingRequiredArgument, SchemaViolation
 from ..policy import ValidationRule
 from ..text import canonical_json

@@ -62,7 +62,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
+from ..call.chain import call_arguments_hash, keyed_fingerprint
 from ..text import iter_utf8, utf8_len
 from . import AuditFields, Claim, IdempotencyRecord, StateError, StateLimits, StateUnavailable, output_key
 from .errors import state_errors

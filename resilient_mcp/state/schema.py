@@ -1,7 +1,8 @@
 """The SQLite schema of the state store and every query, run by the store's worker (one thread at a time).
 
 ``sqlite.Worker`` calls these with the store's connection, in its thread or, for a claim when it is idle, in the event
-loop's (``Worker.now``, inside ``nonblocking``); ``read_audit`` opens a separate read-only connection, which WAL lets
+loop's (``Worker.now``, inside ``sqlite.nonblocking``): there the store runs ``CLAIM``/``CLAIMS`` itself, one
+statement and no call into this module; ``read_audit`` opens a separate read-only connection, which WAL lets
 run beside a writing proxy. Schema version 1 (``meta.schema_version``)::
 
     idempotency(key PK, args_hash, tool, status in_flight|completed|unknown, result_json, created_at, expires_at)
@@ -121,19 +122,6 @@ def connect(uri: str, path: Path | None) -> tuple[sqlite3.Connection, str]:
     return conn, mode
 
 
-@contextmanager
-def nonblocking(conn: sqlite3.Connection) -> Iterator[None]:
-    """While inside, a database locked by another connection fails at once (``SQLITE_BUSY``) instead of waiting up
-    to ``BUSY_TIMEOUT_S``; a transaction left open by a failure is rolled back on the way out."""
-    conn.execute("PRAGMA busy_timeout=0")
-    try:
-        yield
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-
-
 def checkpoint(conn: sqlite3.Connection) -> None:
     """Copy what the WAL holds back into the database file (``PASSIVE``: never waits for readers; nothing to do when
     nothing was written since the last one)."""
@@ -166,19 +154,20 @@ def idem_begin(
     with tx(conn):
         row: sqlite3.Row | None = conn.execute(f"{_IDEM} WHERE key = ? AND expires_at > ?", (key, now)).fetchone()
         if row is None:
-            conn.execute(
-                "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, 'in_flight', NULL, ?, ?)",
-                (key, args_hash, tool, now, expires_at),
-            )
+            conn.execute(CLAIM, (key, args_hash, tool, now, expires_at))
     return row
 
 
+CLAIM = "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, 'in_flight', NULL, ?, ?)"
+"""One claim: ``(key, args_hash, tool, created_at, expires_at)``, ``in_flight``."""
+CLAIMS = CLAIM + ", (?, ?, ?, 'in_flight', NULL, ?, ?)"
+"""A derived-key write's two claims (its key and its marker) in one statement: atomic without a transaction of its
+own. The store runs ``CLAIM`` and ``CLAIMS`` for the claims its in-memory index granted, in the event loop's thread
+when the connection is free (``sqlite.StateStore.begin_write``): committed (to the WAL) before the call is sent."""
+
+
 def idem_claim(conn: sqlite3.Connection, key: str, args_hash: str, tool: str, now: float, expires_at: float) -> None:
-    """Write a claim the in-memory index already granted (it is authoritative while the store is the sole user)."""
-    conn.execute(
-        "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, 'in_flight', NULL, ?, ?)",
-        (key, args_hash, tool, now, expires_at),
-    )
+    conn.execute(CLAIM, (key, args_hash, tool, now, expires_at))
 
 
 def idem_begin_write(
@@ -196,15 +185,6 @@ def idem_begin_write(
         if held is None:
             idem_claim(conn, marker, claim.args_hash, claim.tool, claim.now, claim.marker_expires_at)
     return None, held
-
-
-def idem_claim_write(conn: sqlite3.Connection, key: str, marker: str | None, claim: Claim) -> None:
-    """Write a derived-key write's claims the in-memory index granted (``marker``: ``None`` when it was held), in one
-    transaction: committed (to the WAL) before the call is sent, so it survives a crash of the proxy."""
-    with tx(conn):
-        idem_claim(conn, key, claim.args_hash, claim.tool, claim.now, claim.expires_at)
-        if marker is not None:
-            idem_claim(conn, marker, claim.args_hash, claim.tool, claim.now, claim.marker_expires_at)
 
 
 def idem_settle_write(

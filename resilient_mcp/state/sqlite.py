@@ -6,7 +6,8 @@ versioned in a ``meta`` table; a newer schema than this code knows is refused ra
 
 Nothing here blocks the event loop: a dedicated thread runs the queries, one at a time, in the order asked
 (``Worker``; ``schema`` holds the tables and the queries), except a claim (below) when the connection is free and
-nothing is queued before it: that short commit runs in the event loop's thread (``Worker.now``), where a database
+nothing is queued before it: that short commit, one statement (``schema.CLAIM``/``CLAIMS``, atomic without a
+transaction of its own), runs in the event loop's thread (``Worker.now``, inside ``nonblocking``), where a database
 locked by another process fails at once (busy timeout 0) and sends it to the thread after all. A handoff to the
 thread and back cost more than the commit itself (two context switches and a wake-up of the event loop). Audit
 entries are fire-and-forget: ``record`` appends to a bounded in-memory queue (entries beyond it are dropped and
@@ -61,8 +62,8 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext, suppress
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -75,7 +76,7 @@ import anyio.to_thread
 import mcp_types as types
 import structlog
 
-from ..call.fingerprint import call_arguments_hash, keyed_fingerprint
+from ..call.chain import call_arguments_hash, keyed_fingerprint
 from ..text import iter_utf8, utf8_len
 from . import AuditFields, Claim, IdempotencyRecord, StateLimits, default_state_dir, output_key
 from . import schema as sql
@@ -274,7 +275,7 @@ class StateStore:
     def _nonblocking(self) -> AbstractContextManager[None]:
         """What the event loop's thread runs its SQLite work in (``Worker.now``): a lock held by another process
         fails at once, and the work goes to the worker, which waits for it."""
-        return sql.nonblocking(self._db())
+        return nonblocking(self._db())
 
     def _write_audit(self) -> None:
         entries = [self._audit.popleft() for _ in range(len(self._audit))]
@@ -333,7 +334,7 @@ class StateStore:
         self._index.claim(key, Held(args_hash, tool, "in_flight", now, expires_at))
         # Committed before the call is sent (one synchronous write): a crash from here on reads as outcome unknown.
         try:
-            await self._now(lambda: sql.idem_claim(self._db(), key, args_hash, tool, now, expires_at))
+            await self._now(lambda: self._db().execute(sql.CLAIM, (key, args_hash, tool, now, expires_at)))
         except Exception:
             self._index.delete(key)
             raise
@@ -355,10 +356,14 @@ class StateStore:
         if held is None:
             marked = Held(claim.args_hash, claim.tool, "in_flight", claim.now, claim.marker_expires_at)
             self._index.claim(marker, marked)
-        # The one synchronous write before the call is sent: the claims are committed, so a crash of this process
-        # from here on reads as "outcome unknown" after a restart.
+        # The one synchronous write before the call is sent: the claims are committed (one statement), so a crash of
+        # this process from here on reads as "outcome unknown" after a restart.
+        claims: tuple[object, ...] = (key, claim.args_hash, claim.tool, claim.now, claim.expires_at)
+        if held is None:
+            claims += (marker, claim.args_hash, claim.tool, claim.now, claim.marker_expires_at)
+        statement = sql.CLAIM if held is not None else sql.CLAIMS
         try:
-            await self._now(lambda: sql.idem_claim_write(self._db(), key, None if held is not None else marker, claim))
+            await self._now(lambda: self._db().execute(statement, claims))
         except Exception:  # not claimed after all (the stage logs it and sends the call unguarded)
             self._index.delete(key)
             if held is None:
@@ -741,6 +746,20 @@ class Worker:
                 anyio.from_thread.run_sync(job.done.set, token=job.token)
         except Exception:  # the event loop that asked has gone away
             log.debug("state_result_undelivered")
+
+
+@contextmanager
+def nonblocking(conn: sqlite3.Connection) -> Iterator[None]:
+    """While inside (the event loop's thread on the connection: ``Worker.now``), a database locked by another
+    connection fails at once (``SQLITE_BUSY``) instead of waiting up to ``schema.BUSY_TIMEOUT_S``; a transaction left
+    open by a failure is rolled back on the way out."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.execute(f"PRAGMA busy_timeout={int(sql.BUSY_TIMEOUT_S * 1000)}")
 
 
 def busy(exc: BaseException) -> bool:

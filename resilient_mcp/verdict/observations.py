@@ -38,7 +38,6 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ..call.chain import ToolCall
-from ..call.fingerprint import Consecutive
 from ..faults import BY_TYPE, Fault, FaultCategory, RepairAction, RetrySafety, SideEffectStatus
 from ..faults.error_results import FAULT_META_KEY
 from ..policy import ObservationLevel
@@ -108,6 +107,18 @@ def _upstream(fault: Fault, chars: int) -> dict[str, Any] | None:
     if not fault.upstream_message or chars <= 0:
         return None
     return {"untrusted": True, "text": _truncate(fault.upstream_message, chars)}
+
+
+@dataclass(frozen=True, slots=True)
+class Consecutive:
+    """Consecutive failures, as ``consecutive_failures`` in an observation."""
+
+    this_call: int = 0
+    this_tool: int = 0
+    this_server: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"this_call": self.this_call, "this_tool": self.this_tool, "this_server": self.this_server}
 
 
 @dataclass(frozen=True, slots=True)

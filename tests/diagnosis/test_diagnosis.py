@@ -12,7 +12,6 @@ import pytest
 from pydantic import ValidationError
 
 from resilient_mcp.call.chain import ToolCall
-from resilient_mcp.call.fingerprint import FailureStats
 from resilient_mcp.diagnosis.engine import Diagnoser, DiagnosisState, cache_scope, provider_for, signature, untyped
 from resilient_mcp.diagnosis.prompt import build_messages
 from resilient_mcp.diagnosis.providers import Answer, OpenAICompatible
@@ -21,7 +20,7 @@ from resilient_mcp.faults import EffectClass, Fault, RepairAction, RetrySafety, 
 from resilient_mcp.faults.classify import classify_result
 from resilient_mcp.policy import ObservationRule, PolicyFile, ToolRule
 from resilient_mcp.policy.diagnosis_settings import DiagnosisRule
-from resilient_mcp.stages.observe import AuditEntry, Observe
+from resilient_mcp.stages.observe import AuditEntry, FailureStats, Observe
 from resilient_mcp.verdict.observations import OBSERVATION_SCHEMA, plan_repair
 from tests.conftest import FakeClock
 

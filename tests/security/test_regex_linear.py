@@ -24,7 +24,7 @@ from regexploit.ast.sre import SreOpParser
 from regexploit.redos import find
 
 import resilient_mcp.text as textcut
-from resilient_mcp.stages import provenance
+from resilient_mcp.stages import output as result_stages
 from tests.security.cpu import cpu_cost
 
 PACKAGE = Path(__file__).resolve().parents[2] / "resilient_mcp"
@@ -33,7 +33,7 @@ FUNCTIONS = {"compile", "match", "fullmatch", "search", "sub", "subn", "split", 
 DYNAMIC: dict[tuple[str, str], str] = {
     ("chaos/plan.py", "v"): "compiles the chaos plan's own regex to validate it (never matched here)",
     ("chaos/plan.py", "self.regex"): "the operator's chaos plan (a test harness, off in production) on an argument",
-    ("stages/provenance.py", "pattern"): "literal tables compiled at import: checked below as module patterns",
+    ("stages/output.py", "pattern"): "literal tables compiled at import: checked below as module patterns",
     ("ops/secrets.py", "'|'.join(map(re.escape, values))"): "an alternation of escaped literals: no quantifier",
     ("policy/__init__.py", "pattern"): "compiles the policy's own pattern to validate it (never matched here)",
     ("policy/__init__.py", "fnmatch.translate(pattern)"): "compiles a policy glob to validate it (never matched here)",
@@ -159,7 +159,7 @@ def test_every_pattern_known_only_at_run_time_is_reviewed() -> None:
 def test_no_pattern_in_the_package_can_backtrack_polynomially() -> None:
     patterns = _patterns()
     assert len(patterns) >= 20  # the scan sees the package's patterns (33 when written), tables compiled at import too
-    assert {p.pattern for _, p in provenance._PATTERNS} <= set(patterns)
+    assert {p.pattern for _, p in result_stages._PATTERNS} <= set(patterns)
     flagged: dict[str, list[str]] = {}
     unreadable: list[str] = []
     for pattern, where in patterns.items():

@@ -90,7 +90,7 @@ async def test_idempotency_records_on_disk_carry_no_unkeyed_hash_of_the_argument
 
     import mcp_types as types
 
-    from resilient_mcp.call.fingerprint import fingerprint
+    from resilient_mcp.call.chain import fingerprint
     from resilient_mcp.faults import EffectClass
     from resilient_mcp.stages.idempotency import Idempotency, InFlight
 

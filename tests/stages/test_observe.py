@@ -14,14 +14,14 @@ from mcp.shared.exceptions import MCPError
 from structlog.testing import capture_logs
 
 from resilient_mcp import faults as f
-from resilient_mcp.call.chain import Attempt, CallNext, ToolCall
-from resilient_mcp.call.fingerprint import Consecutive, FailureStats, call_arguments_hash
+from resilient_mcp.call.chain import Attempt, CallNext, ToolCall, call_arguments_hash
 from resilient_mcp.faults import EffectClass
 from resilient_mcp.faults.classify import ERROR_META_KEY, FAULT_META_KEY
 from resilient_mcp.policy import ObservationLevel, ObservationRule, ToolRule
 from resilient_mcp.stages import observe as observe_module
-from resilient_mcp.stages.observe import AuditEntry, Observe
+from resilient_mcp.stages.observe import AuditEntry, FailureStats, Observe
 from resilient_mcp.text import canonical_json
+from resilient_mcp.verdict.observations import Consecutive
 
 pytestmark = pytest.mark.anyio
 
@@ -281,3 +281,24 @@ async def test_a_failed_call_logs_one_tool_call_event_with_the_audit_fields(monk
     events = [e for e in logs if e["event"] == "tool_call"]
     assert len(events) == 1
     assert {k: v for k, v in events[0].items() if k not in ("event", "log_level")} == audit.entries[0].as_dict()
+
+
+# --- FailureStats: the consecutive-failure counts an observation reports ----------------------------------------------
+
+
+def test_failures_count_per_call_tool_and_server_and_a_success_resets_them() -> None:
+    stats = FailureStats()
+    call = make_call()
+    assert stats.record_failure(call, upstream_health=True) == Consecutive(1, 1, 1)
+    assert stats.record_failure(make_call(arguments={"sku": "B"}), upstream_health=False) == Consecutive(1, 2, 1)
+    assert stats.current(call) == Consecutive(1, 2, 1)
+    stats.record_success(call)
+    assert stats.current(call) == Consecutive(0, 0, 0)
+
+
+def test_the_call_counters_keep_only_the_most_recently_failing_calls() -> None:
+    stats = FailureStats(max_calls=2)
+    calls = [make_call(arguments={"n": n}) for n in range(3)]
+    for call in calls:
+        stats.record_failure(call, upstream_health=False)
+    assert [stats.current(c).this_call for c in calls] == [0, 1, 1]

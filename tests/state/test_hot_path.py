@@ -32,7 +32,7 @@ from resilient_mcp.policy import IdempotencyRule, ToolRule
 from resilient_mcp.policy.config import StateConfig
 from resilient_mcp.proxy import pipeline as pipeline_module
 from resilient_mcp.stages.idempotency import Idempotency, InFlight
-from resilient_mcp.state import StateLimits
+from resilient_mcp.state import Claim, StateLimits
 from resilient_mcp.state import schema as state_schema
 from resilient_mcp.state import sqlite as state_sqlite
 from resilient_mcp.state.redis import RedisStateStore
@@ -161,6 +161,34 @@ async def test_a_read_waits_for_no_state_write_and_a_write_for_one_durable_claim
             assert after[1] - sent.queued == 1, "settling and delivery are one queued job"
             await worker.idle()
             assert disk_rows(state / "state.sqlite3") == [], "a delivered write left a record behind"
+
+
+async def test_a_writes_claims_are_one_statement_committed_in_the_event_loops_thread(
+    tmp_path: Path, workers: list[CountingWorker]
+) -> None:
+    """Both claims of a derived-key write (its record and the upstream-wide marker) are one ``INSERT`` of two rows,
+    atomic without a transaction of its own (main ran ``BEGIN IMMEDIATE``, two inserts and ``COMMIT``); a held
+    marker leaves one row to claim. Both are on disk when ``begin_write`` returns."""
+    store = await StateStore.open(tmp_path)
+    try:
+        [worker] = workers
+        await worker.idle()
+        statements: list[str] = []
+        conn = store._db()
+        conn.set_trace_callback(lambda sql: statements.append(sql) if not sql.startswith("PRAGMA") else None)
+        claim = Claim(args_hash="h", tool="t", now=time.time(), expires_at=10**10, marker_expires_at=10**10)
+        inline = worker.inline
+        assert await store.begin_write("own-1", "marker", claim) == (None, None)
+        assert worker.inline == inline + 1, "the claim went to the worker thread although it was idle"
+        assert [s.split(" VALUES")[0] for s in statements] == ["INSERT OR REPLACE INTO idempotency"], statements
+        assert statements[0].count("'in_flight'") == 2, statements
+        assert disk_rows(tmp_path / "state.sqlite3") == [("marker", "in_flight"), ("own-1", "in_flight")]
+        statements.clear()
+        await store.begin_write("own-2", "marker", claim)  # the marker is held: only the call's own record
+        assert [s.count("'in_flight'") for s in statements] == [1], statements
+        conn.set_trace_callback(None)
+    finally:
+        await store.aclose()
 
 
 async def test_the_write_behind_jobs_of_one_step_wake_the_worker_once() -> None:

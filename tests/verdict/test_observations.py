@@ -12,7 +12,6 @@ import pytest
 
 from resilient_mcp import faults as f
 from resilient_mcp.call.chain import Attempt, CallRecord, ToolCall
-from resilient_mcp.call.fingerprint import Consecutive
 from resilient_mcp.faults import EffectClass, RepairAction
 from resilient_mcp.policy import ObservationLevel as L
 from resilient_mcp.policy import ToolRule, VerifyWith
@@ -20,6 +19,7 @@ from resilient_mcp.verdict.observations import (
     FAULT_META_KEY,
     INSTRUCTIONS,
     OBSERVATION_SCHEMA,
+    Consecutive,
     Observed,
     build_observation,
     unknown_tool_error,

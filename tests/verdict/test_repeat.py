@@ -12,7 +12,6 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from resilient_mcp.call.chain import ToolCall
-from resilient_mcp.call.fingerprint import Consecutive
 from resilient_mcp.faults import (
     AttemptTimeout,
     ConnectionLost,
@@ -35,7 +34,7 @@ from resilient_mcp.stages.idempotency import Idempotency, InFlight
 from resilient_mcp.stages.retry import Retry, RetryBudgets
 from resilient_mcp.state.sqlite import StateStore
 from resilient_mcp.verdict import repeat
-from resilient_mcp.verdict.observations import Observed, build_observation, plan_repair
+from resilient_mcp.verdict.observations import Consecutive, Observed, build_observation, plan_repair
 from resilient_mcp.verdict.repeat import decide
 from tests.fixtures.fault_links import SleepRecorder, observation, recording_pipeline
 from tests.fixtures.scripted import ScriptedUpstream, error_text
