@@ -16,29 +16,34 @@ from benchmarks.errors.accuracy import (
     HOLDOUT5,
     HOLDOUT5_SHAPED,
     HOLDOUT_SHAPED,
-    main,
 )
 from benchmarks.errors.holdout5 import HOLDOUT5_SOURCES
 from benchmarks.errors.replay import CORPUS, SUCCESS_SHAPED, load
-from tests.benchmarks.holdout_checks import assert_catalog_labels, assert_replayed_and_scored
+from tests.benchmarks.holdout_checks import (
+    assert_accuracy_option,
+    assert_catalog_labels,
+    assert_fresh_batch,
+    assert_replayed_and_scored,
+)
 
 FIFTH = load(HOLDOUT5)
 FIFTH_SHAPED = load(HOLDOUT5_SHAPED)
+EARLIER = [
+    CORPUS,
+    SUCCESS_SHAPED,
+    HOLDOUT,
+    HOLDOUT_SHAPED,
+    HOLDOUT2,
+    HOLDOUT2_SHAPED,
+    HOLDOUT3,
+    HOLDOUT3_SHAPED,
+    HOLDOUT4,
+    HOLDOUT4_SHAPED,
+]
 
 
 def test_the_fifth_hold_out_is_servers_and_kinds_that_no_earlier_set_has() -> None:
-    earlier = [*load(CORPUS), *load(SUCCESS_SHAPED), *load(HOLDOUT), *load(HOLDOUT_SHAPED)]
-    earlier += [*load(HOLDOUT2), *load(HOLDOUT2_SHAPED), *load(HOLDOUT3), *load(HOLDOUT3_SHAPED)]
-    earlier += [*load(HOLDOUT4), *load(HOLDOUT4_SHAPED)]
-    fifth = FIFTH + FIFTH_SHAPED
-    servers = {r["server"] for r in fifth}
-    assert len(servers) >= 5 and not servers & {r["server"] for r in earlier}
-    assert not {r["source"] for r in fifth} & {r["source"] for r in earlier}
-    new_kinds = {r["kind"] for r in fifth} - {r["kind"] for r in earlier}
-    assert len(new_kinds) >= 5, new_kinds
-    assert {"python", "node"} <= {s.language for s in HOLDOUT5_SOURCES}
-    assert len(FIFTH) >= 60
-    assert len({r["id"] for r in fifth}) == len(fifth)
+    assert_fresh_batch(FIFTH, FIFTH_SHAPED, EARLIER, {"python", "node"}, HOLDOUT5_SOURCES)
 
 
 def test_every_label_of_the_fifth_hold_out_uses_catalog_values_only() -> None:
@@ -50,8 +55,4 @@ def test_every_record_of_the_fifth_hold_out_replays_and_the_report_scores_it() -
 
 
 def test_accuracy_has_a_holdout5_option(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import benchmarks.errors.accuracy as accuracy
-
-    monkeypatch.setattr(accuracy, "holdout5", lambda diagnosed=None: "the fifth hold-out's section")
-    assert main(["--holdout5"]) == 0
-    assert "the fifth hold-out's section" in capsys.readouterr().out
+    assert_accuracy_option(monkeypatch, capsys, "holdout5")
